@@ -1,0 +1,74 @@
+#include "server/ledger_server.h"
+
+#include <cassert>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace ledger {
+namespace {
+
+constexpr char kServiceName[] = "ledger.v1.Ledger";
+
+void SetServing(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  assert(health != nullptr);
+  health->SetServingStatus(serving);  // Every service, including the overall "" entry.
+  health->SetServingStatus(kServiceName, serving);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOptions& options) {
+  if (options.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("shutdown grace must not be negative");
+  }
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(options.router);
+  if (!router.ok()) return router.status();
+  std::unique_ptr<LedgerServer> server(new LedgerServer(
+      *std::move(router), options.shutdown_grace, options.router.shard.policy.overdraft_limit));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(&server->service_);
+
+  server->router_->Start();
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    server->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen_address,
+                     ": the port is in use or the address is not one of this machine's"));
+  }
+  SetServing(*server->server_, true);
+  return server;
+}
+
+LedgerServer::LedgerServer(std::unique_ptr<Router> router, absl::Duration shutdown_grace,
+                           int64_t overdraft_limit)
+    : router_(std::move(router)),
+      shutdown_grace_(shutdown_grace),
+      service_(router_.get(), overdraft_limit) {}
+
+LedgerServer::~LedgerServer() { assert(shut_down_); }
+
+void LedgerServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) {
+    SetServing(*server_, false);
+    // Returns once every call has finished: shards are still running and answer the calls in
+    // flight; at the deadline gRPC cancels the rest, which the shards then skip.
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + shutdown_grace_));
+  }
+  router_->Stop();
+}
+
+}  // namespace ledger

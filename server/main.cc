@@ -1,0 +1,185 @@
+// ledgerd: the ledger server. Flags live only here; everything else takes options structs.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/ledger_server.h"
+
+namespace {
+
+int32_t DefaultShards() {
+  return std::max<int32_t>(ledger::kMinShards,
+                           static_cast<int32_t>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "host:port for gRPC (ledger.v1.Ledger, grpc.health.v1.Health, reflection); port 0 "
+          "picks a free port, printed at start");
+ABSL_FLAG(int32_t, shards, DefaultShards(),
+          "number of account shards, each one thread with its own mailbox (2 to 1024; default: "
+          "the number of hardware threads, at least 2). Accounts map to shards by a stable hash");
+ABSL_FLAG(int64_t, mailbox_capacity, 1024,
+          "messages each shard's mailbox holds (1 to 16777216); a call to a full mailbox fails "
+          "at once with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_batch, static_cast<int64_t>(ledger::kDefaultMaxBatch),
+          "most messages a shard drains and applies per wake-up (1 to 65536)");
+ABSL_FLAG(int64_t, overdraft_limit, 0,
+          "how far below 0 a withdrawal may take a balance, in minor units (>= 0)");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "on SIGINT/SIGTERM, how long to wait for calls in flight before cancelling them");
+ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
+          "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
+          "overload reproducible. Leave at 0 in production");
+
+namespace {
+
+absl::Status OutOfRange(absl::string_view flag, int64_t value, int64_t min, uint64_t max) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " must be ", min, " to ", max, "; got ", value));
+}
+
+// Reads the flags into options; InvalidArgument names the flag that is out of range.
+absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
+  ledger::ServerOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  if (options.listen_address.empty()) {
+    return absl::InvalidArgumentError("--listen must be host:port; got an empty value");
+  }
+  options.router.num_shards = absl::GetFlag(FLAGS_shards);
+  const int64_t capacity = absl::GetFlag(FLAGS_mailbox_capacity);
+  const int64_t max_batch = absl::GetFlag(FLAGS_max_batch);
+  const int64_t overdraft_limit = absl::GetFlag(FLAGS_overdraft_limit);
+  if (options.router.num_shards < ledger::kMinShards ||
+      options.router.num_shards > ledger::kMaxShards) {
+    return OutOfRange("--shards", options.router.num_shards, ledger::kMinShards,
+                      ledger::kMaxShards);
+  }
+  if (capacity < 1 || static_cast<uint64_t>(capacity) > ledger::kMailboxCapacityMax) {
+    return OutOfRange("--mailbox_capacity", capacity, 1, ledger::kMailboxCapacityMax);
+  }
+  if (max_batch < 1 || static_cast<uint64_t>(max_batch) > ledger::kMaxBatchMax) {
+    return OutOfRange("--max_batch", max_batch, 1, ledger::kMaxBatchMax);
+  }
+  if (overdraft_limit < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--overdraft_limit must be 0 or more; got ", overdraft_limit));
+  }
+  options.router.shard.mailbox_capacity = static_cast<size_t>(capacity);
+  options.router.shard.max_batch = static_cast<size_t>(max_batch);
+  options.router.shard.policy.overdraft_limit = overdraft_limit;
+  options.router.shard.debug_handler_delay = absl::GetFlag(FLAGS_debug_handler_delay);
+  if (options.router.shard.debug_handler_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--debug_handler_delay must not be negative");
+  }
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  if (options.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--shutdown_grace must not be negative");
+  }
+  return options;
+}
+
+// Waits for SIGINT/SIGTERM on its own thread (the signals are blocked in every other thread):
+// the first starts a graceful shutdown, a second one exits at once.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    // Before any other thread starts, so that every thread inherits the mask.
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  }
+  ~SignalWatcher() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void Start() { thread_ = std::thread([this] { Run(); }); }
+  absl::Notification& shutdown_requested() { return shutdown_requested_; }
+
+ private:
+  void Run() {
+    int received = 0;
+    const timespec poll_interval{0, 100'000'000};
+    while (!stop_.load()) {
+      const int signal_number = sigtimedwait(&signals_, nullptr, &poll_interval);
+      if (signal_number < 0) continue;  // EAGAIN (timeout) or EINTR.
+      if (++received == 1) {
+        std::cerr << "ledgerd: received " << sigabbrev_np(signal_number)
+                  << ", shutting down; send it again to exit at once\n";
+        shutdown_requested_.Notify();
+      } else {
+        std::cerr << "ledgerd: second signal, exiting at once without draining\n";
+        std::_Exit(EXIT_FAILURE);
+      }
+    }
+  }
+
+  sigset_t signals_;
+  std::atomic<bool> stop_{false};
+  absl::Notification shutdown_requested_;
+  std::thread thread_;
+};
+
+std::string ListenAddressWithPort(const std::string& address, int port) {
+  const size_t colon = address.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? address : address.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "ledgerd: a sharded account ledger served over gRPC (ledger.v1.Ledger).\n"
+      "Usage: ledgerd [--listen=HOST:PORT] [--shards=N] [--mailbox_capacity=N] ...");
+  absl::ParseCommandLine(argc, argv);
+
+  absl::StatusOr<ledger::ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::cerr << "ledgerd: " << options.status().message() << "\n";
+    return EXIT_FAILURE;
+  }
+  SignalWatcher signals;
+  absl::StatusOr<std::unique_ptr<ledger::LedgerServer>> server =
+      ledger::LedgerServer::Start(*options);
+  if (!server.ok()) {
+    std::cerr << "ledgerd: " << server.status().message() << "\n";
+    return EXIT_FAILURE;
+  }
+  signals.Start();
+  const ledger::ShardOptions& shard = options->router.shard;
+  std::cout << absl::StrFormat(
+                   "ledgerd: listening on %s, %d shards, mailbox capacity %d, max batch %d, "
+                   "overdraft limit %d",
+                   ListenAddressWithPort(options->listen_address, (*server)->port()),
+                   options->router.num_shards, shard.mailbox_capacity, shard.max_batch,
+                   shard.policy.overdraft_limit)
+            << std::endl;
+
+  signals.shutdown_requested().WaitForNotification();
+  const absl::Time stop_started = absl::Now();
+  (*server)->Shutdown();
+  std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
+            << "\n";
+  return EXIT_SUCCESS;
+}

@@ -1,0 +1,72 @@
+#include "server/status_mapping.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ledger {
+namespace {
+
+std::string DescribeInvalidAccountId(absl::string_view id) {
+  constexpr absl::string_view kRule =
+      "account_id must be 1 to 128 bytes of A-Z a-z 0-9 . _ : @ -";
+  if (id.empty()) return absl::StrCat(kRule, "; got an empty id");
+  if (id.size() > kAccountIdMaxBytes) return absl::StrCat(kRule, "; got ", id.size(), " bytes");
+  for (size_t i = 0; i < id.size(); ++i) {
+    if (ValidateAccountId(id.substr(i, 1)) != Outcome::kOk) {
+      return absl::StrFormat("%s; byte %d is 0x%02X, which is not allowed", kRule, i,
+                             static_cast<unsigned char>(id[i]));
+    }
+  }
+  return std::string(kRule);
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(Outcome outcome, int64_t balance, const CallFacts& facts) {
+  switch (outcome) {
+    case Outcome::kOk:
+      return grpc::Status::OK;
+    case Outcome::kInvalidAccountId:
+      return {grpc::StatusCode::INVALID_ARGUMENT, DescribeInvalidAccountId(facts.account_id)};
+    case Outcome::kInvalidAmount:
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              absl::StrCat("amount must be greater than 0 (minor units, e.g. cents); got ",
+                           facts.amount)};
+    case Outcome::kAccountNotFound:
+      return {grpc::StatusCode::NOT_FOUND,
+              absl::StrCat("account ", facts.account_id,
+                           " not found: it has never received a deposit")};
+    case Outcome::kInsufficientFunds:
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              absl::StrCat("insufficient funds: balance ", balance, ", requested ", facts.amount,
+                           ", overdraft limit ", facts.overdraft_limit)};
+    case Outcome::kOverflow:
+      return {grpc::StatusCode::OUT_OF_RANGE,
+              absl::StrCat("deposit would overflow the balance: balance ", balance, ", deposit ",
+                           facts.amount, ", maximum balance ",
+                           std::numeric_limits<int64_t>::max())};
+    case Outcome::kMailboxFull:
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",
+                           facts.mailbox_capacity,
+                           "); nothing was applied, retry after a back-off")};
+    case Outcome::kShuttingDown:
+      return {grpc::StatusCode::UNAVAILABLE,
+              "server is shutting down; nothing was applied, retry against another instance"};
+    case Outcome::kCallerGone:
+      return {grpc::StatusCode::CANCELLED,
+              absl::StrCat("call was cancelled or its deadline passed while queued for shard ",
+                           facts.shard, "; it was not applied")};
+    case Outcome::kInternal:
+      break;
+  }
+  return {grpc::StatusCode::INTERNAL,
+          absl::StrCat("internal error in shard ", facts.shard, " while handling ",
+                       OpName(facts.op), "; nothing was applied, see the server log")};
+}
+
+}  // namespace ledger

@@ -1,0 +1,210 @@
+// Defines `Mailbox<T>`, the bounded multi-producer, single-consumer queue in front of each shard,
+// and `SendOutcome`, the result of a non-blocking send.
+//
+// Design (why it is shaped like this):
+// - Admission never blocks: `TrySend` is one compare-and-swap on the tail plus a store into the
+//   claimed cell (Dmitry Vyukov's bounded queue, with a per-cell sequence number). A full mailbox
+//   answers kFull at once, and the caller sheds the request.
+// - The consumer sleeps on a futex (C++20 atomic wait) only when it finds the mailbox empty, and a
+//   producer pays for a wake-up only when the consumer has announced that it sleeps. Under load
+//   the consumer never sleeps and producers never make a system call. The "announce sleep,
+//   re-check" and "publish, check sleeper" pairs are sequentially consistent, so no wake-up is
+//   lost (see SleepUntilWoken).
+// - Closing is one atomic OR of a bit into the tail, so the set of accepted messages is exactly
+//   those that claimed a cell before the bit was set; the consumer drains every one of them
+//   before `WaitAndDrain` reports the end.
+// - Producer-side, consumer-side and sleep-state fields sit on separate cache lines.
+#ifndef LEDGER_SHARD_MAILBOX_H_
+#define LEDGER_SHARD_MAILBOX_H_
+
+#include <atomic>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace ledger {
+
+// What happened to a `TrySend`.
+enum class SendOutcome : uint8_t {
+  kAccepted,  // queued; the consumer will receive it exactly once.
+  kFull,      // the mailbox holds `capacity` messages; nothing was queued.
+  kClosed,    // the mailbox was closed; nothing was queued.
+};
+
+inline constexpr size_t kCacheLineBytes = 64;
+
+// A bounded MPSC queue of `T` (default-constructible and movable).
+// Thread-safe: `TrySend`, `Close`, `Depth`, `capacity` and `closed` may be called from any thread;
+// `TryDrain` and `WaitAndDrain` only from the single consumer thread.
+template <typename T>
+class Mailbox {
+ public:
+  // Requires capacity >= 1.
+  explicit Mailbox(size_t capacity)
+      : capacity_(capacity),
+        power_of_two_((capacity & (capacity - 1)) == 0),
+        cells_(new Cell[capacity]) {
+    assert(capacity >= 1);
+    for (size_t i = 0; i < capacity; ++i) {
+      cells_[i].sequence.store(FreeSequence(i), std::memory_order_relaxed);
+    }
+  }
+
+  Mailbox(const Mailbox&) = delete;
+  Mailbox& operator=(const Mailbox&) = delete;
+
+  // Any thread. Never blocks. On kFull or kClosed `item` is left untouched, so the caller can
+  // still answer it.
+  [[nodiscard]] SendOutcome TrySend(T&& item) {
+    uint64_t tail = tail_.load(std::memory_order_relaxed);
+    Cell* cell = nullptr;
+    for (;;) {
+      if ((tail & kClosedBit) != 0) return SendOutcome::kClosed;
+      const uint64_t position = tail >> 1;
+      cell = &cells_[Index(position)];
+      const uint64_t sequence = cell->sequence.load(std::memory_order_acquire);
+      const auto lag = static_cast<int64_t>(sequence - FreeSequence(position));
+      if (lag == 0) {
+        if (tail_.compare_exchange_weak(tail, tail + kPositionStep, std::memory_order_relaxed)) {
+          cell->item = std::move(item);
+          // seq_cst, like the load of consumer_sleeping_ below: see SleepUntilWoken.
+          cell->sequence.store(PublishedSequence(position), std::memory_order_seq_cst);
+          break;
+        }
+      } else if (lag < 0) {
+        return SendOutcome::kFull;  // The cell still holds a message from the previous lap.
+      } else {
+        tail = tail_.load(std::memory_order_relaxed);  // Another producer took this cell.
+      }
+    }
+    if (consumer_sleeping_.load(std::memory_order_seq_cst)) WakeConsumer();
+    return SendOutcome::kAccepted;
+  }
+
+  // Consumer only. Moves up to `max_items` queued messages, oldest first, to the end of `out`.
+  // Never blocks; returns how many it moved.
+  size_t TryDrain(std::vector<T>& out, size_t max_items) {
+    uint64_t position = head_position_;
+    size_t moved = 0;
+    while (moved < max_items) {
+      Cell& cell = cells_[Index(position)];
+      if (cell.sequence.load(std::memory_order_acquire) != PublishedSequence(position)) break;
+      out.push_back(std::move(cell.item));
+      cell.sequence.store(FreeSequence(position + capacity_), std::memory_order_release);
+      ++position;
+      ++moved;
+    }
+    head_position_ = position;
+    head_.store(position, std::memory_order_relaxed);
+    return moved;
+  }
+
+  // Consumer only. Like TryDrain, but sleeps while the mailbox is open and empty. Returns 0 only
+  // when the mailbox is closed and every accepted message has been drained.
+  size_t WaitAndDrain(std::vector<T>& out, size_t max_items) {
+    assert(max_items >= 1);
+    for (;;) {
+      const size_t moved = TryDrain(out, max_items);
+      if (moved > 0) return moved;
+      const uint64_t tail = tail_.load(std::memory_order_acquire);
+      if ((tail >> 1) != head_position_) {
+        // A producer claimed a cell and is about to fill it; that takes nanoseconds.
+        std::this_thread::yield();
+        continue;
+      }
+      if ((tail & kClosedBit) != 0) return 0;
+      SleepUntilWoken();
+    }
+  }
+
+  // Any thread; idempotent. After it returns every TrySend answers kClosed; messages accepted
+  // before it stay queued and are still drained.
+  void Close() {
+    tail_.fetch_or(kClosedBit, std::memory_order_acq_rel);
+    consumer_sleeping_.store(false, std::memory_order_relaxed);
+    wake_epoch_.fetch_add(1, std::memory_order_release);
+    wake_epoch_.notify_one();
+  }
+
+  // Any thread. Messages queued now; exact when quiescent, approximate under concurrent use.
+  size_t Depth() const {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    const uint64_t claimed = tail_.load(std::memory_order_relaxed) >> 1;
+    return claimed > head ? static_cast<size_t>(claimed - head) : 0;
+  }
+
+  size_t capacity() const { return capacity_; }
+
+  bool closed() const { return (tail_.load(std::memory_order_acquire) & kClosedBit) != 0; }
+
+ private:
+  struct Cell {
+    std::atomic<uint64_t> sequence{0};
+    T item{};
+  };
+
+  // The tail word holds (position << 1) | closed, so claiming a cell and closing are ordered by
+  // one atomic variable.
+  static constexpr uint64_t kClosedBit = 1;
+  static constexpr uint64_t kPositionStep = 2;
+
+  // A cell's sequence says whose turn it is: FreeSequence(p) when the producer of position p may
+  // fill it, PublishedSequence(p) when the consumer may take it. Doubling keeps the two states
+  // apart even for capacity 1, where position p + capacity is p + 1.
+  static constexpr uint64_t FreeSequence(uint64_t position) { return 2 * position; }
+  static constexpr uint64_t PublishedSequence(uint64_t position) { return 2 * position + 1; }
+
+  size_t Index(uint64_t position) const {
+    // The default capacities are powers of two; a mask saves a division on the hot path.
+    return power_of_two_ ? static_cast<size_t>(position & (capacity_ - 1))
+                         : static_cast<size_t>(position % capacity_);
+  }
+
+  // The store-buffering pair that prevents a lost wake-up: the consumer stores "sleeping" and
+  // then loads the head cell; a producer stores the cell and then loads "sleeping". All four are
+  // seq_cst, so at least one side sees the other's store: either the consumer finds the message
+  // and stays awake, or the producer finds the sleeper and wakes it.
+  void SleepUntilWoken() {
+    const uint32_t epoch = wake_epoch_.load(std::memory_order_acquire);
+    consumer_sleeping_.store(true, std::memory_order_seq_cst);
+    const Cell& head = cells_[Index(head_position_)];
+    const bool published =
+        head.sequence.load(std::memory_order_seq_cst) == PublishedSequence(head_position_);
+    if (published || tail_.load(std::memory_order_acquire) != (head_position_ << 1)) {
+      // A message arrived, a producer is filling a cell, or the mailbox was closed.
+      consumer_sleeping_.store(false, std::memory_order_relaxed);
+      return;
+    }
+    wake_epoch_.wait(epoch, std::memory_order_acquire);
+  }
+
+  void WakeConsumer() {
+    // Only the producer that flips the flag pays for the system call.
+    if (consumer_sleeping_.exchange(false, std::memory_order_relaxed)) {
+      wake_epoch_.fetch_add(1, std::memory_order_release);
+      wake_epoch_.notify_one();
+    }
+  }
+
+  const size_t capacity_;
+  const bool power_of_two_;
+  const std::unique_ptr<Cell[]> cells_;
+
+  // Producer side: claimed positions and the closed bit.
+  alignas(kCacheLineBytes) std::atomic<uint64_t> tail_{0};
+  // Consumer side: the next position to drain (a private copy, and a published one for Depth).
+  alignas(kCacheLineBytes) uint64_t head_position_ = 0;
+  std::atomic<uint64_t> head_{0};
+  // Sleep state: written by the consumer only when it runs out of work.
+  alignas(kCacheLineBytes) std::atomic<bool> consumer_sleeping_{false};
+  std::atomic<uint32_t> wake_epoch_{0};
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_SHARD_MAILBOX_H_

@@ -1,0 +1,53 @@
+// Defines `Message`, what the front end hands a shard for one call, and `Completion`, the
+// front end's callback through which the shard answers it.
+#ifndef LEDGER_SHARD_MESSAGE_H_
+#define LEDGER_SHARD_MESSAGE_H_
+
+#include <chrono>
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+#include "shard/ledger_rules.h"
+
+namespace ledger {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The shard's answer to one message.
+struct Reply {
+  Outcome outcome = Outcome::kOk;
+  // See Decision::balance; 0 for outcomes that never reached the rules.
+  int64_t balance = 0;
+};
+
+// Implemented by the front end for each call it enqueues.
+// Both methods are called only by the shard thread that owns the message.
+class Completion {
+ public:
+  // True when the caller has cancelled or its deadline has passed; the shard then skips the
+  // message (and still calls Complete with kCallerGone).
+  virtual bool CallerGone() const = 0;
+
+  // Called exactly once per accepted message, after the message was applied or skipped. The
+  // implementation may delete itself; the shard never touches the message again.
+  virtual void Complete(const Reply& reply) = 0;
+
+ protected:
+  ~Completion() = default;
+};
+
+// One call for a shard. Plain data: cheap to move through the mailbox.
+struct Message {
+  Op op = Op::kBalance;
+  int64_t amount = 0;
+  // NOTE: a view, not a copy. The bytes must stay valid until `completion->Complete` is called
+  // (the gRPC request object satisfies this: it lives until the call finishes).
+  absl::string_view account_id;
+  Completion* completion = nullptr;
+  // Set by the shard's TrySend; the start of the mailbox wait.
+  SteadyClock::time_point enqueued_at;
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_SHARD_MESSAGE_H_

@@ -1,0 +1,58 @@
+#include "shard/router.h"
+
+#include <cassert>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "shard/stable_hash.h"
+
+namespace ledger {
+
+absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& options) {
+  if (options.num_shards < kMinShards || options.num_shards > kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat("shard count must be ", kMinShards, " to ",
+                                                   kMaxShards, "; got ", options.num_shards));
+  }
+  if (!options.observers.empty() &&
+      options.observers.size() != static_cast<size_t>(options.num_shards)) {
+    return absl::InvalidArgumentError(absl::StrCat("need one observer per shard; got ",
+                                                   options.observers.size(), " for ",
+                                                   options.num_shards, " shards"));
+  }
+  if (absl::Status status = ValidateShardOptions(options.shard); !status.ok()) return status;
+
+  std::vector<std::unique_ptr<Shard>> shards;
+  shards.reserve(options.num_shards);
+  for (int32_t i = 0; i < options.num_shards; ++i) {
+    ShardOptions shard_options = options.shard;
+    shard_options.index = i;
+    shard_options.observer = options.observers.empty() ? nullptr : options.observers[i];
+    shards.push_back(std::make_unique<Shard>(std::move(shard_options)));
+  }
+  return std::unique_ptr<Router>(new Router(std::move(shards)));
+}
+
+Router::Router(std::vector<std::unique_ptr<Shard>> shards) : shards_(std::move(shards)) {}
+
+Router::~Router() { Stop(); }
+
+void Router::Start() {
+  for (const auto& shard : shards_) shard->Start();
+}
+
+void Router::Stop() {
+  // Close every mailbox first so that no shard keeps accepting while another drains.
+  for (const auto& shard : shards_) shard->CloseMailbox();
+  for (const auto& shard : shards_) shard->Stop();
+}
+
+int32_t Router::ShardFor(absl::string_view account_id) const {
+  return ShardOf(account_id, num_shards());
+}
+
+SendOutcome Router::TrySend(int32_t shard, Message&& message) {
+  assert(shard >= 0 && shard < num_shards());
+  return shards_[shard]->TrySend(std::move(message));
+}
+
+}  // namespace ledger

@@ -1,0 +1,59 @@
+// Defines `Router`, the fixed set of shards behind the front end, and the stable choice of the
+// shard that owns an account.
+#ifndef LEDGER_SHARD_ROUTER_H_
+#define LEDGER_SHARD_ROUTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "shard/shard.h"
+
+namespace ledger {
+
+inline constexpr int32_t kMinShards = 2;
+inline constexpr int32_t kMaxShards = 1024;
+
+struct RouterOptions {
+  int32_t num_shards = kMinShards;  // kMinShards to kMaxShards.
+  // Applied to every shard; its `index` and `observer` are set per shard by the router.
+  ShardOptions shard;
+  // Empty, or one per shard (not owned; must outlive the router).
+  std::vector<ShardObserver*> observers;
+};
+
+// Thread-safe: ShardFor, TrySend and the accessors may be called from any thread; Start and Stop
+// from one controlling thread. Stop is mandatory before destruction.
+class Router {
+ public:
+  // InvalidArgument when an option is out of range.
+  static absl::StatusOr<std::unique_ptr<Router>> Create(const RouterOptions& options);
+
+  ~Router();
+
+  // Starts every shard thread.
+  void Start();
+  // Closes every mailbox, then waits until each shard has applied and answered everything it
+  // accepted, and joins the shard threads. Idempotent.
+  void Stop();
+
+  // The shard that owns `account_id`: ShardOf(account_id, num_shards()), see stable_hash.h.
+  int32_t ShardFor(absl::string_view account_id) const;
+
+  // Never blocks. See Shard::TrySend. Requires 0 <= shard < num_shards().
+  [[nodiscard]] SendOutcome TrySend(int32_t shard, Message&& message);
+
+  int32_t num_shards() const { return static_cast<int32_t>(shards_.size()); }
+  const Shard& shard(int32_t index) const { return *shards_[index]; }
+
+ private:
+  explicit Router(std::vector<std::unique_ptr<Shard>> shards);
+
+  const std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_SHARD_ROUTER_H_

@@ -1,0 +1,136 @@
+#include "shard/router.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "shard/stable_hash.h"
+#include "tests/shard/shard_test_util.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::CountingObserver;
+using testing_util::RecordingCompletion;
+
+Reply Call(Router& router, Op op, absl::string_view account_id, int64_t amount) {
+  RecordingCompletion completion;
+  Message message{.op = op,
+                  .amount = amount,
+                  .account_id = account_id,
+                  .completion = &completion,
+                  .enqueued_at = {}};
+  EXPECT_EQ(router.TrySend(router.ShardFor(account_id), std::move(message)),
+            SendOutcome::kAccepted);
+  return completion.WaitForReply();
+}
+
+std::unique_ptr<Router> StartRouter(int32_t shards, std::vector<ShardObserver*> observers = {}) {
+  RouterOptions options;
+  options.num_shards = shards;
+  options.shard.mailbox_capacity = 1024;
+  options.observers = std::move(observers);
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(options);
+  EXPECT_TRUE(router.ok()) << router.status();
+  (*router)->Start();
+  return *std::move(router);
+}
+
+TEST(RouterTest, SendsEachAccountToTheShardItsStableHashNames) {
+  std::vector<CountingObserver> observers(4);
+  auto router = StartRouter(4, {&observers[0], &observers[1], &observers[2], &observers[3]});
+  std::vector<int> expected(4, 0);
+  for (int i = 0; i < 200; ++i) {
+    const std::string id = absl::StrCat("acct-", i);
+    ASSERT_EQ(Call(*router, Op::kDeposit, id, 1).outcome, Outcome::kOk);
+    ++expected[ShardOf(id, 4)];
+  }
+  router->Stop();
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(observers[s].handled.load(), expected[s]) << "shard " << s;
+    EXPECT_EQ(observers[s].accounts.load(), expected[s]) << "shard " << s;
+  }
+}
+
+// The race the actor design removes: with a lock-free read-modify-write both would succeed.
+TEST(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
+  constexpr int kRounds = 1000;
+  auto router = StartRouter(2);
+  int rounds_with_one_success = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string id = absl::StrCat("race-", round);
+    ASSERT_EQ(Call(*router, Op::kDeposit, id, 1000).balance, 1000);
+    std::atomic<int> ready{0};
+    Reply replies[2];
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+        replies[t] = Call(*router, Op::kWithdraw, id, 700);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    const int successes = (replies[0].outcome == Outcome::kOk) + (replies[1].outcome == Outcome::kOk);
+    const int refusals = (replies[0].outcome == Outcome::kInsufficientFunds) +
+                         (replies[1].outcome == Outcome::kInsufficientFunds);
+    if (successes == 1 && refusals == 1) ++rounds_with_one_success;
+    ASSERT_EQ(Call(*router, Op::kBalance, id, 0).balance, 300) << "round " << round;
+  }
+  router->Stop();
+  EXPECT_EQ(rounds_with_one_success, kRounds);
+}
+
+TEST(RouterTest, ConcurrentDepositsFromManyThreadsAreAllApplied) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 5000;
+  auto router = StartRouter(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) Call(*router, Op::kDeposit, "shared", 1);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(Call(*router, Op::kBalance, "shared", 0).balance, kThreads * kPerThread);
+  router->Stop();
+}
+
+TEST(RouterTest, AfterStopEveryShardRefusesNewMessages) {
+  auto router = StartRouter(2);
+  router->Stop();
+  RecordingCompletion completion;
+  for (int32_t s = 0; s < 2; ++s) {
+    Message message{.op = Op::kBalance,
+                    .amount = 0,
+                    .account_id = "x",
+                    .completion = &completion,
+                    .enqueued_at = {}};
+    EXPECT_EQ(router->TrySend(s, std::move(message)), SendOutcome::kClosed);
+  }
+  EXPECT_FALSE(completion.HasReply());
+}
+
+TEST(RouterTest, CreateRefusesOptionsOutOfRange) {
+  RouterOptions options;
+  options.num_shards = 1;
+  EXPECT_EQ(Router::Create(options).status().message(), "shard count must be 2 to 1024; got 1");
+  options.num_shards = kMaxShards + 1;
+  EXPECT_FALSE(Router::Create(options).ok());
+  options.num_shards = 2;
+  CountingObserver one;
+  options.observers = {&one};
+  EXPECT_EQ(Router::Create(options).status().message(),
+            "need one observer per shard; got 1 for 2 shards");
+  options.observers.clear();
+  options.shard.max_batch = 0;
+  EXPECT_EQ(Router::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ledger

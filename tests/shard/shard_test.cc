@@ -1,0 +1,166 @@
+#include "shard/shard.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/shard/shard_test_util.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::CountingObserver;
+using testing_util::RecordingCompletion;
+
+Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
+                    Completion* completion) {
+  return Message{.op = op,
+                 .amount = amount,
+                 .account_id = account_id,
+                 .completion = completion,
+                 .enqueued_at = {}};
+}
+
+// A shard whose handler blocks on any message for the account "hold" until Release().
+class HeldShardTest : public testing::Test {
+ protected:
+  void StartShard(size_t capacity) {
+    ShardOptions options;
+    options.mailbox_capacity = capacity;
+    options.observer = &observer_;
+    options.test_before_handle = [this](const Message& message) {
+      if (message.account_id == "hold") {
+        held_.Notify();
+        release_.WaitForNotification();
+      }
+      if (message.account_id == "boom") throw std::runtime_error("injected fault");
+    };
+    shard_ = std::make_unique<Shard>(std::move(options));
+    shard_->Start();
+  }
+
+  void TearDown() override {
+    if (!release_.HasBeenNotified()) release_.Notify();
+    if (shard_ != nullptr) shard_->Stop();
+  }
+
+  // Sends a message for "hold" and waits until the shard thread is blocked inside its handler.
+  void HoldShard() {
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion_)),
+              SendOutcome::kAccepted);
+    held_.WaitForNotification();
+  }
+  void Release() { release_.Notify(); }
+
+  Reply Call(Op op, absl::string_view account_id, int64_t amount) {
+    RecordingCompletion completion;
+    EXPECT_EQ(shard_->TrySend(MakeMessage(op, account_id, amount, &completion)),
+              SendOutcome::kAccepted);
+    return completion.WaitForReply();
+  }
+
+  CountingObserver observer_;
+  std::unique_ptr<Shard> shard_;
+  RecordingCompletion hold_completion_;
+  testing_util::Event held_;
+  testing_util::Event release_;
+};
+
+TEST_F(HeldShardTest, AppliesDepositsWithdrawalsAndBalanceInOrder) {
+  StartShard(16);
+  EXPECT_EQ(Call(Op::kDeposit, "alice", 1500).balance, 1500);
+  const Reply withdrawn = Call(Op::kWithdraw, "alice", 400);
+  EXPECT_EQ(withdrawn.outcome, Outcome::kOk);
+  EXPECT_EQ(withdrawn.balance, 1100);
+  const Reply refused = Call(Op::kWithdraw, "alice", 5000);
+  EXPECT_EQ(refused.outcome, Outcome::kInsufficientFunds);
+  EXPECT_EQ(refused.balance, 1100);
+  EXPECT_EQ(Call(Op::kBalance, "alice", 0).balance, 1100);
+  EXPECT_EQ(Call(Op::kBalance, "nobody", 0).outcome, Outcome::kAccountNotFound);
+  EXPECT_EQ(observer_.handled.load(), 5);
+  EXPECT_EQ(observer_.accounts.load(), 1);
+  EXPECT_EQ(observer_.negative_durations.load(), 0);
+}
+
+TEST_F(HeldShardTest, FullMailboxShedsAtOnceAndCountsIt) {
+  StartShard(2);
+  HoldShard();
+  RecordingCompletion first, second, shed;
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 10, &first)), SendOutcome::kAccepted);
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 20, &second)),
+            SendOutcome::kAccepted);
+  EXPECT_EQ(shard_->MailboxDepth(), 2u);
+  EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 40, &shed)), SendOutcome::kFull);
+  EXPECT_EQ(observer_.shed.load(), 1);
+  Release();
+  EXPECT_EQ(first.WaitForReply().balance, 10);
+  EXPECT_EQ(second.WaitForReply().balance, 30);
+  EXPECT_EQ(Call(Op::kBalance, "a", 0).balance, 30);  // The shed deposit was never applied.
+  EXPECT_FALSE(shed.HasReply());
+}
+
+TEST_F(HeldShardTest, SkipsAndCountsAMessageWhoseCallerLeftWhileItWaited) {
+  StartShard(8);
+  HoldShard();
+  RecordingCompletion abandoned;
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "bob", 500, &abandoned)),
+            SendOutcome::kAccepted);
+  abandoned.MarkCallerGone();
+  Release();
+  EXPECT_EQ(abandoned.WaitForReply().outcome, Outcome::kCallerGone);
+  EXPECT_EQ(Call(Op::kBalance, "bob", 0).outcome, Outcome::kAccountNotFound);
+  EXPECT_EQ(observer_.expired.load(), 1);
+}
+
+TEST_F(HeldShardTest, HandlerFaultAnswersInternalAndTheShardKeepsServing) {
+  StartShard(8);
+  EXPECT_EQ(Call(Op::kDeposit, "boom", 100).outcome, Outcome::kInternal);
+  EXPECT_EQ(Call(Op::kDeposit, "carol", 100).balance, 100);
+  EXPECT_EQ(observer_.internal_errors.load(), 1);
+  EXPECT_EQ(observer_.accounts.load(), 1);  // "boom" was never opened.
+}
+
+TEST_F(HeldShardTest, StopAppliesAndAnswersEveryAcceptedMessageThenRefusesNewOnes) {
+  constexpr int kQueued = 50;
+  StartShard(64);
+  HoldShard();
+  std::vector<RecordingCompletion> completions(kQueued);
+  for (int i = 0; i < kQueued; ++i) {
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "dave", 2, &completions[i])),
+              SendOutcome::kAccepted);
+  }
+  shard_->CloseMailbox();
+  RecordingCompletion too_late;
+  EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "dave", 2, &too_late)), SendOutcome::kClosed);
+  std::thread stopper([this] { shard_->Stop(); });
+  Release();
+  stopper.join();
+  for (int i = 0; i < kQueued; ++i) {
+    EXPECT_EQ(completions[i].completions(), 1) << i;
+    EXPECT_EQ(completions[i].WaitForReply().balance, 2 * (i + 1)) << i;
+  }
+  EXPECT_EQ(hold_completion_.completions(), 1);
+  EXPECT_FALSE(too_late.HasReply());
+}
+
+TEST(ShardOptionsTest, RefusesEachBoundOutOfRange) {
+  EXPECT_TRUE(ValidateShardOptions(ShardOptions{}).ok());
+  ShardOptions options;
+  options.mailbox_capacity = 0;
+  EXPECT_FALSE(ValidateShardOptions(options).ok());
+  options.mailbox_capacity = kMailboxCapacityMax + 1;
+  EXPECT_FALSE(ValidateShardOptions(options).ok());
+  options = ShardOptions{};
+  options.max_batch = 0;
+  EXPECT_FALSE(ValidateShardOptions(options).ok());
+  options = ShardOptions{};
+  options.policy.overdraft_limit = -1;
+  EXPECT_EQ(ValidateShardOptions(options).message(), "overdraft limit must be >= 0; got -1");
+}
+
+}  // namespace
+}  // namespace ledger

@@ -1,0 +1,85 @@
+// Test helpers for driving shards by hand: a Completion that records its reply, and an observer
+// that counts what a shard reports.
+#ifndef LEDGER_TESTS_SHARD_SHARD_TEST_UTIL_H_
+#define LEDGER_TESTS_SHARD_SHARD_TEST_UTIL_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "shard/message.h"
+#include "shard/shard_observer.h"
+
+namespace ledger::testing_util {
+
+// A one-shot event, like absl::Notification but made only of std::atomic, so ThreadSanitizer sees
+// its synchronisation (Debian's Abseil library is not TSan-instrumented). Thread-safe.
+class Event {
+ public:
+  void Notify() {
+    notified_.store(true, std::memory_order_release);
+    notified_.notify_all();
+  }
+  void WaitForNotification() const { notified_.wait(false, std::memory_order_acquire); }
+  bool HasBeenNotified() const { return notified_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> notified_{false};
+};
+
+// Records the one reply a message gets. Thread-safe: Complete is called by the shard thread,
+// reply() after WaitForReply by the test thread.
+class RecordingCompletion final : public Completion {
+ public:
+  bool CallerGone() const override { return gone_.load(); }
+  void Complete(const Reply& reply) override {
+    reply_ = reply;
+    completions_.fetch_add(1);
+    done_.Notify();
+  }
+
+  void MarkCallerGone() { gone_.store(true); }
+  const Reply& WaitForReply() {
+    done_.WaitForNotification();
+    return reply_;
+  }
+  bool HasReply() const { return done_.HasBeenNotified(); }
+  int completions() const { return completions_.load(); }
+
+ private:
+  std::atomic<bool> gone_{false};
+  std::atomic<int> completions_{0};
+  Reply reply_;
+  Event done_;
+};
+
+// Counts every event. Thread-safe.
+class CountingObserver final : public ShardObserver {
+ public:
+  void OnShed() override { shed.fetch_add(1); }
+  void OnExpired() override { expired.fetch_add(1); }
+  void OnHandled(Op, std::chrono::nanoseconds wait, std::chrono::nanoseconds handler) override {
+    handled.fetch_add(1);
+    if (wait.count() < 0 || handler.count() < 0) negative_durations.fetch_add(1);
+  }
+  void OnInternalError() override { internal_errors.fetch_add(1); }
+  void OnBatch(size_t size, size_t account_count) override {
+    batches.fetch_add(1);
+    batched_messages.fetch_add(static_cast<int64_t>(size));
+    accounts.store(static_cast<int64_t>(account_count));
+  }
+
+  std::atomic<int64_t> shed{0};
+  std::atomic<int64_t> expired{0};
+  std::atomic<int64_t> handled{0};
+  std::atomic<int64_t> internal_errors{0};
+  std::atomic<int64_t> batches{0};
+  std::atomic<int64_t> batched_messages{0};
+  std::atomic<int64_t> accounts{0};
+  std::atomic<int64_t> negative_durations{0};
+};
+
+}  // namespace ledger::testing_util
+
+#endif  // LEDGER_TESTS_SHARD_SHARD_TEST_UTIL_H_
