@@ -1,0 +1,240 @@
+// Integration tests: an in-process ledgerd on a loopback port, called through real gRPC clients.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/server/test_server.h"
+#include "tests/shard/shard_test_util.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::Balance;
+using testing_util::CallResult;
+using testing_util::ContextWithDeadline;
+using testing_util::Deposit;
+using testing_util::LoopbackOptions;
+using testing_util::TestServer;
+using testing_util::Withdraw;
+using ::testing::HasSubstr;
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+TEST(LedgerServiceTest, DepositWithdrawAndBalanceReturnTheBalanceAfterEachCall) {
+  TestServer server;
+  auto stub = server.NewStub();
+  CallResult deposited = Deposit(*stub, "alice", 1500);
+  ASSERT_TRUE(deposited.status.ok()) << deposited.status.error_message();
+  EXPECT_EQ(deposited.balance, 1500);
+  CallResult withdrawn = Withdraw(*stub, "alice", 400);
+  ASSERT_TRUE(withdrawn.status.ok()) << withdrawn.status.error_message();
+  EXPECT_EQ(withdrawn.balance, 1100);
+  CallResult balance = Balance(*stub, "alice");
+  ASSERT_TRUE(balance.status.ok());
+  EXPECT_EQ(balance.balance, 1100);
+}
+
+TEST(LedgerServiceTest, InsufficientFundsIsFailedPreconditionAndChangesNothing) {
+  TestServer server;
+  auto stub = server.NewStub();
+  ASSERT_TRUE(Deposit(*stub, "alice", 1100).status.ok());
+  CallResult refused = Withdraw(*stub, "alice", 5000);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(refused.status.error_message(),
+            "insufficient funds: balance 1100, requested 5000, overdraft limit 0");
+  EXPECT_EQ(Balance(*stub, "alice").balance, 1100);
+}
+
+TEST(LedgerServiceTest, OverdraftLimitAllowsExactlyThatMuchBelowZero) {
+  ServerOptions options = LoopbackOptions();
+  options.router.shard.policy.overdraft_limit = 500;
+  TestServer server(options);
+  auto stub = server.NewStub();
+  ASSERT_TRUE(Deposit(*stub, "bob", 100).status.ok());
+  CallResult one_too_far = Withdraw(*stub, "bob", 601);
+  EXPECT_EQ(one_too_far.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(one_too_far.status.error_message(),
+            "insufficient funds: balance 100, requested 601, overdraft limit 500");
+  CallResult to_the_limit = Withdraw(*stub, "bob", 600);
+  ASSERT_TRUE(to_the_limit.status.ok());
+  EXPECT_EQ(to_the_limit.balance, -500);
+  EXPECT_EQ(Balance(*stub, "bob").balance, -500);
+}
+
+TEST(LedgerServiceTest, UnknownAccountIsNotFoundForBalanceAndWithdraw) {
+  TestServer server;
+  auto stub = server.NewStub();
+  CallResult balance = Balance(*stub, "nobody");
+  EXPECT_EQ(balance.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(balance.status.error_message(),
+            "account nobody not found: it has never received a deposit");
+  EXPECT_EQ(Withdraw(*stub, "nobody", 1).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Balance(*stub, "nobody").status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(LedgerServiceTest, DepositThatWouldOverflowIsOutOfRangeAndChangesNothing) {
+  TestServer server;
+  auto stub = server.NewStub();
+  ASSERT_TRUE(Deposit(*stub, "rich", kMax).status.ok());
+  CallResult overflow = Deposit(*stub, "rich", kMax);
+  EXPECT_EQ(overflow.status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_THAT(overflow.status.error_message(),
+              HasSubstr("deposit would overflow the balance: balance 9223372036854775807"));
+  EXPECT_EQ(Balance(*stub, "rich").balance, kMax);
+}
+
+TEST(LedgerServiceTest, HandlerFaultIsInternalForThatCallAndTheServerKeepsServing) {
+  ServerOptions options = LoopbackOptions();
+  options.router.shard.test_before_handle = [](const Message& message) {
+    if (message.op == Op::kDeposit && message.account_id == "boom") {
+      throw std::runtime_error("injected fault");
+    }
+  };
+  TestServer server(options);
+  auto stub = server.NewStub();
+  CallResult fault = Deposit(*stub, "boom", 10);
+  EXPECT_EQ(fault.status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(fault.status.error_message(), HasSubstr("nothing was applied"));
+  EXPECT_EQ(Balance(*stub, "boom").status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Deposit(*stub, "fine", 10).balance, 10);
+}
+
+TEST(LedgerServiceTest, CallWhoseDeadlinePassesInTheMailboxIsNotApplied) {
+  ServerOptions options = LoopbackOptions();
+  options.router.shard.debug_handler_delay = absl::Milliseconds(300);
+  TestServer server(options);
+  auto stub = server.NewStub();
+  // The first call occupies the shard for 300 ms; the second waits behind it, its caller gives
+  // up after 50 ms, and the shard must then skip it.
+  v1::DepositRequest first;
+  first.set_account_id("slow");
+  first.set_amount(1);
+  v1::DepositResponse first_response;
+  grpc::ClientContext first_context;
+  std::thread first_call([&] { (void)stub->Deposit(&first_context, first, &first_response); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Let the first call start.
+  v1::DepositRequest second = first;
+  second.set_amount(1000);
+  v1::DepositResponse second_response;
+  grpc::Status late = stub->Deposit(ContextWithDeadline(std::chrono::milliseconds(50)).get(),
+                                    second, &second_response);
+  first_call.join();
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(Balance(*stub, "slow").balance, 1);
+}
+
+TEST(LedgerServiceTest, ReflectionListsTheLedgerService) {
+  TestServer server;
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(server.NewChannel());
+  auto context = ContextWithDeadline();
+  auto stream = stub->ServerReflectionInfo(context.get());
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  stream->WritesDone();
+  std::vector<std::string> services;
+  for (const auto& service : response.list_services_response().service()) {
+    services.push_back(service.name());
+  }
+  EXPECT_THAT(services, ::testing::Contains("ledger.v1.Ledger"));
+  EXPECT_THAT(services, ::testing::Contains("grpc.health.v1.Health"));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST(LedgerServiceTest, HealthIsServingAndTurnsNotServingWhenShutdownBegins) {
+  TestServer server;
+  auto health = grpc::health::v1::Health::NewStub(server.NewChannel());
+  for (const char* service : {"", "ledger.v1.Ledger"}) {
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(health->Check(ContextWithDeadline().get(), request, &response).ok()) << service;
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+  // A Watch stream opened before the shutdown sees the change.
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("ledger.v1.Ledger");
+  auto context = ContextWithDeadline();
+  auto watch = health->Watch(context.get(), request);
+  grpc::health::v1::HealthCheckResponse update;
+  ASSERT_TRUE(watch->Read(&update));
+  EXPECT_EQ(update.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  std::thread stopper([&] { server.server().Shutdown(); });
+  ASSERT_TRUE(watch->Read(&update));
+  EXPECT_EQ(update.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  context->TryCancel();
+  stopper.join();
+}
+
+TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
+  constexpr int kInFlight = 8;
+  testing_util::Event first_call_held;
+  testing_util::Event release;
+  ServerOptions options = LoopbackOptions();
+  options.router.shard.max_batch = 1;  // So that the calls behind the first stay in the mailbox.
+  options.router.shard.test_before_handle = [&](const Message&) {
+    if (!first_call_held.HasBeenNotified()) {
+      first_call_held.Notify();
+      release.WaitForNotification();
+    }
+  };
+  TestServer server(options);
+  auto stub = server.NewStub();
+  std::vector<grpc::ClientContext> contexts(kInFlight);
+  std::vector<v1::DepositResponse> responses(kInFlight);
+  std::vector<grpc::Status> statuses(kInFlight);
+  std::atomic<int> done{0};
+  v1::DepositRequest request;
+  request.set_account_id("inflight");
+  request.set_amount(5);
+  for (int i = 0; i < kInFlight; ++i) {
+    stub->async()->Deposit(&contexts[i], &request, &responses[i], [&, i](grpc::Status status) {
+      statuses[i] = std::move(status);
+      done.fetch_add(1);
+    });
+  }
+  // Every call is at the shard: one held in its handler, the rest queued behind it.
+  first_call_held.WaitForNotification();
+  const Shard& shard = server.server().router().shard(server.server().router().ShardFor("inflight"));
+  while (shard.MailboxDepth() < kInFlight - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::thread stopper([&] { server.server().Shutdown(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Let the shutdown begin.
+  EXPECT_EQ(done.load(), 0);
+  release.Notify();
+  stopper.join();
+  EXPECT_EQ(done.load(), kInFlight);  // Shutdown returned only after answering every call.
+  std::vector<int64_t> balances;
+  for (int i = 0; i < kInFlight; ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << statuses[i].error_message();
+    balances.push_back(responses[i].balance());
+  }
+  std::sort(balances.begin(), balances.end());
+  for (int i = 0; i < kInFlight; ++i) EXPECT_EQ(balances[i], 5 * (i + 1));
+  EXPECT_EQ(Deposit(*stub, "inflight", 5).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(LedgerServiceTest, StartRefusesAPortInUse) {
+  TestServer first;
+  ServerOptions options = LoopbackOptions();
+  options.listen_address = first.target();
+  absl::StatusOr<std::unique_ptr<LedgerServer>> second = LedgerServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("cannot listen on"));
+}
+
+}  // namespace
+}  // namespace ledger

@@ -1,0 +1,96 @@
+// Test helper: a LedgerServer started in-process on an ephemeral loopback port, with a real gRPC
+// channel and stub to it.
+#ifndef LEDGER_TESTS_SERVER_TEST_SERVER_H_
+#define LEDGER_TESTS_SERVER_TEST_SERVER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ledger/v1/ledger.grpc.pb.h"
+#include "server/ledger_server.h"
+
+namespace ledger::testing_util {
+
+inline ServerOptions LoopbackOptions() {
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.router.num_shards = 2;
+  options.shutdown_grace = absl::Seconds(5);
+  return options;
+}
+
+// Owns a started server; shuts it down (if the test did not) when destroyed.
+class TestServer {
+ public:
+  explicit TestServer(const ServerOptions& options = LoopbackOptions()) {
+    absl::StatusOr<std::unique_ptr<LedgerServer>> server = LedgerServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (server.ok()) server_ = *std::move(server);
+  }
+  ~TestServer() {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  LedgerServer& server() { return *server_; }
+  std::string target() const { return absl::StrCat("127.0.0.1:", server_->port()); }
+
+  std::shared_ptr<grpc::Channel> NewChannel() const {
+    // A channel argument that differs per channel keeps gRPC from sharing one connection.
+    grpc::ChannelArguments arguments;
+    arguments.SetInt("ledger.test.channel_id", next_channel_id_++);
+    return grpc::CreateCustomChannel(target(), grpc::InsecureChannelCredentials(), arguments);
+  }
+  std::unique_ptr<v1::Ledger::Stub> NewStub() const { return v1::Ledger::NewStub(NewChannel()); }
+
+ private:
+  std::unique_ptr<LedgerServer> server_;
+  mutable int next_channel_id_ = 0;
+};
+
+// A context with a deadline, so that a broken server fails a test instead of hanging it.
+inline std::unique_ptr<grpc::ClientContext> ContextWithDeadline(
+    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  return context;
+}
+
+struct CallResult {
+  grpc::Status status;
+  int64_t balance = 0;
+};
+
+inline CallResult Deposit(v1::Ledger::Stub& stub, const std::string& account_id, int64_t amount) {
+  v1::DepositRequest request;
+  request.set_account_id(account_id);
+  request.set_amount(amount);
+  v1::DepositResponse response;
+  grpc::Status status = stub.Deposit(ContextWithDeadline().get(), request, &response);
+  return {status, response.balance()};
+}
+
+inline CallResult Withdraw(v1::Ledger::Stub& stub, const std::string& account_id,
+                           int64_t amount) {
+  v1::WithdrawRequest request;
+  request.set_account_id(account_id);
+  request.set_amount(amount);
+  v1::WithdrawResponse response;
+  grpc::Status status = stub.Withdraw(ContextWithDeadline().get(), request, &response);
+  return {status, response.balance()};
+}
+
+inline CallResult Balance(v1::Ledger::Stub& stub, const std::string& account_id) {
+  v1::BalanceRequest request;
+  request.set_account_id(account_id);
+  v1::BalanceResponse response;
+  grpc::Status status = stub.Balance(ContextWithDeadline().get(), request, &response);
+  return {status, response.balance()};
+}
+
+}  // namespace ledger::testing_util
+
+#endif  // LEDGER_TESTS_SERVER_TEST_SERVER_H_
