@@ -1,0 +1,58 @@
+# The README's two commands are `make run` and `make test`; everything else is for developers.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+RELEASE := $(BUILD_DIR)/release
+TSAN := $(BUILD_DIR)/tsan
+ASAN := $(BUILD_DIR)/asan
+
+.PHONY: all deps build run test test-release test-tsan test-asan bench format tidy clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+# Release build of every binary and test.
+build: deps
+	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(RELEASE) -j $(JOBS)
+
+# Starts ledgerd on the defaults in the foreground; pass flags with ARGS="--shards=4".
+run: build
+	$(RELEASE)/server/ledgerd $(ARGS)
+
+# Every test, three ways: Release; shard/ under ThreadSanitizer; the unit and integration tests
+# under AddressSanitizer + UndefinedBehaviorSanitizer.
+test: test-release test-tsan test-asan
+
+test-release: build
+	cd $(RELEASE) && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: deps
+	@cmake -S . -B $(TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEDGER_SANITIZER=thread \
+	  -DLEDGER_SHARD_ONLY=ON >/dev/null
+	@cmake --build $(TSAN) -j $(JOBS)
+	cd $(TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	@cmake -S . -B $(ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEDGER_SANITIZER=address \
+	  -DLEDGER_BENCH=OFF >/dev/null
+	@cmake --build $(ASAN) -j $(JOBS)
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+# Benchmarks (figures in docs/benchmarks.md).
+bench: build
+	$(RELEASE)/bench/ledger-bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+tidy: build
+	clang-tidy -p $(RELEASE) --quiet $$(git ls-files 'shard/*.cc' 'server/*.cc')
+
+clean:
+	rm -rf $(BUILD_DIR)

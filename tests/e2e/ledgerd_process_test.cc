@@ -1,0 +1,167 @@
+// End-to-end tests of the ledgerd binary as an operator runs it: flags, start-up line, refusals,
+// and signals. Each test starts its own ledgerd on an ephemeral loopback port and stops it by PID.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ledger/v1/ledger.grpc.pb.h"
+#include "tests/e2e/subprocess.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::Subprocess;
+using ::testing::HasSubstr;
+
+std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
+  flags.insert(flags.begin(), LEDGERD_PATH);
+  return flags;
+}
+
+// Starts ledgerd on 127.0.0.1:0 and returns the port from its start-up line (0 on failure).
+int StartAndReadPort(Subprocess& ledgerd) {
+  if (!ledgerd.WaitForOutput("overdraft limit")) return 0;
+  std::smatch match;
+  const std::string& output = ledgerd.output();
+  if (!std::regex_search(output, match, std::regex("listening on 127\\.0\\.0\\.1:(\\d+), "))) {
+    return 0;
+  }
+  return std::stoi(match[1]);
+}
+
+std::unique_ptr<v1::Ledger::Stub> StubFor(int port) {
+  return v1::Ledger::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                 grpc::InsecureChannelCredentials()));
+}
+
+grpc::Status Deposit(v1::Ledger::Stub& stub, const std::string& account, int64_t amount,
+                     int64_t* balance = nullptr) {
+  v1::DepositRequest request;
+  request.set_account_id(account);
+  request.set_amount(amount);
+  v1::DepositResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  grpc::Status status = stub.Deposit(&context, request, &response);
+  if (balance != nullptr) *balance = response.balance();
+  return status;
+}
+
+TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=3",
+                                  "--mailbox_capacity=512", "--max_batch=64"}));
+  const int port = StartAndReadPort(ledgerd);
+  ASSERT_GT(port, 0) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(),
+              HasSubstr(", 3 shards, mailbox capacity 512, max batch 64, overdraft limit 0"));
+  auto stub = StubFor(port);
+  int64_t balance = 0;
+  ASSERT_TRUE(Deposit(*stub, "alice", 1500, &balance).ok());
+  EXPECT_EQ(balance, 1500);
+  ledgerd.Signal(SIGTERM);
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
+}
+
+TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
+  constexpr int kCalls = 20;
+  // Each handler takes 20 ms, so the calls are still queued when the signal arrives.
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1",
+                                  "--debug_handler_delay=20ms"}));
+  const int port = StartAndReadPort(ledgerd);
+  ASSERT_GT(port, 0) << ledgerd.output();
+  auto stub = StubFor(port);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCalls; ++i) {
+    callers.emplace_back([&] {
+      if (Deposit(*stub, "drain", 1).ok()) ok.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Let the calls arrive.
+  ledgerd.Signal(SIGINT);
+  for (std::thread& caller : callers) caller.join();
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  EXPECT_EQ(ok.load(), kCalls);
+}
+
+TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--debug_handler_delay=30s",
+                                  "--shutdown_grace=60s"}));
+  const int port = StartAndReadPort(ledgerd);
+  ASSERT_GT(port, 0) << ledgerd.output();
+  auto stub = StubFor(port);
+  std::thread stuck_call([&] { (void)Deposit(*stub, "stuck", 1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ledgerd.Signal(SIGTERM);
+  ASSERT_TRUE(ledgerd.WaitForOutput("shutting down")) << ledgerd.output();
+  const auto second_signal = std::chrono::steady_clock::now();
+  ledgerd.Signal(SIGTERM);
+  EXPECT_EQ(ledgerd.WaitForExit(std::chrono::seconds(10)), 1) << ledgerd.output();
+  EXPECT_LT(std::chrono::steady_clock::now() - second_signal, std::chrono::seconds(5));
+  EXPECT_THAT(ledgerd.output(), HasSubstr("second signal, exiting at once"));
+  stuck_call.join();
+}
+
+TEST(LedgerdProcessTest, RefusesAPortInUse) {
+  Subprocess first(LedgerdArgs({"--listen=127.0.0.1:0"}));
+  const int port = StartAndReadPort(first);
+  ASSERT_GT(port, 0) << first.output();
+  Subprocess second(LedgerdArgs({"--listen=127.0.0.1:" + std::to_string(port)}));
+  EXPECT_EQ(second.WaitForExit(), 1);
+  EXPECT_THAT(second.output(), HasSubstr("ledgerd: cannot listen on 127.0.0.1:" +
+                                         std::to_string(port) + ": the port is in use"));
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.WaitForExit(), 0);
+}
+
+struct BadFlagCase {
+  std::string flag;
+  std::string message;
+};
+
+class LedgerdBadFlagTest : public testing::TestWithParam<BadFlagCase> {};
+
+TEST_P(LedgerdBadFlagTest, IsRefusedAtStartWithAClearMessage) {
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", GetParam().flag}));
+  EXPECT_EQ(ledgerd.WaitForExit(), 1) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr(GetParam().message));
+  EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("listening on")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, LedgerdBadFlagTest,
+    testing::Values(
+        BadFlagCase{"--shards=1", "--shards must be 2 to 1024; got 1"},
+        BadFlagCase{"--shards=1025", "--shards must be 2 to 1024; got 1025"},
+        BadFlagCase{"--shards=two", "Illegal value 'two' specified for flag 'shards'"},
+        BadFlagCase{"--mailbox_capacity=0", "--mailbox_capacity must be 1 to 16777216; got 0"},
+        BadFlagCase{"--mailbox_capacity=16777217",
+                    "--mailbox_capacity must be 1 to 16777216; got 16777217"},
+        BadFlagCase{"--max_batch=0", "--max_batch must be 1 to 65536; got 0"},
+        BadFlagCase{"--overdraft_limit=-1", "--overdraft_limit must be 0 or more; got -1"},
+        BadFlagCase{"--shutdown_grace=-1s", "--shutdown_grace must not be negative"},
+        BadFlagCase{"--shutdown_grace=soon", "Illegal value 'soon'"},
+        BadFlagCase{"--debug_handler_delay=-5ms", "--debug_handler_delay must not be negative"},
+        BadFlagCase{"--listen=", "--listen must be host:port; got an empty value"},
+        BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"}));
+
+TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
+  Subprocess ledgerd(LedgerdArgs({"--helpfull"}));
+  ledgerd.WaitForExit();
+  for (const char* flag : {"--listen", "--shards", "--mailbox_capacity", "--max_batch",
+                           "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay"}) {
+    EXPECT_THAT(ledgerd.output(), HasSubstr(flag)) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace ledger
