@@ -118,6 +118,7 @@ class Mailbox {
         continue;
       }
       if ((tail & kClosedBit) != 0) return 0;
+      if (SpinUntilPublished()) continue;
       SleepUntilWoken();
     }
   }
@@ -143,7 +144,9 @@ class Mailbox {
   bool closed() const { return (tail_.load(std::memory_order_acquire) & kClosedBit) != 0; }
 
  private:
-  struct Cell {
+  // One cache line per cell where the item fits, so a producer filling one cell does not
+  // invalidate the line the consumer is reading the previous one from.
+  struct alignas(kCacheLineBytes) Cell {
     std::atomic<uint64_t> sequence{0};
     T item{};
   };
@@ -151,6 +154,10 @@ class Mailbox {
   // The tail word holds (position << 1) | closed, so claiming a cell and closing are ordered by
   // one atomic variable.
   static constexpr uint64_t kClosedBit = 1;
+  // About 2 microseconds of polling where a pause takes 20 ns (this project's AMD EPYC machines;
+  // 10-140 cycles elsewhere): long enough to catch a burst's next message, short enough that an
+  // idle shard does not steal a core from gRPC's threads.
+  static constexpr int kSpinChecksBeforeSleep = 100;
   static constexpr uint64_t kPositionStep = 2;
 
   // A cell's sequence says whose turn it is: FreeSequence(p) when the producer of position p may
@@ -163,6 +170,28 @@ class Mailbox {
     // The default capacities are powers of two; a mask saves a division on the hot path.
     return power_of_two_ ? static_cast<size_t>(position & (capacity_ - 1))
                          : static_cast<size_t>(position % capacity_);
+  }
+
+  // Polls the head cell for a short while before the consumer sleeps: a futex wait plus the
+  // producer's wake-up costs microseconds on both sides, far more than a message that arrives
+  // within the spin. True when a message was published meanwhile.
+  bool SpinUntilPublished() const {
+    const Cell& head = cells_[Index(head_position_)];
+    for (int i = 0; i < kSpinChecksBeforeSleep; ++i) {
+      if (head.sequence.load(std::memory_order_acquire) == PublishedSequence(head_position_)) {
+        return true;
+      }
+      CpuRelax();
+    }
+    return false;
+  }
+
+  static void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
 
   // The store-buffering pair that prevents a lost wake-up: the consumer stores "sleeping" and

@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"}));
 
 TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
-  Subprocess ledgerd(LedgerdArgs({"--helpfull"}));
+  Subprocess ledgerd(LedgerdArgs({"--help"}));
   ledgerd.WaitForExit();
   for (const char* flag : {"--listen", "--shards", "--mailbox_capacity", "--max_batch",
                            "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay"}) {

@@ -1,4 +1,5 @@
-// ledgerd: the ledger server. Flags live only here; everything else takes options structs.
+// ledgerd's main: the ledger server. Flags live only here; everything else takes options structs.
+// (The file is named after the binary so that --help lists its flags.)
 #include <pthread.h>
 #include <signal.h>
 
@@ -150,7 +151,7 @@ std::string ListenAddressWithPort(const std::string& address, int port) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "ledgerd: a sharded account ledger served over gRPC (ledger.v1.Ledger).\n"
+      "a sharded account ledger served over gRPC (ledger.v1.Ledger).\n"
       "Usage: ledgerd [--listen=HOST:PORT] [--shards=N] [--mailbox_capacity=N] ...");
   absl::ParseCommandLine(argc, argv);
 
