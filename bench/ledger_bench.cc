@@ -109,8 +109,11 @@ void BM_QueueTrySendDrain(benchmark::State& state) {
         int64_t local_retries = 0;
         for (int64_t i = 0; i < per_producer; ++i) {
           for (;;) {
-            Message message{.op = Op::kDeposit, .amount = 1, .account_id = {},
-                            .completion = nullptr, .enqueued_at = {}};
+            Message message{.op = Op::kDeposit,
+                            .amount = 1,
+                            .account_id = {},
+                            .completion = nullptr,
+                            .enqueued_at = {}};
             if (queue.TrySend(std::move(message))) break;
             ++local_retries;
             std::this_thread::yield();
@@ -126,9 +129,9 @@ void BM_QueueTrySendDrain(benchmark::State& state) {
     full_retries += retries.load();
   }
   state.SetItemsProcessed(state.iterations() * per_producer * producers);
-  state.counters["full_retries_per_msg"] = benchmark::Counter(
-      static_cast<double>(full_retries) /
-      static_cast<double>(state.iterations() * per_producer * producers));
+  state.counters["full_retries_per_msg"] =
+      benchmark::Counter(static_cast<double>(full_retries) /
+                         static_cast<double>(state.iterations() * per_producer * producers));
 }
 
 void BM_MailboxTrySendDrain(benchmark::State& state) {
@@ -170,8 +173,11 @@ void BM_ShardApplyDeposits(benchmark::State& state) {
     shard.Start();
     for (int64_t i = 0; i < kDeposits; ++i) {
       for (;;) {
-        Message message{.op = Op::kDeposit, .amount = 1, .account_id = ids[i % accounts],
-                        .completion = &completion, .enqueued_at = {}};
+        Message message{.op = Op::kDeposit,
+                        .amount = 1,
+                        .account_id = ids[i % accounts],
+                        .completion = &completion,
+                        .enqueued_at = {}};
         if (shard.TrySend(std::move(message)) == SendOutcome::kAccepted) break;
         std::this_thread::yield();
       }

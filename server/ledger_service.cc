@@ -68,8 +68,8 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
                                                 const std::string& account_id, int64_t amount,
                                                 Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  CallFacts facts{.op = op, .account_id = account_id, .amount = amount,
-                  .overdraft_limit = overdraft_limit_};
+  CallFacts facts{
+      .op = op, .account_id = account_id, .amount = amount, .overdraft_limit = overdraft_limit_};
   if (Outcome invalid = ValidateRequest(op, account_id, amount); invalid != Outcome::kOk) {
     reactor->Finish(ToGrpcStatus(invalid, 0, facts));  // Nothing was queued.
     return reactor;

@@ -115,7 +115,9 @@ class SignalWatcher {
     if (thread_.joinable()) thread_.join();
   }
 
-  void Start() { thread_ = std::thread([this] { Run(); }); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
   absl::Notification& shutdown_requested() { return shutdown_requested_; }
 
  private:

@@ -11,8 +11,7 @@ namespace ledger {
 namespace {
 
 std::string DescribeInvalidAccountId(absl::string_view id) {
-  constexpr absl::string_view kRule =
-      "account_id must be 1 to 128 bytes of A-Z a-z 0-9 . _ : @ -";
+  constexpr absl::string_view kRule = "account_id must be 1 to 128 bytes of A-Z a-z 0-9 . _ : @ -";
   if (id.empty()) return absl::StrCat(kRule, "; got an empty id");
   if (id.size() > kAccountIdMaxBytes) return absl::StrCat(kRule, "; got ", id.size(), " bytes");
   for (size_t i = 0; i < id.size(); ++i) {
@@ -45,15 +44,15 @@ grpc::Status ToGrpcStatus(Outcome outcome, int64_t balance, const CallFacts& fac
               absl::StrCat("insufficient funds: balance ", balance, ", requested ", facts.amount,
                            ", overdraft limit ", facts.overdraft_limit)};
     case Outcome::kOverflow:
-      return {grpc::StatusCode::OUT_OF_RANGE,
-              absl::StrCat("deposit would overflow the balance: balance ", balance, ", deposit ",
-                           facts.amount, ", maximum balance ",
-                           std::numeric_limits<int64_t>::max())};
+      return {
+          grpc::StatusCode::OUT_OF_RANGE,
+          absl::StrCat("deposit would overflow the balance: balance ", balance, ", deposit ",
+                       facts.amount, ", maximum balance ", std::numeric_limits<int64_t>::max())};
     case Outcome::kMailboxFull:
-      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
-              absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",
-                           facts.mailbox_capacity,
-                           "); nothing was applied, retry after a back-off")};
+      return {
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",
+                       facts.mailbox_capacity, "); nothing was applied, retry after a back-off")};
     case Outcome::kShuttingDown:
       return {grpc::StatusCode::UNAVAILABLE,
               "server is shutting down; nothing was applied, retry against another instance"};

@@ -17,17 +17,16 @@ NullShardObserver null_observer;
 
 absl::Status ValidateShardOptions(const ShardOptions& options) {
   if (options.mailbox_capacity < 1 || options.mailbox_capacity > kMailboxCapacityMax) {
-    return absl::InvalidArgumentError(absl::StrCat("mailbox capacity must be 1 to ",
-                                                   kMailboxCapacityMax, "; got ",
-                                                   options.mailbox_capacity));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mailbox capacity must be 1 to ", kMailboxCapacityMax, "; got ", options.mailbox_capacity));
   }
   if (options.max_batch < 1 || options.max_batch > kMaxBatchMax) {
     return absl::InvalidArgumentError(
         absl::StrCat("max batch must be 1 to ", kMaxBatchMax, "; got ", options.max_batch));
   }
   if (options.policy.overdraft_limit < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("overdraft limit must be >= 0; got ",
-                                                   options.policy.overdraft_limit));
+    return absl::InvalidArgumentError(
+        absl::StrCat("overdraft limit must be >= 0; got ", options.policy.overdraft_limit));
   }
   if (options.debug_handler_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("debug handler delay must not be negative");

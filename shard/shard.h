@@ -27,7 +27,7 @@ inline constexpr size_t kDefaultMaxBatch = 256;
 
 struct ShardOptions {
   int32_t index = 0;
-  size_t mailbox_capacity = 1024;  // 1 to kMailboxCapacityMax.
+  size_t mailbox_capacity = 1024;       // 1 to kMailboxCapacityMax.
   size_t max_batch = kDefaultMaxBatch;  // Messages drained per wake-up: 1 to kMaxBatchMax.
   LedgerPolicy policy;
   // Fault injection: slows every handler by this much. Zero in production.

@@ -25,7 +25,8 @@ class ShardObserver {
 
   // A message was handled (whatever its outcome). `wait` runs from TrySend to handler start,
   // `handler` is the time the handler took. Shard thread.
-  virtual void OnHandled(Op op, std::chrono::nanoseconds wait, std::chrono::nanoseconds handler) = 0;
+  virtual void OnHandled(Op op, std::chrono::nanoseconds wait,
+                         std::chrono::nanoseconds handler) = 0;
 
   // A handler failed unexpectedly and answered kInternal. Shard thread.
   virtual void OnInternalError() = 0;

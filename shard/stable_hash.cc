@@ -25,9 +25,9 @@ int32_t JumpConsistentHash(uint64_t key, int32_t num_buckets) {
   while (next < num_buckets) {
     bucket = next;
     key = key * 2862933555777941757ULL + 1;
-    next = static_cast<int64_t>(static_cast<double>(bucket + 1) *
-                                (static_cast<double>(1LL << 31) /
-                                 static_cast<double>((key >> 33) + 1)));
+    next = static_cast<int64_t>(
+        static_cast<double>(bucket + 1) *
+        (static_cast<double>(1LL << 31) / static_cast<double>((key >> 33) + 1)));
   }
   return static_cast<int32_t>(bucket);
 }

@@ -18,8 +18,8 @@
 namespace ledger {
 namespace {
 
-using testing_util::Subprocess;
 using ::testing::HasSubstr;
+using testing_util::Subprocess;
 
 std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
   flags.insert(flags.begin(), LEDGERD_PATH);
@@ -38,8 +38,8 @@ int StartAndReadPort(Subprocess& ledgerd) {
 }
 
 std::unique_ptr<v1::Ledger::Stub> StubFor(int port) {
-  return v1::Ledger::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                 grpc::InsecureChannelCredentials()));
+  return v1::Ledger::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 }
 
 grpc::Status Deposit(v1::Ledger::Stub& stub, const std::string& account, int64_t amount,
@@ -56,8 +56,8 @@ grpc::Status Deposit(v1::Ledger::Stub& stub, const std::string& account, int64_t
 }
 
 TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=3",
-                                  "--mailbox_capacity=512", "--max_batch=64"}));
+  Subprocess ledgerd(LedgerdArgs(
+      {"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512", "--max_batch=64"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   EXPECT_THAT(ledgerd.output(),
@@ -74,8 +74,8 @@ TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
 TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   constexpr int kCalls = 20;
   // Each handler takes 20 ms, so the calls are still queued when the signal arrives.
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1",
-                                  "--debug_handler_delay=20ms"}));
+  Subprocess ledgerd(LedgerdArgs(
+      {"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1", "--debug_handler_delay=20ms"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   auto stub = StubFor(port);
@@ -94,8 +94,8 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
 }
 
 TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--debug_handler_delay=30s",
-                                  "--shutdown_grace=60s"}));
+  Subprocess ledgerd(
+      LedgerdArgs({"--listen=127.0.0.1:0", "--debug_handler_delay=30s", "--shutdown_grace=60s"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   auto stub = StubFor(port);

@@ -13,13 +13,13 @@
 namespace ledger {
 namespace {
 
+using ::testing::HasSubstr;
 using testing_util::Balance;
 using testing_util::CallResult;
 using testing_util::ContextWithDeadline;
 using testing_util::Deposit;
 using testing_util::TestServer;
 using testing_util::Withdraw;
-using ::testing::HasSubstr;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
@@ -36,9 +36,15 @@ class BadInputTest : public testing::Test {
 };
 
 TEST_F(BadInputTest, MalformedAccountIdsAreInvalidArgumentForEveryMethod) {
-  const std::vector<std::string> bad_ids = {
-      "",  std::string(129, 'a'), "caf\xC3\xA9", "tab\there", std::string("nul\0x", 5),
-      "new\nline", "sp ace", "slash/", "\x7F"};
+  const std::vector<std::string> bad_ids = {"",
+                                            std::string(129, 'a'),
+                                            "caf\xC3\xA9",
+                                            "tab\there",
+                                            std::string("nul\0x", 5),
+                                            "new\nline",
+                                            "sp ace",
+                                            "slash/",
+                                            "\x7F"};
   for (const std::string& id : bad_ids) {
     for (const CallResult& result :
          {Deposit(*stub_, id, 10), Withdraw(*stub_, id, 10), Balance(*stub_, id)}) {
@@ -68,9 +74,9 @@ TEST_F(BadInputTest, NonPositiveAmountsAreInvalidArgument) {
   for (int64_t amount : {int64_t{0}, int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
     CallResult deposit = Deposit(*stub_, "victim", amount);
     EXPECT_EQ(deposit.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << amount;
-    EXPECT_EQ(deposit.status.error_message(),
-              "amount must be greater than 0 (minor units, e.g. cents); got " +
-                  std::to_string(amount));
+    EXPECT_EQ(
+        deposit.status.error_message(),
+        "amount must be greater than 0 (minor units, e.g. cents); got " + std::to_string(amount));
     EXPECT_EQ(Withdraw(*stub_, "victim", amount).status.error_code(),
               grpc::StatusCode::INVALID_ARGUMENT)
         << amount;

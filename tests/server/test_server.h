@@ -73,8 +73,7 @@ inline CallResult Deposit(v1::Ledger::Stub& stub, const std::string& account_id,
   return {status, response.balance()};
 }
 
-inline CallResult Withdraw(v1::Ledger::Stub& stub, const std::string& account_id,
-                           int64_t amount) {
+inline CallResult Withdraw(v1::Ledger::Stub& stub, const std::string& account_id, int64_t amount) {
   v1::WithdrawRequest request;
   request.set_account_id(account_id);
   request.set_amount(amount);

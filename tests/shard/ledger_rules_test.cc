@@ -45,8 +45,7 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{"DepositReachingMaxIsOk", Op::kDeposit, kMax - 10, 10, 0, Outcome::kOk, kMax},
         RuleCase{"DepositOneOverMaxOverflows", Op::kDeposit, kMax - 10, 11, 0, Outcome::kOverflow,
                  kMax - 10},
-        RuleCase{"DepositMaxTwiceOverflows", Op::kDeposit, kMax, kMax, 0, Outcome::kOverflow,
-                 kMax},
+        RuleCase{"DepositMaxTwiceOverflows", Op::kDeposit, kMax, kMax, 0, Outcome::kOverflow, kMax},
         RuleCase{"DepositMaxIntoNewAccount", Op::kDeposit, std::nullopt, kMax, 0, Outcome::kOk,
                  kMax},
         RuleCase{"DepositIntoOverdrawnAccount", Op::kDeposit, -100, 30, 100, Outcome::kOk, -70},
@@ -60,8 +59,8 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{"WithdrawFromMissingAccountIsNotFound", Op::kWithdraw, std::nullopt, 1, 1000,
                  Outcome::kAccountNotFound, 0},
         RuleCase{"WithdrawZeroIsInvalid", Op::kWithdraw, 100, 0, 0, Outcome::kInvalidAmount, 100},
-        RuleCase{"WithdrawMinValueIsInvalid", Op::kWithdraw, 100, kMin, 0,
-                 Outcome::kInvalidAmount, 100},
+        RuleCase{"WithdrawMinValueIsInvalid", Op::kWithdraw, 100, kMin, 0, Outcome::kInvalidAmount,
+                 100},
         RuleCase{"WithdrawUnderflowWithHugeLimitFails", Op::kWithdraw, kMin + 5, 10, kMax,
                  Outcome::kInsufficientFunds, kMin + 5},
         RuleCase{"WithdrawToMaxOverdraftIsOk", Op::kWithdraw, 0, kMax, kMax, Outcome::kOk, -kMax},
@@ -83,8 +82,9 @@ TEST(ValidateAccountIdTest, RejectsEmptyTooLongAndDisallowedBytes) {
   EXPECT_EQ(ValidateAccountId(std::string(kAccountIdMaxBytes + 1, 'x')),
             Outcome::kInvalidAccountId);
   const std::vector<absl::string_view> bad_ids = {
-      "a b", "a/b", "tab\t", "new\nline", "caf\xC3\xA9", "\x7F", "a+b", "a#b",
-      absl::string_view("a\0b", 3)};
+      "a b",       "a/b",         "tab\t",
+      "new\nline", "caf\xC3\xA9", "\x7F",
+      "a+b",       "a#b",         absl::string_view("a\0b", 3)};
   for (absl::string_view id : bad_ids) {
     EXPECT_EQ(ValidateAccountId(id), Outcome::kInvalidAccountId) << id;
   }

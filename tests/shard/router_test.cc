@@ -76,7 +76,8 @@ TEST(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
       });
     }
     for (std::thread& thread : threads) thread.join();
-    const int successes = (replies[0].outcome == Outcome::kOk) + (replies[1].outcome == Outcome::kOk);
+    const int successes =
+        (replies[0].outcome == Outcome::kOk) + (replies[1].outcome == Outcome::kOk);
     const int refusals = (replies[0].outcome == Outcome::kInsufficientFunds) +
                          (replies[1].outcome == Outcome::kInsufficientFunds);
     if (successes == 1 && refusals == 1) ++rounds_with_one_success;

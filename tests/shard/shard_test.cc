@@ -16,8 +16,7 @@ namespace {
 using testing_util::CountingObserver;
 using testing_util::RecordingCompletion;
 
-Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
-                    Completion* completion) {
+Message MakeMessage(Op op, absl::string_view account_id, int64_t amount, Completion* completion) {
   return Message{.op = op,
                  .amount = amount,
                  .account_id = account_id,
@@ -91,8 +90,7 @@ TEST_F(HeldShardTest, FullMailboxShedsAtOnceAndCountsIt) {
   HoldShard();
   RecordingCompletion first, second, shed;
   ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 10, &first)), SendOutcome::kAccepted);
-  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 20, &second)),
-            SendOutcome::kAccepted);
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 20, &second)), SendOutcome::kAccepted);
   EXPECT_EQ(shard_->MailboxDepth(), 2u);
   EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 40, &shed)), SendOutcome::kFull);
   EXPECT_EQ(observer_.shed.load(), 1);
