@@ -92,6 +92,9 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   if (options.router.shard.debug_handler_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--debug_handler_delay must not be negative");
   }
+  // The injected sleep must run on shard threads, never on gRPC's.
+  options.router.shard.inline_execution =
+      options.router.shard.debug_handler_delay == absl::ZeroDuration();
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace must not be negative");

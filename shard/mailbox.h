@@ -39,8 +39,10 @@ enum class SendOutcome : uint8_t {
 inline constexpr size_t kCacheLineBytes = 64;
 
 // A bounded MPSC queue of `T` (default-constructible and movable).
-// Thread-safe: `TrySend`, `Close`, `Depth`, `capacity` and `closed` may be called from any thread;
-// `TryDrain` and `WaitAndDrain` only from the single consumer thread.
+// Thread-safe: `TrySend`, `Close`, `Depth`, `HeadPublished`, `capacity` and `closed` may be
+// called from any thread; `TryDrain` and `WaitAndDrain` only by the single consumer. The consumer
+// role may move between threads if they hand it over with acquire/release ordering (Shard does,
+// with its drain token).
 template <typename T>
 class Mailbox {
  public:
@@ -100,7 +102,7 @@ class Mailbox {
       ++moved;
     }
     head_position_ = position;
-    head_.store(position, std::memory_order_relaxed);
+    head_.store(position, std::memory_order_seq_cst);
     return moved;
   }
 
@@ -137,6 +139,16 @@ class Mailbox {
     const uint64_t head = head_.load(std::memory_order_relaxed);
     const uint64_t claimed = tail_.load(std::memory_order_relaxed) >> 1;
     return claimed > head ? static_cast<size_t>(claimed - head) : 0;
+  }
+
+  // Any thread. True when the oldest message not yet drained is published. seq_cst, so that a
+  // thread that gives up the consumer role and then checks this pairs with a producer that
+  // publishes and then tries to take the role (see Shard::DrainWhileOwner): one of them sees the
+  // other. False negatives are possible only while another thread is draining.
+  bool HeadPublished() const {
+    const uint64_t head = head_.load(std::memory_order_seq_cst);
+    return cells_[Index(head)].sequence.load(std::memory_order_seq_cst) ==
+           PublishedSequence(head);
   }
 
   size_t capacity() const { return capacity_; }

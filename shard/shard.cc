@@ -1,5 +1,6 @@
 #include "shard/shard.h"
 
+#include <algorithm>
 #include <cassert>
 #include <exception>
 #include <iostream>
@@ -31,6 +32,10 @@ absl::Status ValidateShardOptions(const ShardOptions& options) {
   if (options.debug_handler_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("debug handler delay must not be negative");
   }
+  if (options.debug_handler_delay > absl::ZeroDuration() && options.inline_execution) {
+    return absl::InvalidArgumentError(
+        "a debug handler delay needs inline execution off: it must not sleep on a sender's thread");
+  }
   return absl::OkStatus();
 }
 
@@ -51,15 +56,25 @@ Shard::~Shard() {
 void Shard::Start() {
   assert(!started_);
   started_ = true;
-  thread_ = std::thread([this] { Run(); });
+  if (options_.inline_execution) {
+    thread_ = std::thread([this] { RunHandoffLoop(); });
+  } else {
+    thread_ = std::thread([this] { Run(); });
+  }
 }
 
 void Shard::Stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
   mailbox_.Close();
+  stopping_.store(true, std::memory_order_release);
+  HandOffToShardThread();
   thread_.join();
-  assert(mailbox_.Depth() == 0);
+  // A sender may still hold the token for messages it accepted before the close; it drains them
+  // before it lets go, and whatever it leaves is taken here.
+  while (draining_.load(std::memory_order_acquire) || mailbox_.Depth() > 0) {
+    if (!DrainWhileOwner(1, options_.max_batch)) std::this_thread::yield();
+  }
 }
 
 SendOutcome Shard::TrySend(Message&& message) {
@@ -67,13 +82,47 @@ SendOutcome Shard::TrySend(Message&& message) {
   message.enqueued_at = SteadyClock::now();
   const SendOutcome outcome = mailbox_.TrySend(std::move(message));
   if (outcome == SendOutcome::kFull) observer_->OnShed();
+  if (outcome == SendOutcome::kAccepted && options_.inline_execution &&
+      DrainWhileOwner(kInlineBatchesMax, std::min(kInlineBatchMax, options_.max_batch))) {
+    HandOffToShardThread();  // A backlog: the shard thread takes it from here.
+  }
   return outcome;
 }
 
+// Dedicated mode: the shard thread is the only consumer and sleeps in the mailbox.
 void Shard::Run() {
   while (mailbox_.WaitAndDrain(batch_, options_.max_batch) > 0) {
     ProcessBatch();
   }
+}
+
+// Inline mode: the shard thread sleeps until a sender hands it a backlog (or Stop), then drains
+// until the mailbox is empty or a sender holds the token.
+void Shard::RunHandoffLoop() {
+  for (;;) {
+    const uint32_t epoch = handoff_epoch_.load(std::memory_order_acquire);
+    while (DrainWhileOwner(1, options_.max_batch)) {
+    }
+    if (stopping_.load(std::memory_order_acquire)) return;  // Stop drains what is left.
+    handoff_epoch_.wait(epoch, std::memory_order_acquire);
+  }
+}
+
+bool Shard::DrainWhileOwner(int max_batches, size_t batch_limit) {
+  for (int i = 0; i < max_batches; ++i) {
+    // seq_cst: pairs with Mailbox::HeadPublished below, see there.
+    if (draining_.exchange(true, std::memory_order_seq_cst)) return false;
+    if (mailbox_.TryDrain(batch_, batch_limit) > 0) ProcessBatch();
+    draining_.store(false, std::memory_order_seq_cst);
+    // A message published while we held the token was left to us by its sender.
+    if (!mailbox_.HeadPublished()) return false;
+  }
+  return true;
+}
+
+void Shard::HandOffToShardThread() {
+  handoff_epoch_.fetch_add(1, std::memory_order_release);
+  handoff_epoch_.notify_one();
 }
 
 void Shard::ProcessBatch() {

@@ -3,6 +3,7 @@
 #ifndef LEDGER_SHARD_SHARD_H_
 #define LEDGER_SHARD_SHARD_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -24,16 +25,26 @@ namespace ledger {
 inline constexpr size_t kMailboxCapacityMax = size_t{1} << 24;
 inline constexpr size_t kMaxBatchMax = 65536;
 inline constexpr size_t kDefaultMaxBatch = 256;
+// The most work a sending thread does for a shard before it hands the rest to the shard thread:
+// it bounds how long a gRPC thread is kept from its own calls.
+inline constexpr size_t kInlineBatchMax = 64;
+inline constexpr int kInlineBatchesMax = 4;
 
 struct ShardOptions {
   int32_t index = 0;
   size_t mailbox_capacity = 1024;       // 1 to kMailboxCapacityMax.
   size_t max_batch = kDefaultMaxBatch;  // Messages drained per wake-up: 1 to kMaxBatchMax.
   LedgerPolicy policy;
-  // Fault injection: slows every handler by this much. Zero in production.
+  // When true, a thread whose TrySend finds the shard idle applies the shard's messages itself
+  // (at most kInlineBatchesMax batches of kInlineBatchMax), instead of waking the shard thread;
+  // the shard thread then drains only backlogs handed to it. When false, only the shard thread
+  // ever applies messages. See docs/architecture.md, "Who runs a shard".
+  bool inline_execution = true;
+  // Fault injection: slows every handler by this much. Zero in production. Requires
+  // inline_execution == false: a sleep must never run on a sender's (gRPC) thread.
   absl::Duration debug_handler_delay = absl::ZeroDuration();
-  // Test-only: runs on the shard thread before each handler; may block (to hold the shard) or
-  // throw (to simulate a handler fault). Empty in production.
+  // Test-only: runs before each handler, on whichever thread applies it; may block (to hold the
+  // shard) or throw (to simulate a handler fault). Empty in production.
   std::function<void(const Message&)> test_before_handle;
   // Not owned; must outlive the shard. Null discards everything.
   ShardObserver* observer = nullptr;
@@ -43,11 +54,13 @@ struct ShardOptions {
 absl::Status ValidateShardOptions(const ShardOptions& options);
 
 // Thread-safe: TrySend, MailboxDepth and the accessors may be called from any thread; Start and
-// Stop from one controlling thread. The accounts are owned by the shard thread; not thread-safe.
+// Stop from one controlling thread. The accounts, the batch and the mailbox's consumer side are
+// touched only by the thread holding the drain token (`draining_`): the shard thread, or with
+// inline_execution a sender that found the shard idle. Never by two threads at once.
 //
 // Lifecycle: construct, Start, any number of TrySend, Stop (mandatory before destruction).
-// Stop closes the mailbox, lets the shard thread apply and answer every message accepted before
-// it, and joins the thread.
+// Stop closes the mailbox, waits until every message accepted before it is applied and
+// answered, and joins the shard thread.
 class Shard {
  public:
   // Requires ValidateShardOptions(options).ok().
@@ -63,8 +76,10 @@ class Shard {
   // Closes the mailbox, waits until every accepted message is applied and answered, joins.
   void Stop();
 
-  // Any thread; never blocks. Stamps `message.enqueued_at`. On kFull (counted as shed) or kClosed
-  // the message was not queued and its completion will not be called: the caller answers it.
+  // Any thread; never waits for another thread. Stamps `message.enqueued_at`. On kFull (counted
+  // as shed) or kClosed the message was not queued and its completion will not be called: the
+  // caller answers it. On kAccepted with inline_execution, the message (and others queued) may
+  // already have been applied and completed on this thread when TrySend returns.
   [[nodiscard]] SendOutcome TrySend(Message&& message);
 
   size_t MailboxDepth() const { return mailbox_.Depth(); }
@@ -73,6 +88,13 @@ class Shard {
 
  private:
   void Run();
+  void RunHandoffLoop();
+  // Takes the drain token and applies up to `max_batches` batches of up to `batch_limit`
+  // messages, releasing the token after each. True when published messages remain that this
+  // call left (the caller hands them off); false when the mailbox is empty or another thread
+  // holds the token (that thread will see them).
+  bool DrainWhileOwner(int max_batches, size_t batch_limit);
+  void HandOffToShardThread();
   void ProcessBatch();
   Reply Handle(const Message& message);
   Reply ApplyToAccounts(const Message& message);
@@ -80,11 +102,16 @@ class Shard {
   const ShardOptions options_;
   ShardObserver* const observer_;
   Mailbox<Message> mailbox_;
+  // The drain token: true while some thread is applying this shard's messages.
+  alignas(kCacheLineBytes) std::atomic<bool> draining_{false};
+  // Bumped to wake the shard thread (inline mode) for a backlog or for Stop.
+  std::atomic<uint32_t> handoff_epoch_{0};
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;
 
-  // Owned by the shard thread.
+  // Owned by the holder of the drain token.
   absl::flat_hash_map<std::string, int64_t> balances_;
   std::vector<Message> batch_;
   std::vector<Reply> replies_;

@@ -86,6 +86,7 @@ TEST(ConcurrencyTest, OverloadShedsFastAndNothingShedIsApplied) {
   constexpr auto kHandlerDelay = std::chrono::milliseconds(100);
   ServerOptions options = LoopbackOptions();
   options.router.shard.mailbox_capacity = 4;
+  options.router.shard.inline_execution = false;
   options.router.shard.debug_handler_delay = absl::FromChrono(kHandlerDelay);
   TestServer server(options);
   auto stub = server.NewStub();

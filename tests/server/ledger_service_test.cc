@@ -111,6 +111,7 @@ TEST(LedgerServiceTest, HandlerFaultIsInternalForThatCallAndTheServerKeepsServin
 
 TEST(LedgerServiceTest, CallWhoseDeadlinePassesInTheMailboxIsNotApplied) {
   ServerOptions options = LoopbackOptions();
+  options.router.shard.inline_execution = false;
   options.router.shard.debug_handler_delay = absl::Milliseconds(300);
   TestServer server(options);
   auto stub = server.NewStub();
@@ -208,6 +209,7 @@ TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
   testing_util::Event release;
   ServerOptions options = LoopbackOptions();
   options.router.shard.max_batch = 1;  // So that the calls behind the first stay in the mailbox.
+  options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
   options.router.shard.test_before_handle = [&](const Message&) {
     if (!first_call_held.HasBeenNotified()) {
       first_call_held.Notify();

@@ -29,9 +29,11 @@ Reply Call(Router& router, Op op, absl::string_view account_id, int64_t amount) 
   return completion.WaitForReply();
 }
 
-std::unique_ptr<Router> StartRouter(int32_t shards, std::vector<ShardObserver*> observers = {}) {
+std::unique_ptr<Router> StartRouter(int32_t shards, bool inline_execution,
+                                    std::vector<ShardObserver*> observers = {}) {
   RouterOptions options;
   options.num_shards = shards;
+  options.shard.inline_execution = inline_execution;
   options.shard.mailbox_capacity = 1024;
   options.observers = std::move(observers);
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(options);
@@ -40,9 +42,18 @@ std::unique_ptr<Router> StartRouter(int32_t shards, std::vector<ShardObserver*> 
   return *std::move(router);
 }
 
-TEST(RouterTest, SendsEachAccountToTheShardItsStableHashNames) {
+// Every behaviour holds whichever thread applies the messages: the shard thread only (false) or
+// an idle shard's sender (true).
+class RouterTest : public testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(ExecutionModes, RouterTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "InlineWhenIdle" : "ShardThreadOnly";
+                         });
+
+TEST_P(RouterTest, SendsEachAccountToTheShardItsStableHashNames) {
   std::vector<CountingObserver> observers(4);
-  auto router = StartRouter(4, {&observers[0], &observers[1], &observers[2], &observers[3]});
+  auto router =
+      StartRouter(4, GetParam(), {&observers[0], &observers[1], &observers[2], &observers[3]});
   std::vector<int> expected(4, 0);
   for (int i = 0; i < 200; ++i) {
     const std::string id = absl::StrCat("acct-", i);
@@ -57,9 +68,9 @@ TEST(RouterTest, SendsEachAccountToTheShardItsStableHashNames) {
 }
 
 // The race the actor design removes: with a lock-free read-modify-write both would succeed.
-TEST(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
+TEST_P(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
   constexpr int kRounds = 1000;
-  auto router = StartRouter(2);
+  auto router = StartRouter(2, GetParam());
   int rounds_with_one_success = 0;
   for (int round = 0; round < kRounds; ++round) {
     const std::string id = absl::StrCat("race-", round);
@@ -87,10 +98,10 @@ TEST(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
   EXPECT_EQ(rounds_with_one_success, kRounds);
 }
 
-TEST(RouterTest, ConcurrentDepositsFromManyThreadsAreAllApplied) {
+TEST_P(RouterTest, ConcurrentDepositsFromManyThreadsAreAllApplied) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 5000;
-  auto router = StartRouter(3);
+  auto router = StartRouter(3, GetParam());
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
@@ -102,8 +113,8 @@ TEST(RouterTest, ConcurrentDepositsFromManyThreadsAreAllApplied) {
   router->Stop();
 }
 
-TEST(RouterTest, AfterStopEveryShardRefusesNewMessages) {
-  auto router = StartRouter(2);
+TEST_P(RouterTest, AfterStopEveryShardRefusesNewMessages) {
+  auto router = StartRouter(2, GetParam());
   router->Stop();
   RecordingCompletion completion;
   for (int32_t s = 0; s < 2; ++s) {
@@ -117,7 +128,7 @@ TEST(RouterTest, AfterStopEveryShardRefusesNewMessages) {
   EXPECT_FALSE(completion.HasReply());
 }
 
-TEST(RouterTest, CreateRefusesOptionsOutOfRange) {
+TEST(RouterOptionsTest, CreateRefusesOptionsOutOfRange) {
   RouterOptions options;
   options.num_shards = 1;
   EXPECT_EQ(Router::Create(options).status().message(), "shard count must be 2 to 1024; got 1");

@@ -31,6 +31,7 @@ class HeldShardTest : public testing::Test {
     ShardOptions options;
     options.mailbox_capacity = capacity;
     options.observer = &observer_;
+    options.inline_execution = false;  // The hold blocks the shard thread, not the test.
     options.test_before_handle = [this](const Message& message) {
       if (message.account_id == "hold") {
         held_.Notify();
@@ -145,6 +146,118 @@ TEST_F(HeldShardTest, StopAppliesAndAnswersEveryAcceptedMessageThenRefusesNewOne
   EXPECT_FALSE(too_late.HasReply());
 }
 
+// Inline mode: senders apply an idle shard's messages themselves.
+class InlineShardTest : public testing::Test {
+ protected:
+  void StartShard(size_t capacity, std::function<void(const Message&)> hook = nullptr) {
+    ShardOptions options;
+    options.mailbox_capacity = capacity;
+    options.observer = &observer_;
+    options.inline_execution = true;
+    options.test_before_handle = std::move(hook);
+    shard_ = std::make_unique<Shard>(std::move(options));
+    shard_->Start();
+  }
+  void TearDown() override {
+    if (shard_ != nullptr) shard_->Stop();
+  }
+
+  CountingObserver observer_;
+  std::unique_ptr<Shard> shard_;
+};
+
+TEST_F(InlineShardTest, AnIdleShardsMessageIsAppliedBeforeTrySendReturns) {
+  StartShard(8);
+  RecordingCompletion completion;
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "erin", 70, &completion)),
+            SendOutcome::kAccepted);
+  EXPECT_TRUE(completion.HasReply());
+  EXPECT_EQ(completion.WaitForReply().balance, 70);
+}
+
+TEST_F(InlineShardTest, WhileOneSenderAppliesOthersQueueShedAndAreAllAnsweredAfter) {
+  constexpr int kQueued = 300;  // More than one sender's inline budget: the rest is handed off.
+  testing_util::Event held;
+  testing_util::Event release;
+  StartShard(512, [&](const Message& message) {
+    if (message.account_id == "hold") {
+      held.Notify();
+      release.WaitForNotification();
+    }
+  });
+  RecordingCompletion hold_completion;
+  std::thread holder([&] {
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion)),
+              SendOutcome::kAccepted);
+  });
+  held.WaitForNotification();
+  std::vector<RecordingCompletion> completions(kQueued);
+  for (int i = 0; i < kQueued; ++i) {
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "frank", 1, &completions[i])),
+              SendOutcome::kAccepted);
+    EXPECT_FALSE(completions[i].HasReply()) << i;  // Queued behind the holder, not applied here.
+  }
+  EXPECT_EQ(shard_->MailboxDepth(), static_cast<size_t>(kQueued));
+  release.Notify();
+  holder.join();
+  for (int i = 0; i < kQueued; ++i) EXPECT_EQ(completions[i].WaitForReply().balance, i + 1);
+  EXPECT_EQ(hold_completion.completions(), 1);
+}
+
+TEST_F(InlineShardTest, FullMailboxShedsWhileASenderHoldsTheShard) {
+  testing_util::Event held;
+  testing_util::Event release;
+  StartShard(2, [&](const Message& message) {
+    if (message.account_id == "hold") {
+      held.Notify();
+      release.WaitForNotification();
+    }
+  });
+  RecordingCompletion hold_completion, first, second, shed;
+  std::thread holder([&] {
+    (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion));
+  });
+  held.WaitForNotification();
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 10, &first)), SendOutcome::kAccepted);
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 20, &second)),
+            SendOutcome::kAccepted);
+  EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 40, &shed)), SendOutcome::kFull);
+  EXPECT_EQ(observer_.shed.load(), 1);
+  release.Notify();
+  holder.join();
+  EXPECT_EQ(second.WaitForReply().balance, 30);
+  EXPECT_FALSE(shed.HasReply());
+}
+
+TEST_F(InlineShardTest, StopAnswersEverythingAcceptedWhileASenderHeldTheShard) {
+  testing_util::Event held;
+  testing_util::Event release;
+  StartShard(64, [&](const Message& message) {
+    if (message.account_id == "hold") {
+      held.Notify();
+      release.WaitForNotification();
+    }
+  });
+  RecordingCompletion hold_completion;
+  std::thread holder([&] {
+    (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion));
+  });
+  held.WaitForNotification();
+  std::vector<RecordingCompletion> completions(20);
+  for (RecordingCompletion& completion : completions) {
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hank", 3, &completion)),
+              SendOutcome::kAccepted);
+  }
+  std::thread stopper([&] { shard_->Stop(); });
+  release.Notify();
+  stopper.join();
+  holder.join();
+  for (size_t i = 0; i < completions.size(); ++i) {
+    EXPECT_EQ(completions[i].completions(), 1) << i;
+    EXPECT_EQ(completions[i].WaitForReply().balance, static_cast<int64_t>(3 * (i + 1))) << i;
+  }
+}
+
 TEST(ShardOptionsTest, RefusesEachBoundOutOfRange) {
   EXPECT_TRUE(ValidateShardOptions(ShardOptions{}).ok());
   ShardOptions options;
@@ -158,6 +271,11 @@ TEST(ShardOptionsTest, RefusesEachBoundOutOfRange) {
   options = ShardOptions{};
   options.policy.overdraft_limit = -1;
   EXPECT_EQ(ValidateShardOptions(options).message(), "overdraft limit must be >= 0; got -1");
+  options = ShardOptions{};
+  options.debug_handler_delay = absl::Milliseconds(1);
+  EXPECT_FALSE(ValidateShardOptions(options).ok());  // Inline execution is on by default.
+  options.inline_execution = false;
+  EXPECT_TRUE(ValidateShardOptions(options).ok());
 }
 
 }  // namespace
