@@ -147,8 +147,7 @@ class Mailbox {
   // other. False negatives are possible only while another thread is draining.
   bool HeadPublished() const {
     const uint64_t head = head_.load(std::memory_order_seq_cst);
-    return cells_[Index(head)].sequence.load(std::memory_order_seq_cst) ==
-           PublishedSequence(head);
+    return cells_[Index(head)].sequence.load(std::memory_order_seq_cst) == PublishedSequence(head);
   }
 
   size_t capacity() const { return capacity_; }

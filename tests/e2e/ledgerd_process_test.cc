@@ -4,8 +4,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <regex>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -26,15 +27,14 @@ std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
   return flags;
 }
 
-// Starts ledgerd on 127.0.0.1:0 and returns the port from its start-up line (0 on failure).
+// Waits for ledgerd's start-up line and returns the port it names (0 on failure).
 int StartAndReadPort(Subprocess& ledgerd) {
   if (!ledgerd.WaitForOutput("overdraft limit")) return 0;
-  std::smatch match;
+  constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
   const std::string& output = ledgerd.output();
-  if (!std::regex_search(output, match, std::regex("listening on 127\\.0\\.0\\.1:(\\d+), "))) {
-    return 0;
-  }
-  return std::stoi(match[1]);
+  const size_t at = output.find(kPrefix);
+  if (at == std::string::npos) return 0;
+  return std::atoi(output.c_str() + at + kPrefix.size());
 }
 
 std::unique_ptr<v1::Ledger::Stub> StubFor(int port) {

@@ -214,13 +214,11 @@ TEST_F(InlineShardTest, FullMailboxShedsWhileASenderHoldsTheShard) {
     }
   });
   RecordingCompletion hold_completion, first, second, shed;
-  std::thread holder([&] {
-    (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion));
-  });
+  std::thread holder(
+      [&] { (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion)); });
   held.WaitForNotification();
   ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 10, &first)), SendOutcome::kAccepted);
-  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 20, &second)),
-            SendOutcome::kAccepted);
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 20, &second)), SendOutcome::kAccepted);
   EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 40, &shed)), SendOutcome::kFull);
   EXPECT_EQ(observer_.shed.load(), 1);
   release.Notify();
@@ -239,9 +237,8 @@ TEST_F(InlineShardTest, StopAnswersEverythingAcceptedWhileASenderHeldTheShard) {
     }
   });
   RecordingCompletion hold_completion;
-  std::thread holder([&] {
-    (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion));
-  });
+  std::thread holder(
+      [&] { (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion)); });
   held.WaitForNotification();
   std::vector<RecordingCompletion> completions(20);
   for (RecordingCompletion& completion : completions) {
