@@ -103,6 +103,7 @@ void BM_QueueTrySendDrain(benchmark::State& state) {
       sum = local_sum;
     });
     std::vector<std::thread> senders;
+    senders.reserve(producers);
     std::atomic<int64_t> retries{0};
     for (int p = 0; p < producers; ++p) {
       senders.emplace_back([&] {

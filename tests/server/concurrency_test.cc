@@ -51,7 +51,7 @@ TEST(ConcurrencyTest, TenThousandConcurrentDepositsOfOneAllLand) {
   ReplyCounter replies;
   for (int i = 0; i < kCalls; ++i) {
     contexts[i].set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stub->async()->Deposit(&contexts[i], &request, &responses[i], [&](grpc::Status status) {
+    stub->async()->Deposit(&contexts[i], &request, &responses[i], [&](const grpc::Status& status) {
       if (status.ok()) ok.fetch_add(1);
       replies.Add();
     });
