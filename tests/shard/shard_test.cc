@@ -24,14 +24,17 @@ Message MakeMessage(Op op, absl::string_view account_id, int64_t amount, Complet
                  .enqueued_at = {}};
 }
 
-// A shard whose handler blocks on any message for the account "hold" until Release().
+// A shard whose handler blocks on any message for the account "hold" until Release(), and
+// throws for the account "boom".
 class HeldShardTest : public testing::Test {
  protected:
-  void StartShard(size_t capacity) {
+  // With inline execution off, the hold blocks the shard thread; with it on, it blocks the
+  // sending thread that applies the message, which HoldShard makes a thread of its own.
+  void StartShard(size_t capacity, bool inline_execution = false) {
     ShardOptions options;
     options.mailbox_capacity = capacity;
     options.observer = &observer_;
-    options.inline_execution = false;  // The hold blocks the shard thread, not the test.
+    options.inline_execution = inline_execution;
     options.test_before_handle = [this](const Message& message) {
       if (message.account_id == "hold") {
         held_.Notify();
@@ -45,13 +48,16 @@ class HeldShardTest : public testing::Test {
 
   void TearDown() override {
     if (!release_.HasBeenNotified()) release_.Notify();
+    if (holder_.joinable()) holder_.join();
     if (shard_ != nullptr) shard_->Stop();
   }
 
-  // Sends a message for "hold" and waits until the shard thread is blocked inside its handler.
+  // Sends a message for "hold" and waits until the thread applying it is blocked inside it.
   void HoldShard() {
-    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion_)),
-              SendOutcome::kAccepted);
+    holder_ = std::thread([this] {
+      EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion_)),
+                SendOutcome::kAccepted);
+    });
     held_.WaitForNotification();
   }
   void Release() { release_.Notify(); }
@@ -68,6 +74,7 @@ class HeldShardTest : public testing::Test {
   RecordingCompletion hold_completion_;
   testing_util::Event held_;
   testing_util::Event release_;
+  std::thread holder_;
 };
 
 TEST_F(HeldShardTest, AppliesDepositsWithdrawalsAndBalanceInOrder) {
@@ -146,28 +153,8 @@ TEST_F(HeldShardTest, StopAppliesAndAnswersEveryAcceptedMessageThenRefusesNewOne
   EXPECT_FALSE(too_late.HasReply());
 }
 
-// Inline mode: senders apply an idle shard's messages themselves.
-class InlineShardTest : public testing::Test {
- protected:
-  void StartShard(size_t capacity, std::function<void(const Message&)> hook = nullptr) {
-    ShardOptions options;
-    options.mailbox_capacity = capacity;
-    options.observer = &observer_;
-    options.inline_execution = true;
-    options.test_before_handle = std::move(hook);
-    shard_ = std::make_unique<Shard>(std::move(options));
-    shard_->Start();
-  }
-  void TearDown() override {
-    if (shard_ != nullptr) shard_->Stop();
-  }
-
-  CountingObserver observer_;
-  std::unique_ptr<Shard> shard_;
-};
-
-TEST_F(InlineShardTest, AnIdleShardsMessageIsAppliedBeforeTrySendReturns) {
-  StartShard(8);
+TEST_F(HeldShardTest, InlineAnIdleShardsMessageIsAppliedBeforeTrySendReturns) {
+  StartShard(8, /*inline_execution=*/true);
   RecordingCompletion completion;
   ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "erin", 70, &completion)),
             SendOutcome::kAccepted);
@@ -175,22 +162,10 @@ TEST_F(InlineShardTest, AnIdleShardsMessageIsAppliedBeforeTrySendReturns) {
   EXPECT_EQ(completion.WaitForReply().balance, 70);
 }
 
-TEST_F(InlineShardTest, WhileOneSenderAppliesOthersQueueShedAndAreAllAnsweredAfter) {
+TEST_F(HeldShardTest, InlineWhileOneSenderAppliesOthersQueueAndAreAllAnsweredAfter) {
   constexpr int kQueued = 300;  // More than one sender's inline budget: the rest is handed off.
-  testing_util::Event held;
-  testing_util::Event release;
-  StartShard(512, [&](const Message& message) {
-    if (message.account_id == "hold") {
-      held.Notify();
-      release.WaitForNotification();
-    }
-  });
-  RecordingCompletion hold_completion;
-  std::thread holder([&] {
-    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion)),
-              SendOutcome::kAccepted);
-  });
-  held.WaitForNotification();
+  StartShard(512, /*inline_execution=*/true);
+  HoldShard();
   std::vector<RecordingCompletion> completions(kQueued);
   for (int i = 0; i < kQueued; ++i) {
     ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "frank", 1, &completions[i])),
@@ -198,57 +173,35 @@ TEST_F(InlineShardTest, WhileOneSenderAppliesOthersQueueShedAndAreAllAnsweredAft
     EXPECT_FALSE(completions[i].HasReply()) << i;  // Queued behind the holder, not applied here.
   }
   EXPECT_EQ(shard_->MailboxDepth(), static_cast<size_t>(kQueued));
-  release.Notify();
-  holder.join();
+  Release();
   for (int i = 0; i < kQueued; ++i) EXPECT_EQ(completions[i].WaitForReply().balance, i + 1);
-  EXPECT_EQ(hold_completion.completions(), 1);
+  EXPECT_EQ(hold_completion_.WaitForReply().balance, 1);
 }
 
-TEST_F(InlineShardTest, FullMailboxShedsWhileASenderHoldsTheShard) {
-  testing_util::Event held;
-  testing_util::Event release;
-  StartShard(2, [&](const Message& message) {
-    if (message.account_id == "hold") {
-      held.Notify();
-      release.WaitForNotification();
-    }
-  });
-  RecordingCompletion hold_completion, first, second, shed;
-  std::thread holder(
-      [&] { (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion)); });
-  held.WaitForNotification();
+TEST_F(HeldShardTest, InlineFullMailboxShedsWhileASenderHoldsTheShard) {
+  StartShard(2, /*inline_execution=*/true);
+  HoldShard();
+  RecordingCompletion first, second, shed;
   ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 10, &first)), SendOutcome::kAccepted);
   ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 20, &second)), SendOutcome::kAccepted);
   EXPECT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "g", 40, &shed)), SendOutcome::kFull);
   EXPECT_EQ(observer_.shed.load(), 1);
-  release.Notify();
-  holder.join();
+  Release();
   EXPECT_EQ(second.WaitForReply().balance, 30);
   EXPECT_FALSE(shed.HasReply());
 }
 
-TEST_F(InlineShardTest, StopAnswersEverythingAcceptedWhileASenderHeldTheShard) {
-  testing_util::Event held;
-  testing_util::Event release;
-  StartShard(64, [&](const Message& message) {
-    if (message.account_id == "hold") {
-      held.Notify();
-      release.WaitForNotification();
-    }
-  });
-  RecordingCompletion hold_completion;
-  std::thread holder(
-      [&] { (void)shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion)); });
-  held.WaitForNotification();
+TEST_F(HeldShardTest, InlineStopAnswersEverythingAcceptedWhileASenderHeldTheShard) {
+  StartShard(64, /*inline_execution=*/true);
+  HoldShard();
   std::vector<RecordingCompletion> completions(20);
   for (RecordingCompletion& completion : completions) {
     ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hank", 3, &completion)),
               SendOutcome::kAccepted);
   }
   std::thread stopper([&] { shard_->Stop(); });
-  release.Notify();
+  Release();
   stopper.join();
-  holder.join();
   for (size_t i = 0; i < completions.size(); ++i) {
     EXPECT_EQ(completions[i].completions(), 1) << i;
     EXPECT_EQ(completions[i].WaitForReply().balance, static_cast<int64_t>(3 * (i + 1))) << i;
