@@ -1,0 +1,155 @@
+#include "metrics/ledger_metrics.h"
+
+#include <cassert>
+#include <string>
+#include <utility>
+
+namespace ledger {
+namespace {
+
+// Indexed by Op: the RPC that carries each operation.
+constexpr std::array<const char*, kOpCount> kMethodNames = {"Deposit", "Withdraw", "Balance"};
+
+// gRPC's canonical code names, as grpcurl and the gRPC docs print them.
+constexpr std::array<const char*, kStatusCodeCount> kCodeNames = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
+  prometheus::MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+prometheus::ClientMetric& AddMetric(prometheus::MetricFamily& family,
+                                    std::vector<prometheus::ClientMetric::Label> labels) {
+  family.metric.emplace_back();
+  family.metric.back().label = std::move(labels);
+  return family.metric.back();
+}
+
+}  // namespace
+
+LedgerMetrics::LedgerMetrics(int32_t num_shards, std::string version)
+    : version_(std::move(version)) {
+  assert(num_shards >= 1);
+  shards_.reserve(num_shards);
+  for (int32_t i = 0; i < num_shards; ++i) shards_.push_back(std::make_unique<ShardMetrics>());
+}
+
+std::vector<ShardObserver*> LedgerMetrics::observers() {
+  std::vector<ShardObserver*> observers;
+  observers.reserve(shards_.size());
+  for (const auto& shard : shards_) observers.push_back(shard.get());
+  return observers;
+}
+
+void LedgerMetrics::RecordRequest(Op method, int status_code) {
+  if (status_code < 0 || status_code >= static_cast<int>(kStatusCodeCount)) status_code = 2;
+  requests_[static_cast<size_t>(method)][status_code].fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t LedgerMetrics::requests(Op method, int status_code) const {
+  return requests_[static_cast<size_t>(method)][status_code].load(std::memory_order_relaxed);
+}
+
+std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
+  std::vector<prometheus::MetricFamily> families;
+  CollectShardFamilies(families);
+  CollectRequests(families);
+  auto build = Family("ledger_build_info", "Always 1; the version label says which ledgerd runs.",
+                      prometheus::MetricType::Gauge);
+  AddMetric(build, {{"version", version_}}).gauge.value = 1;
+  families.push_back(std::move(build));
+  return families;
+}
+
+void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& families) const {
+  using prometheus::MetricType;
+  auto depth = Family("ledger_mailbox_depth",
+                      "Messages queued in the shard's mailbox now, waiting to be applied.",
+                      MetricType::Gauge);
+  auto capacity =
+      Family("ledger_mailbox_capacity",
+             "Messages the shard's mailbox holds; a call beyond it is shed.", MetricType::Gauge);
+  auto wait = Family("ledger_mailbox_wait_seconds",
+                     "Time from a call's admission to the shard until its handler starts. Rising "
+                     "while handler time stays flat means the shard is saturated.",
+                     MetricType::Histogram);
+  auto handler = Family("ledger_handler_seconds",
+                        "Time the shard's handler takes for one message, by operation.",
+                        MetricType::Histogram);
+  auto rejected = Family("ledger_mailbox_rejected_total",
+                         "Calls shed with RESOURCE_EXHAUSTED because the shard's mailbox was full.",
+                         MetricType::Counter);
+  auto expired = Family("ledger_expired_total",
+                        "Messages skipped, not applied, because the caller had cancelled or its "
+                        "deadline had passed while the message waited.",
+                        MetricType::Counter);
+  auto internal = Family("ledger_internal_errors_total",
+                         "Messages whose handler failed unexpectedly and answered INTERNAL.",
+                         MetricType::Counter);
+  auto accounts = Family("ledger_accounts", "Accounts the shard owns.", MetricType::Gauge);
+
+  const Router* router = router_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const std::string label = std::to_string(i);
+    const ShardMetrics& shard = *shards_[i];
+    if (router != nullptr) {
+      const Shard& actor = router->shard(static_cast<int32_t>(i));
+      AddMetric(depth, {{"shard", label}}).gauge.value = static_cast<double>(actor.MailboxDepth());
+      AddMetric(capacity, {{"shard", label}}).gauge.value =
+          static_cast<double>(actor.mailbox_capacity());
+    }
+    shard.wait().Collect(AddMetric(wait, {{"shard", label}}));
+    for (int op = 0; op < kOpCount; ++op) {
+      const std::string op_name(OpName(static_cast<Op>(op)));
+      shard.handler(static_cast<Op>(op))
+          .Collect(AddMetric(handler, {{"op", op_name}, {"shard", label}}));
+    }
+    AddMetric(rejected, {{"shard", label}}).counter.value = static_cast<double>(shard.shed());
+    AddMetric(expired, {{"shard", label}}).counter.value = static_cast<double>(shard.expired());
+    AddMetric(internal, {{"shard", label}}).counter.value =
+        static_cast<double>(shard.internal_errors());
+    AddMetric(accounts, {{"shard", label}}).gauge.value = static_cast<double>(shard.accounts());
+  }
+  for (auto* family :
+       {&depth, &capacity, &wait, &handler, &rejected, &expired, &internal, &accounts}) {
+    families.push_back(std::move(*family));
+  }
+}
+
+void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& families) const {
+  auto requests = Family("ledger_requests_total",
+                         "Finished RPCs by method and final gRPC status code, including calls "
+                         "refused before they reached a shard.",
+                         prometheus::MetricType::Counter);
+  for (size_t method = 0; method < kOpCount; ++method) {
+    for (size_t code = 0; code < kStatusCodeCount; ++code) {
+      AddMetric(requests, {{"code", kCodeNames[code]}, {"method", kMethodNames[method]}})
+          .counter.value =
+          static_cast<double>(requests_[method][code].load(std::memory_order_relaxed));
+    }
+  }
+  families.push_back(std::move(requests));
+}
+
+}  // namespace ledger

@@ -1,0 +1,105 @@
+// Defines `LedgerMetrics`, every Prometheus series ledgerd exports, and `ShardMetrics`, the
+// per-shard observer that records into them without locks on the hot path.
+//
+// Families (names are a contract with the dashboard, the alert rules and users' queries; see
+// docs/metrics.md): ledger_mailbox_depth, ledger_mailbox_capacity, ledger_mailbox_wait_seconds,
+// ledger_handler_seconds, ledger_mailbox_rejected_total, ledger_expired_total,
+// ledger_internal_errors_total, ledger_requests_total, ledger_accounts, ledger_build_info.
+//
+// Values are kept in plain atomics owned by this class and turned into Prometheus families only
+// when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
+// prometheus-cpp's Family or its mutexes.
+#ifndef LEDGER_METRICS_LEDGER_METRICS_H_
+#define LEDGER_METRICS_LEDGER_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metrics/log_histogram.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "shard/ledger_rules.h"
+#include "shard/router.h"
+#include "shard/shard_observer.h"
+
+namespace ledger {
+
+// One shard's series. Thread-safe: OnShed from any thread; the other observer methods from the
+// thread applying the shard's messages (one at a time, see LogHistogram); Collect* from any thread.
+class ShardMetrics final : public ShardObserver {
+ public:
+  void OnShed() override { shed_.fetch_add(1, std::memory_order_relaxed); }
+  void OnExpired() override { Bump(expired_); }
+  void OnHandled(Op op, std::chrono::nanoseconds wait, std::chrono::nanoseconds handler) override {
+    wait_.Record(wait);
+    handler_[static_cast<size_t>(op)].Record(handler);
+  }
+  void OnInternalError() override { Bump(internal_errors_); }
+  void OnBatch(size_t /*size*/, size_t accounts) override {
+    accounts_.store(accounts, std::memory_order_relaxed);
+  }
+
+  const LogHistogram& wait() const { return wait_; }
+  const LogHistogram& handler(Op op) const { return handler_[static_cast<size_t>(op)]; }
+  uint64_t shed() const { return shed_.load(std::memory_order_relaxed); }
+  uint64_t expired() const { return expired_.load(std::memory_order_relaxed); }
+  uint64_t internal_errors() const { return internal_errors_.load(std::memory_order_relaxed); }
+  size_t accounts() const { return accounts_.load(std::memory_order_relaxed); }
+
+ private:
+  // One writer at a time, as for LogHistogram.
+  static void Bump(std::atomic<uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  LogHistogram wait_;
+  std::array<LogHistogram, kOpCount> handler_;
+  alignas(kCacheLineBytes) std::atomic<uint64_t> shed_{0};  // Many writers: senders.
+  std::atomic<uint64_t> expired_{0};
+  std::atomic<uint64_t> internal_errors_{0};
+  std::atomic<size_t> accounts_{0};
+};
+
+// gRPC status codes are 0 (OK) to 16 (UNAUTHENTICATED).
+inline constexpr size_t kStatusCodeCount = 17;
+
+// Thread-safe.
+class LedgerMetrics final : public prometheus::Collectable {
+ public:
+  // `version` labels ledger_build_info.
+  LedgerMetrics(int32_t num_shards, std::string version);
+
+  // One observer per shard, for RouterOptions::observers. Valid as long as this object.
+  std::vector<ShardObserver*> observers();
+  const ShardMetrics& shard(int32_t index) const { return *shards_[index]; }
+
+  // Depth and capacity are read from the router at scrape time. Call once, before the first
+  // scrape; `router` must outlive this object's scrapes.
+  void AttachRouter(const Router* router) { router_.store(router, std::memory_order_release); }
+
+  // Counts one finished RPC by method (each Op is the RPC of the same name) and gRPC status code
+  // (0-16; anything else counts as UNKNOWN). Any thread.
+  void RecordRequest(Op method, int status_code);
+  uint64_t requests(Op method, int status_code) const;
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  void CollectShardFamilies(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectRequests(std::vector<prometheus::MetricFamily>& families) const;
+
+  const std::string version_;
+  std::vector<std::unique_ptr<ShardMetrics>> shards_;
+  std::atomic<const Router*> router_{nullptr};
+  std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kOpCount> requests_{};
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_METRICS_LEDGER_METRICS_H_
