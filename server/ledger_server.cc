@@ -25,10 +25,27 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("shutdown grace must not be negative");
   }
-  absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(options.router);
+  RouterOptions router_options = options.router;
+  if (router_options.num_shards < kMinShards || router_options.num_shards > kMaxShards) {
+    return Router::Create(router_options).status();  // Its message names the bounds.
+  }
+  auto metrics = std::make_shared<LedgerMetrics>(router_options.num_shards, options.version);
+  router_options.observers = metrics->observers();
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options);
   if (!router.ok()) return router.status();
-  std::unique_ptr<LedgerServer> server(new LedgerServer(
-      *std::move(router), options.shutdown_grace, options.router.shard.policy.overdraft_limit));
+  metrics->AttachRouter(router->get());
+  std::unique_ptr<LedgerServer> server(
+      new LedgerServer(std::move(metrics), *std::move(router), options.shutdown_grace,
+                       options.router.shard.policy.overdraft_limit));
+  if (!options.metrics_listen_address.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);
+    if (!endpoint.ok()) {
+      server->Shutdown();
+      return endpoint.status();
+    }
+    server->metrics_endpoint_ = *std::move(endpoint);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -51,11 +68,12 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   return server;
 }
 
-LedgerServer::LedgerServer(std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-                           int64_t overdraft_limit)
-    : router_(std::move(router)),
+LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<Router> router,
+                           absl::Duration shutdown_grace, int64_t overdraft_limit)
+    : metrics_(std::move(metrics)),
+      router_(std::move(router)),
       shutdown_grace_(shutdown_grace),
-      service_(router_.get(), overdraft_limit) {}
+      service_(router_.get(), metrics_.get(), overdraft_limit) {}
 
 LedgerServer::~LedgerServer() { assert(shut_down_); }
 
@@ -69,6 +87,7 @@ void LedgerServer::Shutdown() {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + shutdown_grace_));
   }
   router_->Stop();
+  metrics_endpoint_.reset();  // Last, so that the drain can still be watched.
 }
 
 }  // namespace ledger

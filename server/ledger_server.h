@@ -9,6 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "metrics/ledger_metrics.h"
+#include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
 #include "shard/router.h"
 
@@ -17,6 +19,12 @@ namespace ledger {
 struct ServerOptions {
   // host:port; port 0 picks a free port (see LedgerServer::port).
   std::string listen_address = "0.0.0.0:50051";
+  // host:port for GET /metrics (Prometheus text format); empty serves no metrics. Port 0 picks
+  // a free port (see LedgerServer::metrics_port).
+  std::string metrics_listen_address;
+  // Reported as ledger_build_info{version}.
+  std::string version = "dev";
+  // Its `observers` are set by the server (the metrics of each shard).
   RouterOptions router;
   // How long a graceful shutdown waits for calls in flight before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
@@ -26,8 +34,8 @@ struct ServerOptions {
 // mandatory before destruction.
 class LedgerServer {
  public:
-  // Starts the shards, then serves. InvalidArgument for an option out of range; Unavailable when
-  // the address cannot be listened on (in use, or not an address of this machine).
+  // Starts the metrics endpoint and the shards, then serves. InvalidArgument for an option out of
+  // range; Unavailable when an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
 
   ~LedgerServer();
@@ -37,18 +45,24 @@ class LedgerServer {
 
   // The port actually bound.
   int port() const { return port_; }
+  // The metrics port actually bound; 0 when metrics are not served.
+  int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   const Router& router() const { return *router_; }
+  const LedgerMetrics& metrics() const { return *metrics_; }
 
   // Graceful stop, in this order: health NOT_SERVING; refuse new calls (callers get
   // UNAVAILABLE); wait up to shutdown_grace for calls in flight, then cancel the rest; drain every
-  // mailbox (every accepted message is applied and answered); join the shard threads.
-  // Idempotent.
+  // mailbox (every accepted message is applied and answered); join the shard threads; stop
+  // serving metrics. Idempotent.
   void Shutdown();
 
  private:
-  LedgerServer(std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-               int64_t overdraft_limit);
+  LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<Router> router,
+               absl::Duration shutdown_grace, int64_t overdraft_limit);
 
+  // Shared with the metrics endpoint, which holds it weakly while serving scrapes.
+  const std::shared_ptr<LedgerMetrics> metrics_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   const std::unique_ptr<Router> router_;
   const absl::Duration shutdown_grace_;
   LedgerService service_;

@@ -10,18 +10,29 @@ namespace {
 
 // One call in flight at a shard. Created by the gRPC thread that admitted the call; from then on
 // used only by the shard thread, which calls CallerGone and then Complete exactly once.
+// Every call ends here, exactly once: counted by its final code, then finished.
+void FinishCall(grpc::ServerUnaryReactor& reactor, LedgerMetrics& metrics, Op method,
+                const grpc::Status& status) {
+  metrics.RecordRequest(method, static_cast<int>(status.error_code()));
+  reactor.Finish(status);
+}
+
 template <typename Response>
 class PendingCall final : public Completion {
  public:
   PendingCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-              Response* response, const CallFacts& facts)
-      : context_(context), reactor_(reactor), response_(response), facts_(facts) {}
+              Response* response, LedgerMetrics* metrics, const CallFacts& facts)
+      : context_(context),
+        reactor_(reactor),
+        response_(response),
+        metrics_(metrics),
+        facts_(facts) {}
 
   bool CallerGone() const override { return context_->IsCancelled(); }
 
   void Complete(const Reply& reply) override {
     if (reply.outcome == Outcome::kOk) response_->set_balance(reply.balance);
-    reactor_->Finish(ToGrpcStatus(reply.outcome, reply.balance, facts_));
+    FinishCall(*reactor_, *metrics_, facts_.op, ToGrpcStatus(reply.outcome, reply.balance, facts_));
     delete this;
   }
 
@@ -31,6 +42,7 @@ class PendingCall final : public Completion {
   grpc::CallbackServerContext* const context_;
   grpc::ServerUnaryReactor* const reactor_;
   Response* const response_;
+  LedgerMetrics* const metrics_;
   const CallFacts facts_;
 };
 
@@ -42,8 +54,8 @@ Outcome ValidateRequest(Op op, const std::string& account_id, int64_t amount) {
 
 }  // namespace
 
-LedgerService::LedgerService(Router* router, int64_t overdraft_limit)
-    : router_(router), overdraft_limit_(overdraft_limit) {}
+LedgerService::LedgerService(Router* router, LedgerMetrics* metrics, int64_t overdraft_limit)
+    : router_(router), metrics_(metrics), overdraft_limit_(overdraft_limit) {}
 
 grpc::ServerUnaryReactor* LedgerService::Deposit(grpc::CallbackServerContext* context,
                                                  const v1::DepositRequest* request,
@@ -71,12 +83,12 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
   CallFacts facts{
       .op = op, .account_id = account_id, .amount = amount, .overdraft_limit = overdraft_limit_};
   if (Outcome invalid = ValidateRequest(op, account_id, amount); invalid != Outcome::kOk) {
-    reactor->Finish(ToGrpcStatus(invalid, 0, facts));  // Nothing was queued.
+    FinishCall(*reactor, *metrics_, op, ToGrpcStatus(invalid, 0, facts));  // Nothing queued.
     return reactor;
   }
   facts.shard = router_->ShardFor(account_id);
   facts.mailbox_capacity = router_->shard(facts.shard).mailbox_capacity();
-  auto* call = new PendingCall<Response>(context, reactor, response, facts);
+  auto* call = new PendingCall<Response>(context, reactor, response, metrics_, facts);
   // The request (and so account_id) lives until the reactor finishes, which the view relies on.
   Message message{
       .op = op, .amount = amount, .account_id = account_id, .completion = call, .enqueued_at = {}};

@@ -9,6 +9,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "metrics/ledger_metrics.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
 
@@ -18,8 +19,9 @@ namespace ledger {
 // either finished at once (bad input, shed, shutting down) or handed to a shard.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  // `router` is not owned and must outlive the service; `overdraft_limit` only words messages.
-  LedgerService(Router* router, int64_t overdraft_limit);
+  // `router` and `metrics` are not owned and must outlive the service; `overdraft_limit` only
+  // words messages.
+  LedgerService(Router* router, LedgerMetrics* metrics, int64_t overdraft_limit);
 
   grpc::ServerUnaryReactor* Deposit(grpc::CallbackServerContext* context,
                                     const v1::DepositRequest* request,
@@ -38,6 +40,7 @@ class LedgerService final : public v1::Ledger::CallbackService {
                                    Response* response);
 
   Router* const router_;
+  LedgerMetrics* const metrics_;
   const int64_t overdraft_limit_;
 };
 

@@ -36,6 +36,9 @@ int32_t DefaultShards() {
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "host:port for gRPC (ledger.v1.Ledger, grpc.health.v1.Health, reflection); port 0 "
           "picks a free port, printed at start");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
+          "host:port for Prometheus metrics at GET /metrics; empty serves none; port 0 picks a "
+          "free port, printed at start");
 ABSL_FLAG(int32_t, shards, DefaultShards(),
           "number of account shards, each one thread with its own mailbox (2 to 1024; default: "
           "the number of hardware threads, at least 2). Accounts map to shards by a stable hash");
@@ -66,6 +69,8 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   if (options.listen_address.empty()) {
     return absl::InvalidArgumentError("--listen must be host:port; got an empty value");
   }
+  options.metrics_listen_address = absl::GetFlag(FLAGS_metrics_listen);
+  options.version = LEDGER_VERSION;
   options.router.num_shards = absl::GetFlag(FLAGS_shards);
   const int64_t capacity = absl::GetFlag(FLAGS_mailbox_capacity);
   const int64_t max_batch = absl::GetFlag(FLAGS_max_batch);
@@ -174,10 +179,18 @@ int main(int argc, char** argv) {
   }
   signals.Start();
   const ledger::ShardOptions& shard = options->router.shard;
+  const std::string metrics =
+      options->metrics_listen_address.empty()
+          ? "no metrics"
+          : absl::StrCat(
+                "metrics on http://",
+                ListenAddressWithPort(options->metrics_listen_address, (*server)->metrics_port()),
+                "/metrics");
   std::cout << absl::StrFormat(
-                   "ledgerd: listening on %s, %d shards, mailbox capacity %d, max batch %d, "
-                   "overdraft limit %d",
-                   ListenAddressWithPort(options->listen_address, (*server)->port()),
+                   "ledgerd %s: listening on %s, %s, %d shards, mailbox capacity %d, max batch "
+                   "%d, overdraft limit %d",
+                   LEDGER_VERSION,
+                   ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
                    options->router.num_shards, shard.mailbox_capacity, shard.max_batch,
                    shard.policy.overdraft_limit)
             << std::endl;
