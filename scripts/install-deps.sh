@@ -9,6 +9,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libabsl-dev
   prometheus-cpp-dev
+  prometheus
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   python3 curl
