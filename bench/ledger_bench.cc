@@ -10,6 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "metrics/ledger_metrics.h"
+#include "metrics/log_histogram.h"
+#include "prometheus/histogram.h"
 #include "shard/mailbox.h"
 #include "shard/message.h"
 #include "shard/shard.h"
@@ -166,6 +169,7 @@ class CountingCompletion final : public Completion {
 void BM_ShardApplyDeposits(benchmark::State& state) {
   const int64_t accounts = state.range(0);
   const bool inline_execution = state.range(1) != 0;
+  const bool with_metrics = state.range(2) != 0;
   std::vector<std::string> ids;
   for (int64_t i = 0; i < accounts; ++i) ids.push_back(absl::StrCat("account-", i));
   constexpr int64_t kDeposits = 1 << 19;
@@ -173,6 +177,8 @@ void BM_ShardApplyDeposits(benchmark::State& state) {
     ShardOptions options;
     options.mailbox_capacity = kCapacity;
     options.inline_execution = inline_execution;
+    ShardMetrics metrics;
+    if (with_metrics) options.observer = &metrics;
     Shard shard(options);
     CountingCompletion completion;
     shard.Start();
@@ -192,10 +198,39 @@ void BM_ShardApplyDeposits(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kDeposits);
 }
+// range(2): 1 records every message in ShardMetrics (what ledgerd does), 0 discards.
 BENCHMARK(BM_ShardApplyDeposits)
-    ->ArgNames({"accounts", "inline"})
-    ->ArgsProduct({{1000, 100000}, {0, 1}})
+    ->ArgNames({"accounts", "inline", "metrics"})
+    ->ArgsProduct({{1000, 100000}, {0, 1}, {0, 1}})
     ->UseRealTime();
+
+// The cost of one latency observation: prometheus-cpp's Histogram (mutex, linear bucket search,
+// CAS on a double) against LogHistogram (bit_width, two plain stores), same 28 bounds.
+void BM_HistogramObservePrometheusCpp(benchmark::State& state) {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (size_t i = 0; i < LogHistogram::kBuckets; ++i) {
+    bounds.push_back(LogHistogram::UpperBoundSeconds(i));
+  }
+  prometheus::Histogram histogram(bounds);
+  int64_t nanos = 150;
+  for (auto _ : state) {
+    histogram.Observe(static_cast<double>(nanos) * 1e-9);
+    nanos = nanos * 7 % 5'000'000 + 100;  // Wander over the buckets.
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_HistogramObservePrometheusCpp);
+
+void BM_HistogramObserveLogHistogram(benchmark::State& state) {
+  LogHistogram histogram;
+  int64_t nanos = 150;
+  for (auto _ : state) {
+    histogram.Record(std::chrono::nanoseconds(nanos));
+    nanos = nanos * 7 % 5'000'000 + 100;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_HistogramObserveLogHistogram);
 
 }  // namespace
 }  // namespace ledger

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -22,8 +23,9 @@ namespace {
 using ::testing::HasSubstr;
 using testing_util::Subprocess;
 
+// ledgerd with `flags`, serving metrics on a free port so that tests can run side by side.
 std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
-  flags.insert(flags.begin(), LEDGERD_PATH);
+  flags.insert(flags.begin(), {LEDGERD_PATH, "--metrics_listen=127.0.0.1:0"});
   return flags;
 }
 
@@ -152,7 +154,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--shutdown_grace=soon", "Illegal value 'soon'"},
         BadFlagCase{"--debug_handler_delay=-5ms", "--debug_handler_delay must not be negative"},
         BadFlagCase{"--listen=", "--listen must be host:port; got an empty value"},
-        BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"}));
+        BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"}),
+    [](const testing::TestParamInfo<BadFlagCase>& info) {
+      std::string name;
+      for (char c : info.param.flag) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name;
+    });
 
 TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   Subprocess ledgerd(LedgerdArgs({"--help"}));

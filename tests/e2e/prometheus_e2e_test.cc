@@ -1,0 +1,213 @@
+// End to end with a real Prometheus: ledgerd and the Debian `prometheus` server are started on
+// loopback ports, Prometheus scrapes ledgerd every second, and the test asks Prometheus's HTTP
+// API what it saw. Both are stopped by PID; Prometheus's data directory is removed.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ledger/v1/ledger.grpc.pb.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/http_get.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::HttpGet;
+using testing_util::Subprocess;
+
+// A port that was free a moment ago (Prometheus has no "port 0, tell me which" mode).
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+int PortAfter(const std::string& output, std::string_view prefix) {
+  const size_t at = output.find(prefix);
+  return at == std::string::npos ? 0 : std::atoi(output.c_str() + at + prefix.size());
+}
+
+std::string UrlEncode(const std::string& text) {
+  std::string encoded;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '_' || c == '.' || c == '-') {
+      encoded += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%%%02X", c);
+      encoded += hex;
+    }
+  }
+  return encoded;
+}
+
+// The JSON body of /api/v1/query for `promql`, or "" on failure.
+std::string Query(int port, const std::string& promql) {
+  auto response = HttpGet(port, "/api/v1/query?query=" + UrlEncode(promql));
+  return response.has_value() && response->status == 200 ? response->body : "";
+}
+
+// Number of series in a query result, and the value of the first one.
+size_t SeriesCount(const std::string& json) {
+  size_t count = 0;
+  for (size_t at = json.find("\"metric\":"); at != std::string::npos;
+       at = json.find("\"metric\":", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+std::optional<double> FirstValue(const std::string& json) {
+  const size_t at = json.find("\"value\":[");
+  if (at == std::string::npos) return std::nullopt;
+  const size_t quote = json.find('"', json.find(',', at));
+  if (quote == std::string::npos) return std::nullopt;
+  return std::strtod(json.c_str() + quote + 1, nullptr);
+}
+
+class PrometheusEndToEndTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    data_dir_ =
+        std::filesystem::temp_directory_path() / ("ledger-prometheus-" + std::to_string(getpid()));
+    std::filesystem::remove_all(data_dir_);
+    std::filesystem::create_directories(data_dir_);
+  }
+  void TearDown() override {
+    if (prometheus_ != nullptr) {
+      prometheus_->Signal(SIGTERM);
+      prometheus_->WaitForExit(std::chrono::seconds(20));
+    }
+    if (ledgerd_ != nullptr) {
+      ledgerd_->Signal(SIGTERM);
+      ledgerd_->WaitForExit();
+    }
+    std::filesystem::remove_all(data_dir_);
+  }
+
+  std::filesystem::path data_dir_;
+  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<Subprocess> prometheus_;
+};
+
+TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall) {
+  constexpr int kMaxCalls = 20'000;
+  ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
+      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--shards=2"});
+  ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+  const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
+  const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
+  ASSERT_GT(grpc_port, 0);
+  ASSERT_GT(metrics_port, 0);
+
+  const int prometheus_port = PickFreePort();
+  const std::filesystem::path config = data_dir_ / "prometheus.yml";
+  std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                        << "scrape_configs:\n  - job_name: ledgerd\n    static_configs:\n"
+                        << "      - targets: ['127.0.0.1:" << metrics_port << "']\n";
+  prometheus_ = std::make_unique<Subprocess>(std::vector<std::string>{
+      PROMETHEUS_PATH, "--config.file=" + config.string(),
+      "--storage.tsdb.path=" + (data_dir_ / "tsdb").string(),
+      "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)});
+  ASSERT_TRUE(prometheus_->WaitForOutput("Server is ready to receive web requests"))
+      << prometheus_->output();
+
+  auto stub = v1::Ledger::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port),
+                                                      grpc::InsecureChannelCredentials()));
+  // A short load spread over a few scrapes, so that rates have samples to work on.
+  int ok_calls = 0;
+  int calls = 0;
+  const auto load_end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < load_end && calls < kMaxCalls) {
+    v1::DepositRequest request;
+    request.set_account_id("acct-" + std::to_string(calls++ % 40));  // Spread over both shards.
+    request.set_amount(1);
+    v1::DepositResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (stub->Deposit(&context, request, &response).ok()) ++ok_calls;
+    if (calls % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(ok_calls, calls);
+
+  // Prometheus scrapes every second; wait (bounded) until scrapes after the load are in.
+  const std::string wait_p99_query =
+      "histogram_quantile(0.99, sum by (le, shard) "
+      "(rate(ledger_mailbox_wait_seconds_bucket[15s])))";
+  std::string ok_total;
+  std::string wait_p99;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    ok_total = Query(prometheus_port, "sum(ledger_requests_total{code=\"OK\"})");
+    wait_p99 = Query(prometheus_port, wait_p99_query);
+    if (FirstValue(ok_total) == ok_calls && SeriesCount(wait_p99) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(FirstValue(ok_total), ok_calls) << ok_total;
+  EXPECT_EQ(SeriesCount(wait_p99), 2u) << wait_p99;
+  EXPECT_EQ(FirstValue(Query(prometheus_port, "up{job=\"ledgerd\"}")), 1);
+}
+
+TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
+  ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
+      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"});
+  ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+  const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
+  const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
+  auto stub = v1::Ledger::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port),
+                                                      grpc::InsecureChannelCredentials()));
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 4; ++t) {
+    load.emplace_back([&, t] {
+      for (int i = 0; !stop.load() && i < 50'000; ++i) {
+        v1::WithdrawRequest request;  // A mix of OK and FAILED_PRECONDITION, all shards.
+        request.set_account_id("acct-" + std::to_string(t * 1000 + i % 50));
+        request.set_amount(1);
+        v1::WithdrawResponse response;
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        (void)stub->Withdraw(&context, request, &response);
+        calls.fetch_add(1);
+      }
+    });
+  }
+  while (calls.load() < 500) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto scrape = HttpGet(metrics_port, "/metrics");
+  stop = true;
+  for (std::thread& thread : load) thread.join();
+  ASSERT_TRUE(scrape.has_value());
+  const std::filesystem::path file = data_dir_ / "scrape.txt";
+  std::ofstream(file) << scrape->body;
+  Subprocess promtool(
+      {"/bin/sh", "-c", std::string(PROMTOOL_PATH) + " check metrics < " + file.string()});
+  EXPECT_EQ(promtool.WaitForExit(), 0) << promtool.output();
+  EXPECT_EQ(promtool.output(), "") << "promtool lint findings";
+}
+
+}  // namespace
+}  // namespace ledger
