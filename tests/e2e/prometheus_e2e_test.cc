@@ -11,9 +11,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -207,6 +210,88 @@ TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
       {"/bin/sh", "-c", std::string(PROMTOOL_PATH) + " check metrics < " + file.string()});
   EXPECT_EQ(promtool.WaitForExit(), 0) << promtool.output();
   EXPECT_EQ(promtool.output(), "") << "promtool lint findings";
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// Every `ledger_...` metric name in `text` that is not part of a recording rule's name (those
+// read `level:ledger_...:operation` and are checked separately).
+std::set<std::string> MetricNamesIn(const std::string& text) {
+  std::set<std::string> names;
+  for (size_t at = text.find("ledger_"); at != std::string::npos;
+       at = text.find("ledger_", at + 1)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) ||
+                   text[at - 1] == '_' || text[at - 1] == ':')) {
+      continue;
+    }
+    size_t end = at;
+    while (end < text.size() && (std::islower(static_cast<unsigned char>(text[end])) ||
+                                 text[end] == '_' || text[end] == ':')) {
+      ++end;
+    }
+    const std::string name = text.substr(at, end - at);
+    if (name.find(':') == std::string::npos) names.insert(name);
+  }
+  return names;
+}
+
+// Recording rule names (`record: x`) defined in `rules`, and those used in `text`.
+std::set<std::string> RecordedNames(const std::string& text, bool definitions) {
+  std::set<std::string> names;
+  const std::string marker = definitions ? "record: " : ":ledger_";
+  for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + 1)) {
+    size_t begin = definitions ? at + marker.size() : at;
+    while (!definitions && begin > 0 &&
+           (std::islower(static_cast<unsigned char>(text[begin - 1])) || text[begin - 1] == '_' ||
+            text[begin - 1] == ':')) {
+      --begin;
+    }
+    size_t end = definitions ? begin : at + 1;
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) ||
+                                 text[end] == '_' || text[end] == ':')) {
+      ++end;
+    }
+    while (end > begin && text[end - 1] == ':') --end;  // A colon of the prose around it.
+    names.insert(text.substr(begin, end - begin));
+  }
+  return names;
+}
+
+// A rename in ledgerd must break the build, not silently empty a dashboard panel or an alert.
+TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports) {
+  ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
+      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"});
+  ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+  auto scrape =
+      HttpGet(PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:"), "/metrics");
+  ASSERT_TRUE(scrape.has_value());
+  const std::filesystem::path deploy = std::filesystem::path(LEDGER_SOURCE_DIR) / "deploy";
+  const std::string rules = ReadFile(deploy / "prometheus" / "rules.yml");
+  const std::string alerts = ReadFile(deploy / "prometheus" / "alerts.yml");
+  const std::string dashboard = ReadFile(deploy / "grafana" / "ledger-dashboard.json");
+  ASSERT_FALSE(rules.empty());
+  ASSERT_FALSE(dashboard.empty());
+
+  std::set<std::string> used = MetricNamesIn(rules + alerts + dashboard);
+  EXPECT_GE(used.size(), 6u);
+  for (std::string name : used) {
+    for (const char* suffix : {"_bucket", "_count", "_sum"}) {
+      if (name.ends_with(suffix) && scrape->body.find("# TYPE " + name.substr(
+                                        0, name.size() - std::strlen(suffix)) +
+                                    " histogram") != std::string::npos) {
+        name.resize(name.size() - std::strlen(suffix));
+      }
+    }
+    EXPECT_NE(scrape->body.find("# TYPE " + name + " "), std::string::npos)
+        << name << " is used by deploy/ but ledgerd does not export it";
+  }
+  const std::set<std::string> defined = RecordedNames(rules, /*definitions=*/true);
+  for (const std::string& name : RecordedNames(alerts + dashboard, /*definitions=*/false)) {
+    EXPECT_TRUE(defined.contains(name)) << name << " is used but no recording rule defines it";
+  }
 }
 
 }  // namespace
