@@ -113,6 +113,16 @@ TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
   stuck_call.join();
 }
 
+TEST(LedgerdProcessTest, AnEmptyMetricsListenServesNoMetrics) {
+  std::vector<std::string> args = LedgerdArgs({"--listen=127.0.0.1:0"});
+  args.push_back("--metrics_listen=");  // The last value of a flag wins.
+  Subprocess ledgerd(args);
+  ASSERT_GT(StartAndReadPort(ledgerd), 0) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr(", no metrics, "));
+  ledgerd.Signal(SIGTERM);
+  EXPECT_EQ(ledgerd.WaitForExit(), 0);
+}
+
 TEST(LedgerdProcessTest, RefusesAPortInUse) {
   Subprocess first(LedgerdArgs({"--listen=127.0.0.1:0"}));
   const int port = StartAndReadPort(first);
