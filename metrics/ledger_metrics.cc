@@ -4,32 +4,13 @@
 #include <string>
 #include <utility>
 
+#include "metrics/status_code_names.h"
+
 namespace ledger {
 namespace {
 
 // Indexed by Op: the RPC that carries each operation.
 constexpr std::array<const char*, kOpCount> kMethodNames = {"Deposit", "Withdraw", "Balance"};
-
-// gRPC's canonical code names, as grpcurl and the gRPC docs print them.
-constexpr std::array<const char*, kStatusCodeCount> kCodeNames = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-};
 
 prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily family;
@@ -144,7 +125,7 @@ void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& famil
                          prometheus::MetricType::Counter);
   for (size_t method = 0; method < kOpCount; ++method) {
     for (size_t code = 0; code < kStatusCodeCount; ++code) {
-      AddMetric(requests, {{"code", kCodeNames[code]}, {"method", kMethodNames[method]}})
+      AddMetric(requests, {{"code", kStatusCodeNames[code]}, {"method", kMethodNames[method]}})
           .counter.value =
           static_cast<double>(requests_[method][code].load(std::memory_order_relaxed));
     }

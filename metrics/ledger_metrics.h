@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "metrics/log_histogram.h"
+#include "metrics/status_code_names.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "shard/ledger_rules.h"
@@ -65,9 +66,6 @@ class ShardMetrics final : public ShardObserver {
   std::atomic<uint64_t> internal_errors_{0};
   std::atomic<size_t> accounts_{0};
 };
-
-// gRPC status codes are 0 (OK) to 16 (UNAUTHENTICATED).
-inline constexpr size_t kStatusCodeCount = 17;
 
 // Thread-safe.
 class LedgerMetrics final : public prometheus::Collectable {

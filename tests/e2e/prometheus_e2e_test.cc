@@ -223,8 +223,8 @@ std::set<std::string> MetricNamesIn(const std::string& text) {
   std::set<std::string> names;
   for (size_t at = text.find("ledger_"); at != std::string::npos;
        at = text.find("ledger_", at + 1)) {
-    if (at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) ||
-                   text[at - 1] == '_' || text[at - 1] == ':')) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_' ||
+                   text[at - 1] == ':')) {
       continue;
     }
     size_t end = at;
@@ -265,8 +265,7 @@ TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports
   ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
       LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-  auto scrape =
-      HttpGet(PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:"), "/metrics");
+  auto scrape = HttpGet(PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:"), "/metrics");
   ASSERT_TRUE(scrape.has_value());
   const std::filesystem::path deploy = std::filesystem::path(LEDGER_SOURCE_DIR) / "deploy";
   const std::string rules = ReadFile(deploy / "prometheus" / "rules.yml");
@@ -279,9 +278,9 @@ TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports
   EXPECT_GE(used.size(), 6u);
   for (std::string name : used) {
     for (const char* suffix : {"_bucket", "_count", "_sum"}) {
-      if (name.ends_with(suffix) && scrape->body.find("# TYPE " + name.substr(
-                                        0, name.size() - std::strlen(suffix)) +
-                                    " histogram") != std::string::npos) {
+      if (name.ends_with(suffix) &&
+          scrape->body.find("# TYPE " + name.substr(0, name.size() - std::strlen(suffix)) +
+                            " histogram") != std::string::npos) {
         name.resize(name.size() - std::strlen(suffix));
       }
     }

@@ -1,0 +1,25 @@
+// Defines ledgerctl's exit codes: each names a class of outcome a script can act on.
+#ifndef LEDGER_CLIENT_EXIT_CODES_H_
+#define LEDGER_CLIENT_EXIT_CODES_H_
+
+#include "grpcpp/support/status_code_enum.h"
+
+namespace ledger {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitOther = 1,        // Any other failure (INTERNAL, UNKNOWN, CANCELLED, ...).
+  kExitUsage = 2,        // The command line is wrong; nothing was sent.
+  kExitRejected = 3,     // A ledger rule refused it (INVALID_ARGUMENT, FAILED_PRECONDITION,
+                         // OUT_OF_RANGE, ALREADY_EXISTS); retrying the same call will not help.
+  kExitNotFound = 4,     // NOT_FOUND: the account has never received a deposit.
+  kExitUnavailable = 5,  // Overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE,
+                         // DEADLINE_EXCEEDED), or not SERVING: retry later, with a back-off.
+};
+
+// The exit code for a call that ended with `code`.
+ExitCode ExitCodeFor(grpc::StatusCode code);
+
+}  // namespace ledger
+
+#endif  // LEDGER_CLIENT_EXIT_CODES_H_

@@ -1,0 +1,187 @@
+// ledgerctl: calls ledgerd from the command line, for people and for scripts.
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/exit_codes.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "ledger/v1/ledger.grpc.pb.h"
+#include "metrics/status_code_names.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051", "host:port of ledgerd's gRPC endpoint");
+ABSL_FLAG(bool, json, false,
+          "print results as one JSON object per line (int64 values as strings, as in protobuf's "
+          "JSON mapping); errors go to stderr as {\"code\":..., \"message\":...}");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "how long to wait for an answer");
+ABSL_FLAG(std::string, request_id, "",
+          "idempotency key for deposit and withdraw (ledgerd accepts it; exactly-once retries "
+          "with the same key come with durability)");
+
+namespace {
+
+constexpr char kUsage[] =
+    "calls ledgerd.\n"
+    "\n"
+    "  ledgerctl [flags] deposit ACCOUNT AMOUNT [--request_id=ID]\n"
+    "  ledgerctl [flags] withdraw ACCOUNT AMOUNT [--request_id=ID]\n"
+    "  ledgerctl [flags] balance ACCOUNT\n"
+    "  ledgerctl [flags] health\n"
+    "\n"
+    "AMOUNT is an integer number of minor units (cents). Prints `ACCOUNT: BALANCE` (the balance\n"
+    "after the call), `SERVING` for health, or JSON with --json.\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  OK (health: the server is SERVING)\n"
+    "  1  any other failure (INTERNAL, UNKNOWN, CANCELLED, ...)\n"
+    "  2  usage: the command line is wrong; nothing was sent\n"
+    "  3  rejected by a ledger rule (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE,\n"
+    "     ALREADY_EXISTS): retrying the same call will not help\n"
+    "  4  NOT_FOUND: the account has never received a deposit\n"
+    "  5  overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE, DEADLINE_EXCEEDED), or\n"
+    "     health is not SERVING: retry later, with a back-off";
+
+// A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+int UsageError(const std::string& problem) {
+  std::cerr << "ledgerctl: " << problem
+            << "\nusage: ledgerctl [flags] deposit|withdraw ACCOUNT AMOUNT | balance ACCOUNT | "
+               "health\n`ledgerctl --help` explains the flags and the exit codes\n";
+  return ledger::kExitUsage;
+}
+
+int Failed(const grpc::Status& status) {
+  const char* code = ledger::StatusCodeName(static_cast<int>(status.error_code()));
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cerr << "{\"code\":" << JsonString(code)
+              << ",\"message\":" << JsonString(status.error_message()) << "}\n";
+  } else {
+    std::cerr << "ledgerctl: " << code << ": " << status.error_message() << "\n";
+  }
+  return ledger::ExitCodeFor(status.error_code());
+}
+
+int PrintBalance(const std::string& account, int64_t balance) {
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << "{\"account_id\":" << JsonString(account) << ",\"balance\":\"" << balance
+              << "\"}\n";
+  } else {
+    std::cout << account << ": " << balance << "\n";
+  }
+  return ledger::kExitOk;
+}
+
+std::unique_ptr<grpc::ClientContext> NewContext() {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::GetFlag(FLAGS_deadline)));
+  return context;
+}
+
+template <typename Request, typename Response, typename Call>
+int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args,
+           Call call) {
+  if (args.size() != 4) return UsageError(absl::StrCat(args[1], " takes ACCOUNT AMOUNT"));
+  int64_t amount = 0;
+  if (!absl::SimpleAtoi(args[3], &amount)) {
+    return UsageError(
+        absl::StrCat("AMOUNT must be an integer number of minor units; got ", args[3]));
+  }
+  Request request;
+  request.set_account_id(args[2]);
+  request.set_amount(amount);
+  request.set_request_id(absl::GetFlag(FLAGS_request_id));
+  Response response;
+  auto stub = ledger::v1::Ledger::NewStub(channel);
+  const grpc::Status status = call(*stub, NewContext().get(), request, &response);
+  if (!status.ok()) return Failed(status);
+  return PrintBalance(request.account_id(), response.balance());
+}
+
+int Balance(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
+  if (args.size() != 3) return UsageError("balance takes ACCOUNT");
+  ledger::v1::BalanceRequest request;
+  request.set_account_id(args[2]);
+  ledger::v1::BalanceResponse response;
+  const grpc::Status status =
+      ledger::v1::Ledger::NewStub(channel)->Balance(NewContext().get(), request, &response);
+  if (!status.ok()) return Failed(status);
+  return PrintBalance(request.account_id(), response.balance());
+}
+
+int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
+  if (args.size() != 2) return UsageError("health takes no arguments");
+  grpc::health::v1::HealthCheckRequest request;  // "": the server as a whole.
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel)->Check(NewContext().get(), request, &response);
+  if (!status.ok()) return Failed(status);
+  const std::string serving =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << "{\"status\":" << JsonString(serving) << "}\n";
+  } else {
+    std::cout << serving << "\n";
+  }
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING
+             ? ledger::kExitOk
+             : ledger::kExitUnavailable;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return UsageError("missing command");
+  if (absl::GetFlag(FLAGS_deadline) <= absl::ZeroDuration()) {
+    return UsageError("--deadline must be positive");
+  }
+  const std::string command = args[1];
+  const std::string& request_id = absl::GetFlag(FLAGS_request_id);
+  if (!request_id.empty() && command != "deposit" && command != "withdraw") {
+    return UsageError("--request_id applies to deposit and withdraw only");
+  }
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+  if (command == "deposit") {
+    return Mutate<ledger::v1::DepositRequest, ledger::v1::DepositResponse>(
+        channel, args, [](auto& stub, auto* context, const auto& request, auto* response) {
+          return stub.Deposit(context, request, response);
+        });
+  }
+  if (command == "withdraw") {
+    return Mutate<ledger::v1::WithdrawRequest, ledger::v1::WithdrawResponse>(
+        channel, args, [](auto& stub, auto* context, const auto& request, auto* response) {
+          return stub.Withdraw(context, request, response);
+        });
+  }
+  if (command == "balance") return Balance(channel, args);
+  if (command == "health") return Health(channel, args);
+  return UsageError(absl::StrCat("unknown command ", command));
+}

@@ -1,0 +1,160 @@
+// ledgerctl end to end against a ledgerd it starts: every command, every exit code class.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "client/exit_codes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/subprocess.h"
+
+namespace ledger {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::Subprocess;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+class LedgerctlTest : public testing::Test {
+ protected:
+  void StartLedgerd(std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(),
+                 {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--shards=2"});
+    ledgerd_ = std::make_unique<Subprocess>(flags);
+    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+    constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
+    const size_t at = ledgerd_->output().find(kPrefix);
+    ASSERT_NE(at, std::string::npos);
+    target_ = "--target=127.0.0.1:" +
+              std::to_string(std::atoi(ledgerd_->output().c_str() + at + kPrefix.size()));
+  }
+  void TearDown() override {
+    if (ledgerd_ != nullptr) {
+      ledgerd_->Signal(SIGTERM);
+      ledgerd_->WaitForExit();
+    }
+  }
+
+  // Runs ledgerctl against the started ledgerd; `stdout_only` drops what it writes to stderr.
+  Result Run(std::vector<std::string> args, bool stdout_only = false) {
+    std::string command = std::string(LEDGERCTL_PATH) + " " + target_;
+    for (const std::string& arg : args) command += " '" + arg + "'";
+    if (stdout_only) command += " 2>/dev/null";
+    Subprocess ledgerctl({"/bin/sh", "-c", command});
+    const std::optional<int> exit_code = ledgerctl.WaitForExit();
+    return {exit_code.value_or(-1), ledgerctl.output()};
+  }
+
+  std::unique_ptr<Subprocess> ledgerd_;
+  std::string target_;
+};
+
+TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
+  StartLedgerd();
+  Result deposit = Run({"deposit", "alice", "1500"});
+  EXPECT_EQ(deposit.exit_code, kExitOk);
+  EXPECT_EQ(deposit.output, "alice: 1500\n");
+  EXPECT_EQ(Run({"withdraw", "alice", "400"}).output, "alice: 1100\n");
+  EXPECT_EQ(Run({"balance", "alice"}).output, "alice: 1100\n");
+  Result health = Run({"health"});
+  EXPECT_EQ(health.exit_code, kExitOk);
+  EXPECT_EQ(health.output, "SERVING\n");
+  EXPECT_EQ(Run({"deposit", "alice", "5", "--request_id=r-1"}).output, "alice: 1105\n");
+}
+
+TEST_F(LedgerctlTest, JsonOutputIsOneObjectPerLine) {
+  StartLedgerd();
+  EXPECT_EQ(Run({"--json", "deposit", "bob", "250"}, true).output,
+            "{\"account_id\":\"bob\",\"balance\":\"250\"}\n");
+  EXPECT_EQ(Run({"--json", "balance", "bob"}, true).output,
+            "{\"account_id\":\"bob\",\"balance\":\"250\"}\n");
+  EXPECT_EQ(Run({"--json", "health"}, true).output, "{\"status\":\"SERVING\"}\n");
+  Result error = Run({"--json", "balance", "nobody"});
+  EXPECT_EQ(error.exit_code, kExitNotFound);
+  EXPECT_EQ(error.output,
+            "{\"code\":\"NOT_FOUND\",\"message\":\"account nobody not found: it has never "
+            "received a deposit\"}\n");
+}
+
+TEST_F(LedgerctlTest, ExitCodesNameTheClassOfFailure) {
+  StartLedgerd();
+  ASSERT_EQ(Run({"deposit", "carol", "100"}).exit_code, kExitOk);
+  Result refused = Run({"withdraw", "carol", "500"});
+  EXPECT_EQ(refused.exit_code, kExitRejected);
+  EXPECT_EQ(refused.output,
+            "ledgerctl: FAILED_PRECONDITION: insufficient funds: balance 100, requested 500, "
+            "overdraft limit 0\n");
+  EXPECT_EQ(Run({"deposit", "carol", "0"}).exit_code, kExitRejected);
+  EXPECT_EQ(Run({"deposit", "bad id", "5"}).exit_code, kExitRejected);
+  EXPECT_EQ(Run({"balance", "nobody"}).exit_code, kExitNotFound);
+  EXPECT_EQ(Run({"withdraw", "nobody", "1"}).exit_code, kExitNotFound);
+  for (const std::vector<std::string>& usage : {std::vector<std::string>{},
+                                                {"frobnicate"},
+                                                {"deposit", "carol"},
+                                                {"deposit", "carol", "ten"},
+                                                {"balance"},
+                                                {"health", "extra"},
+                                                {"balance", "carol", "--request_id=x"},
+                                                {"--deadline=0s", "health"}}) {
+    Result result = Run(usage);
+    EXPECT_EQ(result.exit_code, kExitUsage) << result.output;
+    EXPECT_THAT(result.output, HasSubstr("ledgerctl --help"));
+  }
+  EXPECT_EQ(Run({"balance", "carol"}).output, "carol: 100\n");  // Nothing else was applied.
+}
+
+TEST_F(LedgerctlTest, UnreachableServerIsUnavailable) {
+  target_ = "--target=127.0.0.1:1";
+  for (const char* command : {"health", "balance"}) {
+    std::vector<std::string> args = {"--deadline=2s", command};
+    if (std::string(command) == "balance") args.push_back("x");
+    Result result = Run(args);
+    EXPECT_EQ(result.exit_code, kExitUnavailable) << result.output;
+    EXPECT_THAT(result.output, HasSubstr("ledgerctl: UNAVAILABLE: "));
+  }
+}
+
+TEST_F(LedgerctlTest, ShedCallIsOverloaded) {
+  // One call in the handler for 2 s, one in the mailbox (capacity 1): the next is shed.
+  StartLedgerd({"--mailbox_capacity=1", "--debug_handler_delay=2s"});
+  std::vector<std::thread> slow;
+  for (int i = 0; i < 2; ++i) {
+    slow.emplace_back([this] { Run({"deposit", "dave", "1"}); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  Result shed = Run({"deposit", "dave", "1"});
+  for (std::thread& thread : slow) thread.join();
+  EXPECT_EQ(shed.exit_code, kExitUnavailable) << shed.output;
+  EXPECT_THAT(shed.output, HasSubstr("ledgerctl: RESOURCE_EXHAUSTED: shard "));
+  EXPECT_EQ(Run({"balance", "dave"}).output, "dave: 2\n");
+}
+
+TEST(ExitCodeForTest, MapsEveryStatusCodeToItsClass) {
+  EXPECT_EQ(ExitCodeFor(grpc::StatusCode::OK), kExitOk);
+  for (auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::FAILED_PRECONDITION,
+                    grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::ALREADY_EXISTS}) {
+    EXPECT_EQ(ExitCodeFor(code), kExitRejected) << code;
+  }
+  EXPECT_EQ(ExitCodeFor(grpc::StatusCode::NOT_FOUND), kExitNotFound);
+  for (auto code : {grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::UNAVAILABLE,
+                    grpc::StatusCode::DEADLINE_EXCEEDED}) {
+    EXPECT_EQ(ExitCodeFor(code), kExitUnavailable) << code;
+  }
+  for (auto code : {grpc::StatusCode::INTERNAL, grpc::StatusCode::UNKNOWN,
+                    grpc::StatusCode::CANCELLED, grpc::StatusCode::UNIMPLEMENTED,
+                    grpc::StatusCode::DATA_LOSS, grpc::StatusCode::PERMISSION_DENIED}) {
+    EXPECT_EQ(ExitCodeFor(code), kExitOther) << code;
+  }
+}
+
+}  // namespace
+}  // namespace ledger
