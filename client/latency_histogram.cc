@@ -64,8 +64,7 @@ std::chrono::nanoseconds LatencyHistogram::Percentile(double q) const {
     if (seen >= rank) {
       const uint64_t width = BucketWidth(bucket);
       const uint64_t middle = BucketLowest(bucket) + (width - 1) / 2;
-      return std::chrono::nanoseconds(
-          std::min<int64_t>(static_cast<int64_t>(middle), max_nanos_));
+      return std::chrono::nanoseconds(std::min<int64_t>(static_cast<int64_t>(middle), max_nanos_));
     }
   }
   return max();

@@ -39,8 +39,8 @@ TEST(LatencyHistogramTest, PercentilesMatchExactOnesWithin1Percent) {
   std::vector<int64_t> values;
   LatencyHistogram histogram;
   for (int i = 0; i < 100'000; ++i) {
-    const auto nanos = std::clamp<int64_t>(static_cast<int64_t>(latency(random)), 1'000,
-                                           60'000'000'000LL);
+    const auto nanos =
+        std::clamp<int64_t>(static_cast<int64_t>(latency(random)), 1'000, 60'000'000'000LL);
     values.push_back(nanos);
     histogram.Record(nanoseconds(nanos));
   }

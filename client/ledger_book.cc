@@ -1,0 +1,87 @@
+#include "client/ledger_book.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ledger {
+
+Effect EffectOf(Op op, grpc::StatusCode code) {
+  if (op == Op::kBalance) return Effect::kNotApplied;
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return Effect::kApplied;
+    // The contract (ledger.proto) says each of these applied nothing.
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ALREADY_EXISTS:
+    case grpc::StatusCode::INTERNAL:
+      return Effect::kNotApplied;
+    // The caller gave up or lost the connection: the server may or may not have applied it.
+    default:
+      return Effect::kUnknown;
+  }
+}
+
+void LedgerBook::Record(size_t account, Op op, int64_t amount, grpc::StatusCode code) {
+  if (op == Op::kBalance) return;
+  const Effect effect = EffectOf(op, code);
+  Account& book = accounts_[account];
+  book.touched.store(true, std::memory_order_relaxed);
+  if (effect == Effect::kApplied) {
+    book.net.fetch_add(op == Op::kDeposit ? amount : -amount, std::memory_order_relaxed);
+  } else if (effect == Effect::kUnknown) {
+    (op == Op::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
+        .fetch_add(amount, std::memory_order_relaxed);
+  }
+}
+
+std::vector<size_t> LedgerBook::TouchedAccounts() const {
+  std::vector<size_t> touched;
+  for (size_t i = 0; i < size_; ++i) {
+    if (accounts_[i].touched.load(std::memory_order_relaxed)) touched.push_back(i);
+  }
+  return touched;
+}
+
+VerificationResult LedgerBook::Verify(const std::vector<std::optional<int64_t>>& balances,
+                                      const std::vector<std::string>& names) const {
+  constexpr size_t kMismatchesShown = 10;
+  VerificationResult result;
+  for (size_t i = 0; i < size_ && i < balances.size(); ++i) {
+    const Account& book = accounts_[i];
+    if (!book.touched.load(std::memory_order_relaxed)) continue;
+    ++result.accounts_checked;
+    const int64_t balance = balances[i].value_or(0);
+    const int64_t net = book.net.load(std::memory_order_relaxed);
+    const int64_t ambiguous_deposits = book.ambiguous_deposits.load(std::memory_order_relaxed);
+    const int64_t ambiguous_withdrawals =
+        book.ambiguous_withdrawals.load(std::memory_order_relaxed);
+    result.balance_sum += balance;
+    result.acknowledged_net += net;
+    result.ambiguous_deposits += ambiguous_deposits;
+    result.ambiguous_withdrawals += ambiguous_withdrawals;
+    const int64_t lowest = net - ambiguous_withdrawals;
+    const int64_t highest = net + ambiguous_deposits;
+    if (balance < lowest || balance > highest) {
+      result.pass = false;
+      if (result.mismatches.size() < kMismatchesShown) {
+        result.mismatches.push_back(absl::StrCat(
+            names[i], ": server balance ", balance, ", expected ",
+            lowest == highest ? absl::StrCat(lowest) : absl::StrCat(lowest, " to ", highest),
+            " (acknowledged net ", net, ")"));
+      }
+    }
+  }
+  const int64_t lowest = result.acknowledged_net - result.ambiguous_withdrawals;
+  const int64_t highest = result.acknowledged_net + result.ambiguous_deposits;
+  if (result.balance_sum < lowest || result.balance_sum > highest) {
+    result.pass = false;
+    result.mismatches.push_back(absl::StrCat("conservation: balances sum to ", result.balance_sum,
+                                             ", expected ", lowest, " to ", highest));
+  }
+  return result;
+}
+
+}  // namespace ledger

@@ -1,0 +1,66 @@
+// Defines `LedgerBook`, the load-test client's own account of what it did to each account, and
+// the check that the server's balances agree with it: no money lost or invented.
+#ifndef LEDGER_CLIENT_LEDGER_BOOK_H_
+#define LEDGER_CLIENT_LEDGER_BOOK_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grpcpp/support/status_code_enum.h"
+#include "shard/ledger_rules.h"
+
+namespace ledger {
+
+// What a finished call tells us about whether it changed a balance.
+enum class Effect { kApplied, kNotApplied, kUnknown };
+Effect EffectOf(Op op, grpc::StatusCode code);
+
+struct VerificationResult {
+  bool pass = true;
+  std::vector<std::string> mismatches;  // The first few, for a person.
+  int64_t accounts_checked = 0;
+  int64_t balance_sum = 0;         // What the server holds.
+  int64_t acknowledged_net = 0;    // Acknowledged deposits minus acknowledged withdrawals.
+  int64_t ambiguous_deposits = 0;  // Sum of deposits whose outcome is unknown.
+  int64_t ambiguous_withdrawals = 0;
+};
+
+// Thread-safe: Record from any thread (lock-free: one relaxed add per call); Verify and
+// TouchedAccounts once the calls have finished.
+class LedgerBook {
+ public:
+  explicit LedgerBook(size_t accounts)
+      : size_(accounts), accounts_(std::make_unique<Account[]>(accounts)) {}
+
+  // Records a finished Deposit or Withdraw (Balance calls change nothing and are not recorded).
+  void Record(size_t account, Op op, int64_t amount, grpc::StatusCode code);
+
+  // Checks `balances` (index: account; nullopt: NOT_FOUND, which means 0) against the book:
+  // each lies within [net − ambiguous withdrawals, net + ambiguous deposits], exactly net when
+  // nothing was ambiguous, and the sum of balances obeys the same bounds (conservation).
+  VerificationResult Verify(const std::vector<std::optional<int64_t>>& balances,
+                            const std::vector<std::string>& names) const;
+
+  // Accounts with at least one recorded call.
+  std::vector<size_t> TouchedAccounts() const;
+
+ private:
+  struct Account {
+    std::atomic<bool> touched{false};
+    std::atomic<int64_t> net{0};
+    std::atomic<int64_t> ambiguous_deposits{0};
+    std::atomic<int64_t> ambiguous_withdrawals{0};
+  };
+
+  const size_t size_;
+  const std::unique_ptr<Account[]> accounts_;
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_CLIENT_LEDGER_BOOK_H_

@@ -1,0 +1,542 @@
+// ledger-loadtest: drives ledgerd hard, reports what a capacity planner needs, and checks at the
+// end that no money was lost or invented.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/latency_histogram.h"
+#include "client/ledger_book.h"
+#include "client/workload.h"
+#include "grpcpp/grpcpp.h"
+#include "ledger/v1/ledger.grpc.pb.h"
+#include "metrics/status_code_names.h"
+#include "shard/stable_hash.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051", "host:port of ledgerd");
+ABSL_FLAG(int32_t, concurrency, 64, "closed loop: calls in flight at all times");
+ABSL_FLAG(double, rate, 0,
+          "open loop: calls per second, each timed from its intended send time (no coordinated "
+          "omission); 0 runs the closed loop");
+ABSL_FLAG(int32_t, max_in_flight, 20000,
+          "open loop: calls in flight at most; beyond, a call "
+          "is counted as not sent (client overloaded)");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "how long to measure, after the warm-up");
+ABSL_FLAG(int64_t, requests, 0, "stop after this many measured calls (0: use --duration only)");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2),
+          "calls made before measuring; verified, not reported");
+ABSL_FLAG(int64_t, accounts, 1000, "distinct account ids");
+ABSL_FLAG(std::string, distribution, "uniform", "uniform, or zipf:S (hot accounts; S > 0)");
+ABSL_FLAG(std::string, mix, "deposit=70,withdraw=25,balance=5", "operation weights");
+ABSL_FLAG(int64_t, amount_min, 1, "smallest amount, minor units");
+ABSL_FLAG(int64_t, amount_max, 1000, "largest amount, minor units");
+ABSL_FLAG(int32_t, channels, 4, "HTTP/2 connections to spread calls over");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "deadline of each call");
+ABSL_FLAG(std::string, run_id, "",
+          "prefix of every account id and request_id, so runs never interfere (default: random)");
+ABSL_FLAG(int32_t, shards, 0,
+          "the server's --shards, for the per-shard report (0: no per-shard report)");
+ABSL_FLAG(bool, verify, true, "check every account's balance against the calls made");
+ABSL_FLAG(std::string, json, "", "also write the report as JSON to this file");
+ABSL_FLAG(bool, progress, false, "progress once a second on stderr even when it is not a terminal");
+
+namespace ledger {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string target;
+  int32_t concurrency;
+  double rate;
+  int32_t max_in_flight;
+  absl::Duration duration;
+  int64_t requests;
+  absl::Duration warmup;
+  int64_t accounts;
+  std::string distribution;
+  OperationMix mix;
+  int64_t amount_min;
+  int64_t amount_max;
+  int32_t channels;
+  absl::Duration deadline;
+  std::string run_id;
+  int32_t shards;
+  bool verify;
+  std::string json;
+  bool progress;
+};
+
+absl::StatusOr<Options> OptionsFromFlags() {
+  Options o{absl::GetFlag(FLAGS_target),       absl::GetFlag(FLAGS_concurrency),
+            absl::GetFlag(FLAGS_rate),         absl::GetFlag(FLAGS_max_in_flight),
+            absl::GetFlag(FLAGS_duration),     absl::GetFlag(FLAGS_requests),
+            absl::GetFlag(FLAGS_warmup),       absl::GetFlag(FLAGS_accounts),
+            absl::GetFlag(FLAGS_distribution), {},
+            absl::GetFlag(FLAGS_amount_min),   absl::GetFlag(FLAGS_amount_max),
+            absl::GetFlag(FLAGS_channels),     absl::GetFlag(FLAGS_deadline),
+            absl::GetFlag(FLAGS_run_id),       absl::GetFlag(FLAGS_shards),
+            absl::GetFlag(FLAGS_verify),       absl::GetFlag(FLAGS_json),
+            absl::GetFlag(FLAGS_progress)};
+  absl::StatusOr<OperationMix> mix = ParseOperationMix(absl::GetFlag(FLAGS_mix));
+  if (!mix.ok()) return mix.status();
+  o.mix = *mix;
+  if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency must be at least 1");
+  if (o.rate < 0) return absl::InvalidArgumentError("--rate must not be negative");
+  if (o.max_in_flight < 1) return absl::InvalidArgumentError("--max_in_flight must be >= 1");
+  if (o.duration <= absl::ZeroDuration() && o.requests <= 0) {
+    return absl::InvalidArgumentError("give a positive --duration or --requests");
+  }
+  if (o.warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("--warmup < 0");
+  if (o.amount_min < 1 || o.amount_max < o.amount_min) {
+    return absl::InvalidArgumentError("need 1 <= --amount_min <= --amount_max");
+  }
+  if (o.channels < 1) return absl::InvalidArgumentError("--channels must be at least 1");
+  if (o.deadline <= absl::ZeroDuration()) return absl::InvalidArgumentError("--deadline <= 0");
+  if (o.shards < 0) return absl::InvalidArgumentError("--shards must not be negative");
+  if (o.run_id.empty()) {
+    o.run_id = absl::StrFormat("run%08x", std::random_device{}());
+  }
+  if (ValidateAccountId(absl::StrCat(o.run_id, "-", o.accounts)) != Outcome::kOk) {
+    return absl::InvalidArgumentError(
+        "--run_id must be short and use only A-Z a-z 0-9 . _ : @ -, like account ids");
+  }
+  return o;
+}
+
+// Everything measured. Thread-safe.
+class Stats {
+ public:
+  explicit Stats(int32_t shards) : shard_calls_(shards), shard_sheds_(shards) {}
+
+  void Record(grpc::StatusCode code, std::chrono::nanoseconds latency, int32_t shard,
+              bool measured) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!measured) return;
+    ++codes_[static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2];
+    ++attempted_;
+    if (code == grpc::StatusCode::OK) ok_.Record(latency);
+    if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) shed_.Record(latency);
+    if (shard >= 0) {
+      ++shard_calls_[shard];
+      if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) ++shard_sheds_[shard];
+    }
+  }
+  void CountNotSent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++not_sent_;
+  }
+
+  struct Snapshot {
+    LatencyHistogram ok, shed;
+    std::array<uint64_t, kStatusCodeCount> codes{};
+    uint64_t attempted = 0, not_sent = 0;
+    std::vector<uint64_t> shard_calls, shard_sheds;
+  };
+  Snapshot Take() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {ok_, shed_, codes_, attempted_, not_sent_, shard_calls_, shard_sheds_};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  LatencyHistogram ok_, shed_;
+  std::array<uint64_t, kStatusCodeCount> codes_{};
+  uint64_t attempted_ = 0;
+  uint64_t not_sent_ = 0;
+  std::vector<uint64_t> shard_calls_, shard_sheds_;
+};
+
+// Runs the calls: one Call object per RPC, finished by gRPC's callback.
+class Driver {
+ public:
+  Driver(const Options& options, const AccountDistribution* accounts)
+      : options_(options),
+        accounts_(accounts),
+        book_(static_cast<size_t>(options.accounts)),
+        stats_(options.shards) {
+    for (int32_t i = 0; i < options.channels; ++i) {
+      grpc::ChannelArguments arguments;
+      arguments.SetInt("ledger.loadtest.channel", i);  // Distinct args: distinct connections.
+      stubs_.push_back(v1::Ledger::NewStub(grpc::CreateCustomChannel(
+          options.target, grpc::InsecureChannelCredentials(), arguments)));
+    }
+    for (int64_t i = 0; i < options.accounts; ++i) {
+      names_.push_back(absl::StrCat(options.run_id, "-acct-", i));
+      shard_of_.push_back(options.shards > 0 ? ShardOf(names_.back(), options.shards) : -1);
+    }
+  }
+
+  void Run();
+  LedgerBook& book() { return book_; }
+  const Stats& stats() const { return stats_; }
+  const std::vector<std::string>& names() const { return names_; }
+  double measured_seconds() const { return measured_seconds_; }
+  v1::Ledger::Stub& stub() { return *stubs_[0]; }
+
+ private:
+  struct Call {
+    // Closed loop: the slot's own workload, reused by the call that follows this one.
+    std::unique_ptr<Workload> workload;
+    PlannedCall plan;
+    grpc::ClientContext context;
+    v1::DepositRequest deposit;
+    v1::WithdrawRequest withdraw;
+    v1::BalanceRequest balance;
+    v1::DepositResponse deposit_response;
+    v1::WithdrawResponse withdraw_response;
+    v1::BalanceResponse balance_response;
+    Clock::time_point intended_start;
+    bool measured = false;
+  };
+
+  void Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
+             Clock::time_point intended_start);
+  void Finish(Call* call, const grpc::Status& status);
+  std::unique_ptr<Workload> NewWorkload();
+  bool Measuring() const { return phase_.load() == kMeasuring; }
+  bool Stopping() const { return phase_.load() == kStopping; }
+  void RunClosedLoop();
+  void RunOpenLoop();
+  void ReportProgress(Clock::time_point start);
+
+  enum Phase { kWarmingUp, kMeasuring, kStopping };
+
+  const Options& options_;
+  const AccountDistribution* accounts_;
+  std::vector<std::unique_ptr<v1::Ledger::Stub>> stubs_;
+  std::vector<std::string> names_;
+  std::vector<int32_t> shard_of_;
+  LedgerBook book_;
+  Stats stats_;
+  std::atomic<int> phase_{kWarmingUp};
+  std::atomic<uint64_t> sequence_{0};
+  std::atomic<int64_t> measured_issued_{0};
+  std::atomic<int64_t> in_flight_{0};
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  double measured_seconds_ = 0;
+};
+
+void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
+                   Clock::time_point intended_start) {
+  auto* call = new Call;
+  call->workload = std::move(workload);
+  call->plan = plan;
+  call->intended_start = intended_start;
+  call->measured = Measuring();
+  if (call->measured) measured_issued_.fetch_add(1);
+  call->context.set_deadline(std::chrono::system_clock::now() +
+                             absl::ToChronoNanoseconds(options_.deadline));
+  const uint64_t sequence = sequence_.fetch_add(1);
+  v1::Ledger::Stub& stub = *stubs_[sequence % stubs_.size()];
+  const std::string& account = names_[plan.account];
+  const std::string request_id = absl::StrCat(options_.run_id, "-", sequence);
+  in_flight_.fetch_add(1);
+  auto done = [this, call](grpc::Status status) { Finish(call, status); };
+  switch (plan.op) {
+    case Op::kDeposit:
+      call->deposit.set_account_id(account);
+      call->deposit.set_amount(plan.amount);
+      call->deposit.set_request_id(request_id);
+      stub.async()->Deposit(&call->context, &call->deposit, &call->deposit_response, done);
+      break;
+    case Op::kWithdraw:
+      call->withdraw.set_account_id(account);
+      call->withdraw.set_amount(plan.amount);
+      call->withdraw.set_request_id(request_id);
+      stub.async()->Withdraw(&call->context, &call->withdraw, &call->withdraw_response, done);
+      break;
+    case Op::kBalance:
+      call->balance.set_account_id(account);
+      stub.async()->Balance(&call->context, &call->balance, &call->balance_response, done);
+      break;
+  }
+}
+
+void Driver::Finish(Call* call, const grpc::Status& status) {
+  const auto latency = Clock::now() - call->intended_start;
+  book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
+  stats_.Record(status.error_code(), latency, shard_of_[call->plan.account], call->measured);
+  std::unique_ptr<Workload> workload = std::move(call->workload);
+  delete call;
+  if (workload != nullptr && !Stopping()) {  // Closed loop: this slot's next call.
+    const PlannedCall next = workload->Next();
+    // Issued before this one is let go of, so in_flight_ never touches 0 in between.
+    Issue(std::move(workload), next, Clock::now());
+    in_flight_.fetch_sub(1);
+    return;
+  }
+  if (in_flight_.fetch_sub(1) == 1) {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_cv_.notify_all();
+  }
+}
+
+std::unique_ptr<Workload> Driver::NewWorkload() {
+  return std::make_unique<Workload>(options_.mix, accounts_, options_.amount_min,
+                                    options_.amount_max, std::random_device{}());
+}
+
+void Driver::Run() {
+  if (options_.rate > 0) {
+    RunOpenLoop();
+  } else {
+    RunClosedLoop();
+  }
+  // Every call ends by its deadline; wait for the last ones.
+  std::unique_lock<std::mutex> lock(done_mu_);
+  done_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
+}
+
+void Driver::RunClosedLoop() {
+  const Clock::time_point start = Clock::now();
+  for (int32_t i = 0; i < options_.concurrency; ++i) {
+    std::unique_ptr<Workload> workload = NewWorkload();
+    const PlannedCall plan = workload->Next();
+    Issue(std::move(workload), plan, Clock::now());
+  }
+  ReportProgress(start);
+}
+
+void Driver::RunOpenLoop() {
+  const Clock::time_point start = Clock::now();
+  std::thread progress([this, start] { ReportProgress(start); });
+  const auto period = std::chrono::duration<double>(1.0 / options_.rate);
+  std::unique_ptr<Workload> workload = NewWorkload();  // This thread's alone.
+  for (uint64_t i = 0; !Stopping(); ++i) {
+    const auto intended = start + std::chrono::duration_cast<Clock::duration>(period * i);
+    std::this_thread::sleep_until(intended);
+    if (Stopping()) break;
+    const PlannedCall plan = workload->Next();
+    if (in_flight_.load() >= options_.max_in_flight) {
+      if (Measuring()) stats_.CountNotSent();
+      continue;
+    }
+    Issue(nullptr, plan, intended);  // Latency counts from when the call should have gone out.
+  }
+  progress.join();
+}
+
+// Moves through warm-up and measurement, prints progress, and sets kStopping at the end.
+void Driver::ReportProgress(Clock::time_point start) {
+  const bool show = options_.progress || isatty(STDERR_FILENO);
+  const auto warmup_end = start + absl::ToChronoNanoseconds(options_.warmup);
+  if (options_.warmup == absl::ZeroDuration()) phase_ = kMeasuring;
+  Clock::time_point measure_start = options_.warmup == absl::ZeroDuration() ? start : warmup_end;
+  uint64_t last_ok = 0;
+  // Checks the clock ten times a second, prints once a second.
+  for (int tick_count = 1;; ++tick_count) {
+    const auto tick = start + std::chrono::milliseconds(100) * tick_count;
+    std::this_thread::sleep_until(tick);
+    const auto now = Clock::now();
+    if (phase_.load() == kWarmingUp && now >= warmup_end) {
+      phase_ = kMeasuring;
+      measure_start = now;
+    }
+    const bool time_up = phase_.load() == kMeasuring && options_.duration > absl::ZeroDuration() &&
+                         now - measure_start >= absl::ToChronoNanoseconds(options_.duration);
+    const bool count_up = options_.requests > 0 && measured_issued_.load() >= options_.requests;
+    if (time_up || count_up) {
+      measured_seconds_ = std::chrono::duration<double>(now - measure_start).count();
+      phase_ = kStopping;
+      return;
+    }
+    if (show && tick_count % 10 == 0) {
+      const Stats::Snapshot snapshot = stats_.Take();
+      const uint64_t ok = snapshot.codes[0];
+      std::cerr << absl::StrFormat(
+          "[%5.1fs] %s %8.0f OK/s  p99 %8.2f ms  shed %d\n",
+          std::chrono::duration<double>(now - start).count(),
+          phase_.load() == kWarmingUp ? "warm-up" : "measure", static_cast<double>(ok - last_ok),
+          static_cast<double>(snapshot.ok.Percentile(0.99).count()) / 1e6,
+          snapshot.codes[static_cast<size_t>(grpc::StatusCode::RESOURCE_EXHAUSTED)]);
+      last_ok = ok;
+    }
+  }
+}
+
+// Reads every touched account's balance, a few calls at a time.
+std::vector<std::optional<int64_t>> ReadBalances(Driver& driver, int64_t accounts,
+                                                 absl::Duration deadline, bool* read_failed) {
+  std::vector<std::optional<int64_t>> balances(static_cast<size_t>(accounts));
+  const std::vector<size_t> touched = driver.book().TouchedAccounts();
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      for (size_t i = next.fetch_add(1); i < touched.size(); i = next.fetch_add(1)) {
+        v1::BalanceRequest request;
+        request.set_account_id(driver.names()[touched[i]]);
+        // A loaded server may shed these reads too: back off and retry, a bounded number of
+        // times (about 20 s in all).
+        auto backoff = std::chrono::milliseconds(5);
+        for (int attempt = 0;; ++attempt) {
+          v1::BalanceResponse response;
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoNanoseconds(deadline));
+          const grpc::Status status = driver.stub().Balance(&context, request, &response);
+          if (status.ok()) {
+            balances[touched[i]] = response.balance();
+            break;
+          }
+          if (status.error_code() == grpc::StatusCode::NOT_FOUND) break;  // Never opened: 0.
+          const bool transient = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                                 status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                                 status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+          if (!transient || attempt == 100) {
+            failed = true;
+            break;
+          }
+          std::this_thread::sleep_for(backoff);
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+        }
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  *read_failed = failed.load();
+  return balances;
+}
+
+std::string LatencyJson(const LatencyHistogram& histogram) {
+  auto us = [&](double q) { return static_cast<double>(histogram.Percentile(q).count()) / 1e3; };
+  return absl::StrFormat(
+      "{\"count\":%d,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f}",
+      histogram.count(), us(0.5), us(0.9), us(0.99), us(0.999),
+      static_cast<double>(histogram.max().count()) / 1e3);
+}
+
+std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
+  auto ms = [&](double q) { return static_cast<double>(histogram.Percentile(q).count()) / 1e6; };
+  return absl::StrFormat(
+      "%-20s p50 %8.3f  p90 %8.3f  p99 %8.3f  p99.9 %8.3f  max %8.3f ms  (%d calls)\n", label,
+      ms(0.5), ms(0.9), ms(0.99), ms(0.999), static_cast<double>(histogram.max().count()) / 1e6,
+      histogram.count());
+}
+
+int Main() {
+  absl::StatusOr<Options> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::cerr << "ledger-loadtest: " << options.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<AccountDistribution> accounts =
+      AccountDistribution::Create(options->distribution, static_cast<size_t>(options->accounts));
+  if (!accounts.ok()) {
+    std::cerr << "ledger-loadtest: " << accounts.status().message() << "\n";
+    return 2;
+  }
+  Driver driver(*options, &*accounts);
+  std::cerr << "ledger-loadtest: run " << options->run_id << " against " << options->target
+            << (options->rate > 0
+                    ? absl::StrCat(", open loop at ", options->rate, " calls/s")
+                    : absl::StrCat(", closed loop, ", options->concurrency, " in flight"))
+            << "\n";
+  driver.Run();
+
+  const Stats::Snapshot s = driver.stats().Take();
+  const double seconds = driver.measured_seconds() > 0 ? driver.measured_seconds() : 1;
+  const double ok_per_second = static_cast<double>(s.codes[0]) / seconds;
+  const double attempted_per_second = static_cast<double>(s.attempted + s.not_sent) / seconds;
+
+  std::string verification = "SKIPPED";
+  VerificationResult checked;
+  if (options->verify) {
+    bool read_failed = false;
+    const auto balances = ReadBalances(driver, options->accounts, options->deadline, &read_failed);
+    checked = driver.book().Verify(balances, driver.names());
+    if (read_failed) {
+      checked.pass = false;
+      checked.mismatches.push_back("some balances could not be read");
+    }
+    verification = checked.pass ? "PASS" : "FAIL";
+  }
+
+  std::ostringstream report;
+  report << absl::StrFormat("measured %.1f s: %.0f OK/s, %.0f attempted/s\n", seconds,
+                            ok_per_second, attempted_per_second);
+  report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
+  report << "codes:";
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    if (s.codes[code] > 0) report << " " << kStatusCodeNames[code] << "=" << s.codes[code];
+  }
+  if (s.not_sent > 0) report << " NOT_SENT(client overloaded)=" << s.not_sent;
+  report << "\n";
+  for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
+    report << absl::StrFormat("shard %d: %d calls, %d shed\n", shard, s.shard_calls[shard],
+                              s.shard_sheds[shard]);
+  }
+  report << "verification: " << verification;
+  if (options->verify) {
+    report << absl::StrFormat(
+        " (%d accounts; balances sum %d, acknowledged net %d, ambiguous +%d/-%d)",
+        checked.accounts_checked, checked.balance_sum, checked.acknowledged_net,
+        checked.ambiguous_deposits, checked.ambiguous_withdrawals);
+  }
+  report << "\n";
+  for (const std::string& mismatch : checked.mismatches) report << "  " << mismatch << "\n";
+  std::cout << report.str();
+
+  if (!options->json.empty()) {
+    std::ofstream json(options->json);
+    json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options->run_id,
+                            seconds)
+         << absl::StrFormat("\"ok_per_second\":%.1f,\"attempted_per_second\":%.1f,", ok_per_second,
+                            attempted_per_second)
+         << "\"codes\":{";
+    bool first = true;
+    for (size_t code = 0; code < kStatusCodeCount; ++code) {
+      if (s.codes[code] == 0) continue;
+      json << (first ? "" : ",") << "\"" << kStatusCodeNames[code] << "\":" << s.codes[code];
+      first = false;
+    }
+    json << "},\"not_sent\":" << s.not_sent << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
+         << ",\"resource_exhausted\":" << LatencyJson(s.shed) << "},\"shards\":[";
+    for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
+      json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
+           << ",\"shed\":" << s.shard_sheds[shard] << "}";
+    }
+    json << "],\"verification\":\"" << verification << "\"}\n";
+    if (!json) {
+      std::cerr << "ledger-loadtest: cannot write " << options->json << "\n";
+      return 1;
+    }
+  }
+  return verification == "FAIL" ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace ledger
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "drives ledgerd with Deposit/Withdraw/Balance calls, reports throughput and latency, and "
+      "verifies that every balance matches the calls made (exit 1 on FAIL, 2 on bad flags).");
+  absl::ParseCommandLine(argc, argv);
+  return ledger::Main();
+}

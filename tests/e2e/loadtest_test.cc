@@ -1,0 +1,116 @@
+// ledger-loadtest end to end against a ledgerd it starts, bounded to a few seconds each.
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/subprocess.h"
+
+namespace ledger {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing_util::Subprocess;
+
+// The number after `"key":` in a flat JSON text, or -1.
+long long JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::atoll(json.c_str() + at + key.size() + 3);
+}
+
+class LoadtestTest : public testing::Test {
+ protected:
+  void StartLedgerd(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen="});
+    ledgerd_ = std::make_unique<Subprocess>(flags);
+    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+    constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
+    const size_t at = ledgerd_->output().find(kPrefix);
+    target_ =
+        "127.0.0.1:" + std::to_string(std::atoi(ledgerd_->output().c_str() + at + kPrefix.size()));
+  }
+  void TearDown() override {
+    if (ledgerd_ != nullptr) {
+      ledgerd_->Signal(SIGTERM);
+      ledgerd_->WaitForExit();
+    }
+    std::filesystem::remove(json_path_);
+  }
+
+  // Runs the load test; returns its exit code and leaves its JSON report in json_.
+  int RunLoadtest(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json=" + json_path_,
+                                 "--shards=2", "--warmup=0s"});
+    Subprocess loadtest(flags);
+    const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
+    output_ = loadtest.output();
+    std::ifstream file(json_path_);
+    json_.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    return exit_code;
+  }
+
+  std::unique_ptr<Subprocess> ledgerd_;
+  std::string target_;
+  const std::string json_path_ =
+      (std::filesystem::temp_directory_path() / ("loadtest-" + std::to_string(getpid()) + ".json"))
+          .string();
+  std::string json_;
+  std::string output_;
+};
+
+TEST_F(LoadtestTest, HealthyServerClosedLoopHasNoErrorsAndPasses) {
+  StartLedgerd({"--shards=2"});
+  ASSERT_EQ(RunLoadtest({"--duration=2s", "--concurrency=32", "--accounts=200"}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  EXPECT_GT(JsonNumber(json_, "OK"), 1000);
+  EXPECT_GT(JsonNumber(json_, "ok_per_second"), 500);
+  // Only the ledger's own answers: refused withdrawals and reads of unopened accounts.
+  for (const char* error :
+       {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "CANCELLED"}) {
+    EXPECT_THAT(json_, Not(HasSubstr(std::string("\"") + error + "\""))) << error;
+  }
+  for (const char* key : {"p50", "p90", "p99", "p999", "max", "attempted_per_second"}) {
+    EXPECT_THAT(json_, HasSubstr(std::string("\"") + key + "\":")) << key;
+  }
+  EXPECT_THAT(output_, HasSubstr("verification: PASS"));
+}
+
+TEST_F(LoadtestTest, OverloadedServerShedsAndStillLosesNoMoney) {
+  StartLedgerd({"--shards=2", "--mailbox_capacity=4", "--debug_handler_delay=2ms"});
+  ASSERT_EQ(RunLoadtest({"--duration=2s", "--concurrency=64", "--distribution=zipf:1.1"}), 0)
+      << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  EXPECT_GT(JsonNumber(json_, "RESOURCE_EXHAUSTED"), 0) << json_;
+  EXPECT_GT(JsonNumber(json_, "OK"), 0) << json_;
+}
+
+TEST_F(LoadtestTest, OpenLoopAtAFixedRateSendsAboutThatMany) {
+  StartLedgerd({"--shards=2"});
+  ASSERT_EQ(RunLoadtest({"--duration=2s", "--rate=500"}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  EXPECT_NEAR(JsonNumber(json_, "attempted_per_second"), 500, 100) << json_;
+}
+
+TEST_F(LoadtestTest, BadFlagsExitWithUsageCode) {
+  target_ = "127.0.0.1:1";
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{"--mix=transfer=5"},
+                                             {"--distribution=zipf:0"},
+                                             {"--amount_min=0"},
+                                             {"--concurrency=0"},
+                                             {"--run_id=has space"}}) {
+    EXPECT_EQ(RunLoadtest(flags), 2) << flags[0] << ": " << output_;
+    EXPECT_THAT(output_, HasSubstr("ledger-loadtest: ")) << flags[0];
+  }
+}
+
+}  // namespace
+}  // namespace ledger
