@@ -44,9 +44,11 @@ test-asan: deps
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
-# Benchmarks (figures in docs/benchmarks.md).
+# Benchmarks (figures in docs/benchmarks.md): the mailbox, shards and metrics in-process, then
+# Deposit end to end against the two reference servers (about 5 minutes).
 bench: build
 	$(RELEASE)/bench/ledger-bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	python3 bench/e2e_bench.py --build $(RELEASE) --rounds 3 --duration 5 --warmup 1
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

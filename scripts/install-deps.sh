@@ -15,13 +15,31 @@ packages=(
   python3 curl
 )
 
+# Node.js runs the cross-language test; the machine may ship its own, else Debian's.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for pkg in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+install_node_modules() {
+  # The Node.js test's packages, exactly as package-lock.json pins them; only when missing.
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/node"
+  if [ ! -d "$dir/node_modules/@grpc/grpc-js" ]; then
+    echo "install-deps: npm ci in tests/node" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  install_node_modules
+  exit 0
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
   as_root=()
@@ -36,3 +54,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_node_modules

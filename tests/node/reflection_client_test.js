@@ -1,0 +1,105 @@
+// Cross-language end-to-end test: a Node.js client that knows ledgerd only by address discovers
+// ledger.v1.Ledger through server reflection (as grpcurl does), then calls it.
+// Usage: node reflection_client_test.js PATH_TO_LEDGERD
+'use strict';
+
+const { spawn } = require('child_process');
+const assert = require('assert');
+const grpc = require('@grpc/grpc-js');
+const { GrpcReflection, serviceHelper } = require('grpc-js-reflection-client');
+
+function startLedgerd(path) {
+  return new Promise((resolve, reject) => {
+    const ledgerd = spawn(path, ['--listen=127.0.0.1:0', '--metrics_listen=', '--shards=2']);
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`ledgerd did not start: ${output}`)), 20000);
+    ledgerd.stdout.on('data', (chunk) => {
+      output += chunk;
+      const match = output.match(/listening on 127\.0\.0\.1:(\d+)/);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ ledgerd, port: Number(match[1]) });
+      }
+    });
+  });
+}
+
+function call(client, method, request) {
+  return new Promise((resolve) => {
+    const deadline = new Date(Date.now() + 10000);
+    client[method](request, { deadline }, (error, response) => resolve({ error, response }));
+  });
+}
+
+async function main() {
+  const { ledgerd, port } = await startLedgerd(process.argv[2]);
+  const target = `127.0.0.1:${port}`;
+  const results = { passed: 0, failed: 0 };
+  const check = (name, test) => {
+    try {
+      test();
+      results.passed++;
+      console.log(`ok   ${name}`);
+    } catch (error) {
+      results.failed++;
+      console.log(`FAIL ${name}: ${error.message}`);
+    }
+  };
+  try {
+    const reflection = new GrpcReflection(target, grpc.ChannelCredentials.createInsecure());
+    const services = await reflection.listServices();
+    check('reflection lists ledger.v1.Ledger', () => assert.ok(services.includes('ledger.v1.Ledger'), services));
+    const methods = (await reflection.listMethods('ledger.v1.Ledger')).map((m) => m.name).sort();
+    check('reflection lists its three methods', () =>
+      assert.deepStrictEqual(methods, ['Balance', 'Deposit', 'Withdraw']));
+
+    const ledger = await serviceHelper({
+      host: target,
+      servicePath: 'ledger.v1.Ledger',
+      credentials: grpc.ChannelCredentials.createInsecure(),
+      proto_filename: 'ledger/v1/ledger.proto',
+      protoLoaderOptions: { keepCase: true, longs: String, defaults: true },
+    });
+    const deposit = await call(ledger, 'Deposit', { account_id: 'node-alice', amount: 1500 });
+    check('Deposit answers the new balance', () => {
+      assert.ifError(deposit.error);
+      assert.strictEqual(deposit.response.balance, '1500');
+    });
+    const withdraw = await call(ledger, 'Withdraw', { account_id: 'node-alice', amount: 400 });
+    check('Withdraw answers the new balance', () => {
+      assert.ifError(withdraw.error);
+      assert.strictEqual(withdraw.response.balance, '1100');
+    });
+    const balance = await call(ledger, 'Balance', { account_id: 'node-alice' });
+    check('Balance reads it', () => {
+      assert.ifError(balance.error);
+      assert.strictEqual(balance.response.balance, '1100');
+    });
+    const refused = await call(ledger, 'Withdraw', { account_id: 'node-alice', amount: 5000 });
+    check('an overdraft is FAILED_PRECONDITION with the numbers', () => {
+      assert.strictEqual(refused.error.code, grpc.status.FAILED_PRECONDITION);
+      assert.strictEqual(refused.error.details,
+        'insufficient funds: balance 1100, requested 5000, overdraft limit 0');
+    });
+    const missing = await call(ledger, 'Balance', { account_id: 'node-nobody' });
+    check('an unknown account is NOT_FOUND', () =>
+      assert.strictEqual(missing.error.code, grpc.status.NOT_FOUND));
+    const invalid = await call(ledger, 'Deposit', { account_id: 'bad id', amount: 1 });
+    check('a malformed id is INVALID_ARGUMENT', () =>
+      assert.strictEqual(invalid.error.code, grpc.status.INVALID_ARGUMENT));
+    const zero = await call(ledger, 'Deposit', { account_id: 'node-alice', amount: 0 });
+    check('a zero amount is INVALID_ARGUMENT', () =>
+      assert.strictEqual(zero.error.code, grpc.status.INVALID_ARGUMENT));
+    const after = await call(ledger, 'Balance', { account_id: 'node-alice' });
+    check('refused calls changed nothing', () => assert.strictEqual(after.response.balance, '1100'));
+  } catch (error) {
+    results.failed++;
+    console.log(`FAIL unexpected: ${error.stack}`);
+  } finally {
+    ledgerd.kill('SIGTERM');
+  }
+  console.log(`${results.passed} passed, ${results.failed} failed`);
+  process.exit(results.failed === 0 ? 0 : 1);
+}
+
+main();
