@@ -215,6 +215,8 @@ class Driver {
   void Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
              Clock::time_point intended_start);
   void Finish(Call* call, const grpc::Status& status);
+  // Every path that ends a call goes through here: the last one wakes Run.
+  void ReleaseInFlight();
   std::unique_ptr<Workload> NewWorkload();
   bool Measuring() const { return phase_.load() == kMeasuring; }
   bool Stopping() const { return phase_.load() == kStopping; }
@@ -284,11 +286,14 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   delete call;
   if (workload != nullptr && !Stopping()) {  // Closed loop: this slot's next call.
     const PlannedCall next = workload->Next();
-    // Issued before this one is let go of, so in_flight_ never touches 0 in between.
+    // Issued before this one is let go of, so in_flight_ cannot touch 0 in between. It can reach
+    // 0 just below, though: the next call may already have finished, seeing the stop.
     Issue(std::move(workload), next, Clock::now());
-    in_flight_.fetch_sub(1);
-    return;
   }
+  ReleaseInFlight();
+}
+
+void Driver::ReleaseInFlight() {
   if (in_flight_.fetch_sub(1) == 1) {
     std::lock_guard<std::mutex> lock(done_mu_);
     done_cv_.notify_all();
