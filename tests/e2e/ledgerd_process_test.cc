@@ -32,11 +32,7 @@ std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
 // Waits for ledgerd's start-up line and returns the port it names (0 on failure).
 int StartAndReadPort(Subprocess& ledgerd) {
   if (!ledgerd.WaitForOutput("overdraft limit")) return 0;
-  constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
-  const std::string& output = ledgerd.output();
-  const size_t at = output.find(kPrefix);
-  if (at == std::string::npos) return 0;
-  return std::atoi(output.c_str() + at + kPrefix.size());
+  return testing_util::PortAfter(ledgerd.output(), "listening on 127.0.0.1:");
 }
 
 std::unique_ptr<v1::Ledger::Stub> StubFor(int port) {

@@ -32,10 +32,8 @@ class LoadtestTest : public testing::Test {
     flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen="});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-    constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
-    const size_t at = ledgerd_->output().find(kPrefix);
-    target_ =
-        "127.0.0.1:" + std::to_string(std::atoi(ledgerd_->output().c_str() + at + kPrefix.size()));
+    target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),
+                                                                    "listening on 127.0.0.1:"));
   }
   void TearDown() override {
     if (ledgerd_ != nullptr) {

@@ -33,6 +33,7 @@ namespace ledger {
 namespace {
 
 using testing_util::HttpGet;
+using testing_util::PortAfter;
 using testing_util::Subprocess;
 
 // A port that was free a moment ago (Prometheus has no "port 0, tell me which" mode).
@@ -46,11 +47,6 @@ int PickFreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   close(fd);
   return ntohs(address.sin_port);
-}
-
-int PortAfter(const std::string& output, std::string_view prefix) {
-  const size_t at = output.find(prefix);
-  return at == std::string::npos ? 0 : std::atoi(output.c_str() + at + prefix.size());
 }
 
 std::string UrlEncode(const std::string& text) {

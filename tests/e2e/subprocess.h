@@ -10,13 +10,22 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 extern char** environ;
 
 namespace ledger::testing_util {
+
+// The port number printed right after `prefix` in `output` (for example after "listening on
+// 127.0.0.1:" in ledgerd's start-up line), or 0 when `prefix` is not there.
+inline int PortAfter(const std::string& output, std::string_view prefix) {
+  const size_t at = output.find(prefix);
+  return at == std::string::npos ? 0 : std::atoi(output.c_str() + at + prefix.size());
+}
 
 // Not thread-safe.
 class Subprocess {
