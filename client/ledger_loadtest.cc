@@ -257,7 +257,7 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
   const std::string& account = names_[plan.account];
   const std::string request_id = absl::StrCat(options_.run_id, "-", sequence);
   in_flight_.fetch_add(1);
-  auto done = [this, call](grpc::Status status) { Finish(call, status); };
+  auto done = [this, call](const grpc::Status& status) { Finish(call, status); };
   switch (plan.op) {
     case Op::kDeposit:
       call->deposit.set_account_id(account);
@@ -390,8 +390,10 @@ std::vector<std::optional<int64_t>> ReadBalances(Driver& driver, int64_t account
   const std::vector<size_t> touched = driver.book().TouchedAccounts();
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
+  constexpr int kReaders = 4;
   std::vector<std::thread> readers;
-  for (int r = 0; r < 4; ++r) {
+  readers.reserve(kReaders);
+  for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&] {
       for (size_t i = next.fetch_add(1); i < touched.size(); i = next.fetch_add(1)) {
         v1::BalanceRequest request;

@@ -9,7 +9,7 @@
 namespace ledger {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& address, std::weak_ptr<prometheus::Collectable> collectable) {
+    const std::string& address, const std::weak_ptr<prometheus::Collectable>& collectable) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     // Two HTTP threads: a scrape in progress never delays the next one by much, and scrapes

@@ -18,7 +18,7 @@ class MetricsEndpoint {
   // Listens on `address` (host:port; port 0 picks a free one) and serves `collectable` at
   // /metrics. Unavailable when the address cannot be listened on.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& address, std::weak_ptr<prometheus::Collectable> collectable);
+      const std::string& address, const std::weak_ptr<prometheus::Collectable>& collectable);
 
   // The port actually bound.
   int port() const { return port_; }
