@@ -12,7 +12,8 @@ packages=(
   prometheus
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
-  python3 curl
+  python3 python3-yaml curl
+  docker-compose
 )
 
 # Node.js runs the cross-language test; the machine may ship its own, else Debian's.
