@@ -133,8 +133,8 @@ class Stats {
 
   void Record(grpc::StatusCode code, std::chrono::nanoseconds latency, int32_t shard,
               bool measured) {
+    if (!measured) return;  // Warm-up and drain calls are verified, not reported.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!measured) return;
     ++codes_[static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2];
     ++attempted_;
     if (code == grpc::StatusCode::OK) ok_.Record(latency);

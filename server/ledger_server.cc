@@ -25,10 +25,9 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("shutdown grace must not be negative");
   }
+  // Validated before the metrics, which are sized by the shard count.
+  if (absl::Status status = Router::ValidateOptions(options.router); !status.ok()) return status;
   RouterOptions router_options = options.router;
-  if (router_options.num_shards < kMinShards || router_options.num_shards > kMaxShards) {
-    return Router::Create(router_options).status();  // Its message names the bounds.
-  }
   auto metrics = std::make_shared<LedgerMetrics>(router_options.num_shards, options.version);
   router_options.observers = metrics->observers();
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options);

@@ -8,7 +8,7 @@
 
 namespace ledger {
 
-absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& options) {
+absl::Status Router::ValidateOptions(const RouterOptions& options) {
   if (options.num_shards < kMinShards || options.num_shards > kMaxShards) {
     return absl::InvalidArgumentError(absl::StrCat("shard count must be ", kMinShards, " to ",
                                                    kMaxShards, "; got ", options.num_shards));
@@ -19,7 +19,11 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& opti
                                                    options.observers.size(), " for ",
                                                    options.num_shards, " shards"));
   }
-  if (absl::Status status = ValidateShardOptions(options.shard); !status.ok()) return status;
+  return ValidateShardOptions(options.shard);
+}
+
+absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& options) {
+  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
 
   std::vector<std::unique_ptr<Shard>> shards;
   shards.reserve(options.num_shards);

@@ -28,7 +28,10 @@ struct RouterOptions {
 // from one controlling thread. Stop is mandatory before destruction.
 class Router {
  public:
-  // InvalidArgument when an option is out of range.
+  // InvalidArgument naming the first option out of range, else OK.
+  static absl::Status ValidateOptions(const RouterOptions& options);
+
+  // InvalidArgument when an option is out of range (see ValidateOptions).
   static absl::StatusOr<std::unique_ptr<Router>> Create(const RouterOptions& options);
 
   ~Router();
