@@ -14,9 +14,9 @@ FROM debian:bookworm-slim AS runtime
 # Every package that provides a shared library the binaries load (checked by make test).
 RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends \
-       libabsl20220623 libc-ares2 libc6 libcivetweb1 libgcc-s1 libgrpc++1.51 libgrpc29 \
-       libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprotobuf32 libre2-9 libssl3 \
-       libstdc++6 zlib1g \
+       libabsl20220623 libbz2-1.0 libc-ares2 libc6 libcivetweb1 libgcc-s1 libgflags2.2 \
+       libgrpc++1.51 libgrpc29 liblz4-1 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
+       libprotobuf32 libre2-9 librocksdb7.8 libsnappy1v5 libssl3 libstdc++6 libzstd1 zlib1g \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data --create-home ledger
 COPY --from=build /src/build/server/ledgerd /src/build/client/ledgerctl \
@@ -24,7 +24,8 @@ COPY --from=build /src/build/server/ledgerd /src/build/client/ledgerctl \
 USER ledger
 WORKDIR /data
 EXPOSE 50051 9464
-HEALTHCHECK --interval=5s --timeout=3s --start-period=5s --retries=3 \
+# The start period covers recovery: ledgerd loads every account before it listens.
+HEALTHCHECK --interval=5s --timeout=3s --start-period=30s --retries=3 \
   CMD ["ledgerctl", "--target=127.0.0.1:50051", "--deadline=2s", "health"]
 ENTRYPOINT ["ledgerd"]
-CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464"]
+CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", "--data_dir=/data/ledger"]

@@ -117,7 +117,8 @@ void BM_QueueTrySendDrain(benchmark::State& state) {
                             .amount = 1,
                             .account_id = {},
                             .completion = nullptr,
-                            .enqueued_at = {}};
+                            .enqueued_at = {},
+                            .request_id = {}};
             if (queue.TrySend(std::move(message))) break;
             ++local_retries;
             std::this_thread::yield();
@@ -188,7 +189,8 @@ void BM_ShardApplyDeposits(benchmark::State& state) {
                         .amount = 1,
                         .account_id = ids[i % accounts],
                         .completion = &completion,
-                        .enqueued_at = {}};
+                        .enqueued_at = {},
+                        .request_id = {}};
         if (shard.TrySend(std::move(message)) == SendOutcome::kAccepted) break;
         std::this_thread::yield();
       }

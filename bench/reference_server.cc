@@ -80,7 +80,8 @@ class ReferenceService final : public v1::Ledger::CallbackService {
                                            .amount = amount,
                                            .shard = 0,
                                            .mailbox_capacity = 0,
-                                           .overdraft_limit = policy_.overdraft_limit}));
+                                           .overdraft_limit = policy_.overdraft_limit,
+                                           .request_id = {}}));
     return reactor;
   }
 
@@ -119,8 +120,7 @@ int main(int argc, char** argv) {
               << "\n";
     return 1;
   }
-  std::cout << "ledger-reference-server (" << mode << "): listening on port " << port
-            << std::endl;
+  std::cout << "ledger-reference-server (" << mode << "): listening on port " << port << std::endl;
   int received = 0;
   sigwait(&signals, &received);
   server->Shutdown();

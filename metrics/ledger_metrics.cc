@@ -9,8 +9,9 @@
 namespace ledger {
 namespace {
 
-// Indexed by Op: the RPC that carries each operation.
-constexpr std::array<const char*, kOpCount> kMethodNames = {"Deposit", "Withdraw", "Balance"};
+// Indexed by RpcMethod.
+constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {"Deposit", "Withdraw", "Balance",
+                                                                   "History"};
 
 prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily family;
@@ -43,12 +44,12 @@ std::vector<ShardObserver*> LedgerMetrics::observers() {
   return observers;
 }
 
-void LedgerMetrics::RecordRequest(Op method, int status_code) {
+void LedgerMetrics::RecordRequest(RpcMethod method, int status_code) {
   if (status_code < 0 || status_code >= static_cast<int>(kStatusCodeCount)) status_code = 2;
   requests_[static_cast<size_t>(method)][status_code].fetch_add(1, std::memory_order_relaxed);
 }
 
-uint64_t LedgerMetrics::requests(Op method, int status_code) const {
+uint64_t LedgerMetrics::requests(RpcMethod method, int status_code) const {
   return requests_[static_cast<size_t>(method)][status_code].load(std::memory_order_relaxed);
 }
 
@@ -60,6 +61,12 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
                       prometheus::MetricType::Gauge);
   AddMetric(build, {{"version", version_}}).gauge.value = 1;
   families.push_back(std::move(build));
+  auto recovery = Family("ledger_recovery_seconds",
+                         "Time start-up took to load every account from the data directory "
+                         "(0 with --durability=none).",
+                         prometheus::MetricType::Gauge);
+  AddMetric(recovery, {}).gauge.value = recovery_seconds_.load(std::memory_order_relaxed);
+  families.push_back(std::move(recovery));
   return families;
 }
 
@@ -89,6 +96,18 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
                          "Messages whose handler failed unexpectedly and answered INTERNAL.",
                          MetricType::Counter);
   auto accounts = Family("ledger_accounts", "Accounts the shard owns.", MetricType::Gauge);
+  auto batch_size = Family("ledger_batch_size",
+                           "Messages the shard drained and applied together; with durability, "
+                           "the calls that one journal write (and one sync) made durable.",
+                           MetricType::Histogram);
+  auto journal_write = Family("ledger_journal_write_seconds",
+                              "Time one batch's journal write took, including the sync with "
+                              "--durability=sync.",
+                              MetricType::Histogram);
+  auto storage_errors = Family("ledger_storage_errors_total",
+                               "Failed storage writes or reads; their calls were answered "
+                               "UNAVAILABLE and nothing of them was applied.",
+                               MetricType::Counter);
 
   const Router* router = router_.load(std::memory_order_acquire);
   for (size_t i = 0; i < shards_.size(); ++i) {
@@ -111,9 +130,13 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
     AddMetric(internal, {{"shard", label}}).counter.value =
         static_cast<double>(shard.internal_errors());
     AddMetric(accounts, {{"shard", label}}).gauge.value = static_cast<double>(shard.accounts());
+    shard.batch_size().Collect(AddMetric(batch_size, {{"shard", label}}));
+    shard.journal_write().Collect(AddMetric(journal_write, {{"shard", label}}));
+    AddMetric(storage_errors, {{"shard", label}}).counter.value =
+        static_cast<double>(shard.storage_errors());
   }
-  for (auto* family :
-       {&depth, &capacity, &wait, &handler, &rejected, &expired, &internal, &accounts}) {
+  for (auto* family : {&depth, &capacity, &wait, &handler, &rejected, &expired, &internal,
+                       &accounts, &batch_size, &journal_write, &storage_errors}) {
     families.push_back(std::move(*family));
   }
 }
@@ -123,7 +146,7 @@ void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& famil
                          "Finished RPCs by method and final gRPC status code, including calls "
                          "refused before they reached a shard.",
                          prometheus::MetricType::Counter);
-  for (size_t method = 0; method < kOpCount; ++method) {
+  for (size_t method = 0; method < kRpcMethodCount; ++method) {
     for (size_t code = 0; code < kStatusCodeCount; ++code) {
       AddMetric(requests, {{"code", kStatusCodeNames[code]}, {"method", kMethodNames[method]}})
           .counter.value =

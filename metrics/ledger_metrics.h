@@ -4,7 +4,9 @@
 // Families (names are a contract with the dashboard, the alert rules and users' queries; see
 // docs/metrics.md): ledger_mailbox_depth, ledger_mailbox_capacity, ledger_mailbox_wait_seconds,
 // ledger_handler_seconds, ledger_mailbox_rejected_total, ledger_expired_total,
-// ledger_internal_errors_total, ledger_requests_total, ledger_accounts, ledger_build_info.
+// ledger_internal_errors_total, ledger_requests_total, ledger_accounts, ledger_build_info,
+// ledger_batch_size, ledger_journal_write_seconds, ledger_storage_errors_total,
+// ledger_recovery_seconds.
 //
 // Values are kept in plain atomics owned by this class and turned into Prometheus families only
 // when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics/batch_size_histogram.h"
 #include "metrics/log_histogram.h"
 #include "metrics/status_code_names.h"
 #include "prometheus/collectable.h"
@@ -30,6 +33,23 @@
 #include "shard/shard_observer.h"
 
 namespace ledger {
+
+// The RPCs of ledger.v1.Ledger, as ledger_requests_total's method label.
+enum class RpcMethod : uint8_t { kDeposit, kWithdraw, kBalance, kHistory };
+inline constexpr size_t kRpcMethodCount = 4;
+
+// The RPC that carries each shard operation.
+constexpr RpcMethod MethodOf(Op op) {
+  switch (op) {
+    case Op::kDeposit:
+      return RpcMethod::kDeposit;
+    case Op::kWithdraw:
+      return RpcMethod::kWithdraw;
+    case Op::kBalance:
+      return RpcMethod::kBalance;
+  }
+  return RpcMethod::kBalance;
+}
 
 // One shard's series. Thread-safe: OnShed from any thread; the other observer methods from the
 // thread applying the shard's messages (one at a time, see LogHistogram); Collect* from any thread.
@@ -42,12 +62,20 @@ class ShardMetrics final : public ShardObserver {
     handler_[static_cast<size_t>(op)].Record(handler);
   }
   void OnInternalError() override { Bump(internal_errors_); }
-  void OnBatch(size_t /*size*/, size_t accounts) override {
+  void OnBatch(size_t size, size_t accounts) override {
+    batch_size_.Record(size);
     accounts_.store(accounts, std::memory_order_relaxed);
   }
+  void OnJournalWrite(std::chrono::nanoseconds duration) override {
+    journal_write_.Record(duration);
+  }
+  void OnStorageError() override { Bump(storage_errors_); }
 
   const LogHistogram& wait() const { return wait_; }
   const LogHistogram& handler(Op op) const { return handler_[static_cast<size_t>(op)]; }
+  const BatchSizeHistogram& batch_size() const { return batch_size_; }
+  const LogHistogram& journal_write() const { return journal_write_; }
+  uint64_t storage_errors() const { return storage_errors_.load(std::memory_order_relaxed); }
   uint64_t shed() const { return shed_.load(std::memory_order_relaxed); }
   uint64_t expired() const { return expired_.load(std::memory_order_relaxed); }
   uint64_t internal_errors() const { return internal_errors_.load(std::memory_order_relaxed); }
@@ -61,9 +89,12 @@ class ShardMetrics final : public ShardObserver {
 
   LogHistogram wait_;
   std::array<LogHistogram, kOpCount> handler_;
+  BatchSizeHistogram batch_size_;
+  LogHistogram journal_write_;
   alignas(kCacheLineBytes) std::atomic<uint64_t> shed_{0};  // Many writers: senders.
   std::atomic<uint64_t> expired_{0};
   std::atomic<uint64_t> internal_errors_{0};
+  std::atomic<uint64_t> storage_errors_{0};
   std::atomic<size_t> accounts_{0};
 };
 
@@ -81,10 +112,15 @@ class LedgerMetrics final : public prometheus::Collectable {
   // scrape; `router` must outlive this object's scrapes.
   void AttachRouter(const Router* router) { router_.store(router, std::memory_order_release); }
 
-  // Counts one finished RPC by method (each Op is the RPC of the same name) and gRPC status code
-  // (0-16; anything else counts as UNKNOWN). Any thread.
-  void RecordRequest(Op method, int status_code);
-  uint64_t requests(Op method, int status_code) const;
+  // Counts one finished RPC by method and gRPC status code (0-16; anything else counts as
+  // UNKNOWN). Any thread.
+  void RecordRequest(RpcMethod method, int status_code);
+  uint64_t requests(RpcMethod method, int status_code) const;
+
+  // How long start-up took to load the accounts from disk (ledger_recovery_seconds). Any thread.
+  void SetRecoverySeconds(double seconds) {
+    recovery_seconds_.store(seconds, std::memory_order_relaxed);
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -95,7 +131,8 @@ class LedgerMetrics final : public prometheus::Collectable {
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
   std::atomic<const Router*> router_{nullptr};
-  std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kOpCount> requests_{};
+  std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kRpcMethodCount> requests_{};
+  std::atomic<double> recovery_seconds_{0};
 };
 
 }  // namespace ledger

@@ -8,11 +8,13 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc grpc-proto
   libprotobuf-dev protobuf-compiler
   libabsl-dev
+  librocksdb-dev
   prometheus-cpp-dev
   prometheus
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   python3 python3-yaml curl
+  postgresql
   docker-compose
 )
 

@@ -25,17 +25,53 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("shutdown grace must not be negative");
   }
-  // Validated before the metrics, which are sized by the shard count.
-  if (absl::Status status = Router::ValidateOptions(options.router); !status.ok()) return status;
   RouterOptions router_options = options.router;
+  router_options.shard.idempotency_ttl = options.storage.idempotency_ttl;
+  router_options.shard.clock = options.storage.clock;
+  const bool durable = options.storage.durability != storage::Durability::kNone;
+  // A journal write must never run on a gRPC thread: with a store only shard threads apply.
+  if (durable) router_options.shard.inline_execution = false;
+  // Validated before the store is opened and before the metrics, which are sized by the shard
+  // count.
+  if (absl::Status status = Router::ValidateOptions(router_options); !status.ok()) return status;
+
+  std::unique_ptr<storage::RocksDbStore> store;
+  if (durable) {
+    absl::StatusOr<std::unique_ptr<storage::RocksDbStore>> opened =
+        storage::RocksDbStore::Open(options.storage);
+    if (!opened.ok()) return opened.status();
+    store = *std::move(opened);
+    router_options.shard.store = store.get();
+  }
   auto metrics = std::make_shared<LedgerMetrics>(router_options.num_shards, options.version);
   router_options.observers = metrics->observers();
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options);
   if (!router.ok()) return router.status();
+
+  // Recovery: every account goes to the shard that owns it under this run's shard count.
+  const absl::Time recovery_start = absl::Now();
+  int64_t recovered = 0;
+  if (store != nullptr) {
+    absl::Status loaded =
+        store->ForEachAccount([&](std::string account_id, const AccountState& state) {
+          (*router)->LoadAccount(std::move(account_id), state);
+          ++recovered;
+        });
+    if (!loaded.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot load the accounts from data directory ", options.storage.data_dir,
+                       ": ", loaded.message(), ". Refusing to start without them"));
+    }
+  }
+  const absl::Duration recovery_time = absl::Now() - recovery_start;
+  if (store != nullptr) metrics->SetRecoverySeconds(absl::ToDoubleSeconds(recovery_time));
+
   metrics->AttachRouter(router->get());
   std::unique_ptr<LedgerServer> server(
-      new LedgerServer(std::move(metrics), *std::move(router), options.shutdown_grace,
-                       options.router.shard.policy.overdraft_limit));
+      new LedgerServer(std::move(metrics), std::move(store), *std::move(router),
+                       options.shutdown_grace, options.router.shard.policy.overdraft_limit));
+  server->recovered_accounts_ = recovered;
+  server->recovery_time_ = recovery_time;
   if (!options.metrics_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);
@@ -67,12 +103,15 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   return server;
 }
 
-LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<Router> router,
-                           absl::Duration shutdown_grace, int64_t overdraft_limit)
+LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
+                           std::unique_ptr<storage::RocksDbStore> store,
+                           std::unique_ptr<Router> router, absl::Duration shutdown_grace,
+                           int64_t overdraft_limit)
     : metrics_(std::move(metrics)),
+      store_(std::move(store)),
       router_(std::move(router)),
       shutdown_grace_(shutdown_grace),
-      service_(router_.get(), metrics_.get(), overdraft_limit) {}
+      service_(router_.get(), metrics_.get(), overdraft_limit, store_.get()) {}
 
 LedgerServer::~LedgerServer() { assert(shut_down_); }
 

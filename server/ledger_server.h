@@ -13,6 +13,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
 #include "shard/router.h"
+#include "storage/rocksdb_store.h"
 
 namespace ledger {
 
@@ -24,8 +25,12 @@ struct ServerOptions {
   std::string metrics_listen_address;
   // Reported as ledger_build_info{version}.
   std::string version = "dev";
-  // Its `observers` are set by the server (the metrics of each shard).
+  // Its `observers` are set by the server (the metrics of each shard), and so are `store`,
+  // `idempotency_ttl` and `clock` (from `storage`) and, with a store, `inline_execution = false`.
   RouterOptions router;
+  // Where and how durably the accounts are kept. With durability kNone nothing is opened: the
+  // accounts live in memory only, History is refused and request_ids are not deduplicated.
+  storage::StoreOptions storage;
   // How long a graceful shutdown waits for calls in flight before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
 };
@@ -34,8 +39,10 @@ struct ServerOptions {
 // mandatory before destruction.
 class LedgerServer {
  public:
-  // Starts the metrics endpoint and the shards, then serves. InvalidArgument for an option out of
-  // range; Unavailable when an address cannot be listened on (in use, or not this machine's).
+  // Opens the data directory and loads every account from it, starts the metrics endpoint and
+  // the shards, then serves. InvalidArgument for an option out of range; FailedPrecondition for a
+  // data directory that is refused (see RocksDbStore::Open) or cannot be read; Unavailable when
+  // an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
 
   ~LedgerServer();
@@ -48,6 +55,11 @@ class LedgerServer {
   // The metrics port actually bound; 0 when metrics are not served.
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   const Router& router() const { return *router_; }
+  // Null with durability kNone.
+  storage::RocksDbStore* store() const { return store_.get(); }
+  // What start-up loaded from the data directory.
+  int64_t recovered_accounts() const { return recovered_accounts_; }
+  absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
 
   // Graceful stop, in this order: health NOT_SERVING; refuse new calls (callers get
@@ -57,13 +69,18 @@ class LedgerServer {
   void Shutdown();
 
  private:
-  LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<Router> router,
-               absl::Duration shutdown_grace, int64_t overdraft_limit);
+  LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<storage::RocksDbStore> store,
+               std::unique_ptr<Router> router, absl::Duration shutdown_grace,
+               int64_t overdraft_limit);
 
   // Shared with the metrics endpoint, which holds it weakly while serving scrapes.
   const std::shared_ptr<LedgerMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
+  // Declared before the router, which writes to it until it stops.
+  const std::unique_ptr<storage::RocksDbStore> store_;
   const std::unique_ptr<Router> router_;
+  int64_t recovered_accounts_ = 0;
+  absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
   LedgerService service_;
   std::unique_ptr<grpc::Server> server_;

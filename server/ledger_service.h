@@ -12,6 +12,7 @@
 #include "metrics/ledger_metrics.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
+#include "storage/rocksdb_store.h"
 
 namespace ledger {
 
@@ -19,9 +20,10 @@ namespace ledger {
 // either finished at once (bad input, shed, shutting down) or handed to a shard.
 class LedgerService final : public v1::Ledger::CallbackService {
  public:
-  // `router` and `metrics` are not owned and must outlive the service; `overdraft_limit` only
-  // words messages.
-  LedgerService(Router* router, LedgerMetrics* metrics, int64_t overdraft_limit);
+  // `router`, `metrics` and `store` are not owned and must outlive the service; `store` is null
+  // when the server keeps no journal (--durability=none). `overdraft_limit` only words messages.
+  LedgerService(Router* router, LedgerMetrics* metrics, int64_t overdraft_limit,
+                storage::RocksDbStore* store);
 
   grpc::ServerUnaryReactor* Deposit(grpc::CallbackServerContext* context,
                                     const v1::DepositRequest* request,
@@ -32,16 +34,23 @@ class LedgerService final : public v1::Ledger::CallbackService {
   grpc::ServerUnaryReactor* Balance(grpc::CallbackServerContext* context,
                                     const v1::BalanceRequest* request,
                                     v1::BalanceResponse* response) override;
+  // Reads the journal from the store on the calling gRPC thread: it is already on disk and the
+  // store is thread-safe, so History never queues behind a shard's writes.
+  grpc::ServerUnaryReactor* History(grpc::CallbackServerContext* context,
+                                    const v1::HistoryRequest* request,
+                                    v1::HistoryResponse* response) override;
 
  private:
   template <typename Response>
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
                                    const std::string& account_id, int64_t amount,
-                                   Response* response);
+                                   const std::string& request_id, Response* response);
+  grpc::Status ReadHistory(const v1::HistoryRequest& request, v1::HistoryResponse& response);
 
   Router* const router_;
   LedgerMetrics* const metrics_;
   const int64_t overdraft_limit_;
+  storage::RocksDbStore* const store_;
 };
 
 }  // namespace ledger

@@ -51,6 +51,19 @@ ABSL_FLAG(int64_t, overdraft_limit, 0,
           "how far below 0 a withdrawal may take a balance, in minor units (>= 0)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGINT/SIGTERM, how long to wait for calls in flight before cancelling them");
+ABSL_FLAG(std::string, data_dir, "./data",
+          "directory of the RocksDB database that holds the accounts, their journal and the "
+          "idempotency records; created when missing or empty. A directory ledgerd cannot read "
+          "as its own is refused, never overwritten");
+ABSL_FLAG(std::string, durability, "sync",
+          "when a Deposit or Withdraw is answered OK: sync = after its batch is fsynced to disk "
+          "(survives a power loss); async = after it is written to the OS, without fsync (survives "
+          "a crash of ledgerd, may lose the last moments of writes on a power loss or kernel "
+          "crash); none = memory only, nothing on disk (every balance is lost on exit; no "
+          "History, no request_id deduplication)");
+ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
+          "how long a request_id's outcome is remembered: a retry within it is answered with the "
+          "recorded result instead of being applied again");
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -100,6 +113,23 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   // The injected sleep must run on shard threads, never on gRPC's.
   options.router.shard.inline_execution =
       options.router.shard.debug_handler_delay == absl::ZeroDuration();
+  absl::StatusOr<ledger::storage::Durability> durability =
+      ledger::storage::ParseDurability(absl::GetFlag(FLAGS_durability));
+  if (!durability.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", durability.status().message()));
+  }
+  options.storage.durability = *durability;
+  options.storage.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (options.storage.data_dir.empty() && *durability != ledger::storage::Durability::kNone) {
+    return absl::InvalidArgumentError("--data_dir must name a directory; got an empty value");
+  }
+  options.storage.idempotency_ttl = absl::GetFlag(FLAGS_idempotency_ttl);
+  if (options.storage.idempotency_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--idempotency_ttl must be greater than 0; got ",
+                     absl::FormatDuration(options.storage.idempotency_ttl)));
+  }
+  options.storage.created_by = absl::StrCat("ledgerd ", LEDGER_VERSION);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace must not be negative");
@@ -162,7 +192,7 @@ std::string ListenAddressWithPort(const std::string& address, int port) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "a sharded account ledger served over gRPC (ledger.v1.Ledger).\n"
-      "Usage: ledgerd [--listen=HOST:PORT] [--shards=N] [--mailbox_capacity=N] ...");
+      "Usage: ledgerd [--listen=HOST:PORT] [--data_dir=DIR] [--durability=sync|async|none] ...");
   absl::ParseCommandLine(argc, argv);
 
   absl::StatusOr<ledger::ServerOptions> options = OptionsFromFlags();
@@ -178,6 +208,17 @@ int main(int argc, char** argv) {
     return EXIT_FAILURE;
   }
   signals.Start();
+  const ledger::storage::Durability durability = options->storage.durability;
+  if (durability != ledger::storage::Durability::kNone) {
+    std::cerr << "ledgerd: recovered " << (*server)->recovered_accounts() << " accounts from "
+              << options->storage.data_dir << " in "
+              << absl::FormatDuration((*server)->recovery_time()) << "\n";
+  }
+  const std::string storage =
+      durability == ledger::storage::Durability::kNone
+          ? "durability none (memory only)"
+          : absl::StrCat("durability ", ledger::storage::DurabilityName(durability), ", data dir ",
+                         options->storage.data_dir);
   const ledger::ShardOptions& shard = options->router.shard;
   const std::string metrics =
       options->metrics_listen_address.empty()
@@ -188,11 +229,11 @@ int main(int argc, char** argv) {
                 "/metrics");
   std::cout << absl::StrFormat(
                    "ledgerd %s: listening on %s, %s, %d shards, mailbox capacity %d, max batch "
-                   "%d, overdraft limit %d",
+                   "%d, overdraft limit %d, %s",
                    LEDGER_VERSION,
                    ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
                    options->router.num_shards, shard.mailbox_capacity, shard.max_batch,
-                   shard.policy.overdraft_limit)
+                   shard.policy.overdraft_limit, storage)
             << std::endl;
 
   signals.shutdown_requested().WaitForNotification();

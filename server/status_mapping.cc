@@ -23,10 +23,24 @@ std::string DescribeInvalidAccountId(absl::string_view id) {
   return std::string(kRule);
 }
 
+std::string DescribeInvalidRequestId(absl::string_view id) {
+  constexpr absl::string_view kRule =
+      "request_id must be empty or 1 to 128 bytes of printable ASCII (0x20 to 0x7E)";
+  if (id.size() > kRequestIdMaxBytes) return absl::StrCat(kRule, "; got ", id.size(), " bytes");
+  for (size_t i = 0; i < id.size(); ++i) {
+    if (ValidateRequestId(id.substr(i, 1)) != Outcome::kOk) {
+      return absl::StrFormat("%s; byte %d is 0x%02X, which is not allowed", kRule, i,
+                             static_cast<unsigned char>(id[i]));
+    }
+  }
+  return std::string(kRule);
+}
+
 }  // namespace
 
-grpc::Status ToGrpcStatus(Outcome outcome, int64_t balance, const CallFacts& facts) {
-  switch (outcome) {
+grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
+  const int64_t balance = reply.balance;
+  switch (reply.outcome) {
     case Outcome::kOk:
       return grpc::Status::OK;
     case Outcome::kInvalidAccountId:
@@ -60,6 +74,20 @@ grpc::Status ToGrpcStatus(Outcome outcome, int64_t balance, const CallFacts& fac
       return {grpc::StatusCode::CANCELLED,
               absl::StrCat("call was cancelled or its deadline passed while queued for shard ",
                            facts.shard, "; it was not applied")};
+    case Outcome::kInvalidRequestId:
+      return {grpc::StatusCode::INVALID_ARGUMENT, DescribeInvalidRequestId(facts.request_id)};
+    case Outcome::kRequestIdReused:
+      return {grpc::StatusCode::ALREADY_EXISTS,
+              absl::StrCat("request_id \"", facts.request_id, "\" was already used on account ",
+                           facts.account_id, " for a ", OpName(reply.recorded_op), " of ",
+                           reply.recorded_amount, "; this call is a ", OpName(facts.op), " of ",
+                           facts.amount,
+                           ". Nothing was applied: use a new request_id for a new operation")};
+    case Outcome::kStorageFailed:
+      return {grpc::StatusCode::UNAVAILABLE,
+              absl::StrCat("storage failed to write this call on shard ", facts.shard,
+                           "; it was not acknowledged and the server does not show it applied. "
+                           "Retry later with the same request_id to apply it exactly once")};
     case Outcome::kInternal:
       break;
   }

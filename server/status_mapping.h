@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/status.h"
 #include "shard/ledger_rules.h"
+#include "shard/message.h"
 
 namespace ledger {
 
@@ -20,11 +21,15 @@ struct CallFacts {
   int32_t shard = -1;  // -1 before a shard was chosen.
   size_t mailbox_capacity = 0;
   int64_t overdraft_limit = 0;
+  absl::string_view request_id;
 };
 
 // OK for kOk; otherwise the status code documented in ledger.proto and a message that names the
 // offending value. `balance` is the Reply's balance.
-grpc::Status ToGrpcStatus(Outcome outcome, int64_t balance, const CallFacts& facts);
+grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts);
+inline grpc::Status ToGrpcStatus(Outcome outcome, int64_t balance, const CallFacts& facts) {
+  return ToGrpcStatus(Reply{.outcome = outcome, .balance = balance}, facts);
+}
 
 }  // namespace ledger
 

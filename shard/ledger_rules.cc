@@ -64,6 +64,12 @@ absl::string_view OutcomeName(Outcome outcome) {
       return "caller_gone";
     case Outcome::kInternal:
       return "internal";
+    case Outcome::kInvalidRequestId:
+      return "invalid_request_id";
+    case Outcome::kRequestIdReused:
+      return "request_id_reused";
+    case Outcome::kStorageFailed:
+      return "storage_failed";
   }
   return "unknown";
 }
@@ -74,6 +80,14 @@ Outcome ValidateAccountId(absl::string_view account_id) {
   }
   for (char c : account_id) {
     if (!IsAccountIdByte(c)) return Outcome::kInvalidAccountId;
+  }
+  return Outcome::kOk;
+}
+
+Outcome ValidateRequestId(absl::string_view request_id) {
+  if (request_id.size() > kRequestIdMaxBytes) return Outcome::kInvalidRequestId;
+  for (char c : request_id) {
+    if (c < 0x20 || c > 0x7E) return Outcome::kInvalidRequestId;
   }
   return Outcome::kOk;
 }

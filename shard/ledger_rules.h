@@ -34,6 +34,9 @@ enum class Outcome : uint8_t {
   kShuttingDown,       // the shard's mailbox is closed; nothing applied.
   kCallerGone,         // the caller cancelled or its deadline passed while queued; skipped.
   kInternal,           // an unexpected fault while handling this one message; nothing applied.
+  kInvalidRequestId,   // request_id longer than kRequestIdMaxBytes or not printable ASCII.
+  kRequestIdReused,    // request_id already recorded for a different operation or amount.
+  kStorageFailed,      // the batch could not be written to disk; nothing applied.
 };
 
 absl::string_view OutcomeName(Outcome outcome);
@@ -43,6 +46,12 @@ inline constexpr size_t kAccountIdMaxBytes = 128;
 // kOk when `account_id` is 1 to kAccountIdMaxBytes bytes of [A-Za-z0-9._:@-], else
 // kInvalidAccountId.
 Outcome ValidateAccountId(absl::string_view account_id);
+
+inline constexpr size_t kRequestIdMaxBytes = 128;
+
+// kOk when `request_id` is empty (the call is not deduplicated) or 1 to kRequestIdMaxBytes bytes
+// of printable ASCII (0x20 to 0x7E), else kInvalidRequestId.
+Outcome ValidateRequestId(absl::string_view request_id);
 
 // kOk when `amount` > 0, else kInvalidAmount.
 Outcome ValidateAmount(int64_t amount);

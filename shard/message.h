@@ -16,8 +16,12 @@ using SteadyClock = std::chrono::steady_clock;
 // The shard's answer to one message.
 struct Reply {
   Outcome outcome = Outcome::kOk;
-  // See Decision::balance; 0 for outcomes that never reached the rules.
+  // See Decision::balance; 0 for outcomes that never reached the rules. For a replayed request,
+  // the balance recorded when it was first applied.
   int64_t balance = 0;
+  // kRequestIdReused only: what the request_id was first used for.
+  Op recorded_op = Op::kDeposit;
+  int64_t recorded_amount = 0;
 };
 
 // Implemented by the front end for each call it enqueues.
@@ -46,6 +50,8 @@ struct Message {
   Completion* completion = nullptr;
   // Set by the shard's TrySend; the start of the mailbox wait.
   SteadyClock::time_point enqueued_at;
+  // Empty, or the caller's idempotency key (validated); the same lifetime rule as account_id.
+  absl::string_view request_id;
 };
 
 }  // namespace ledger

@@ -40,6 +40,11 @@ Router::Router(std::vector<std::unique_ptr<Shard>> shards) : shards_(std::move(s
 
 Router::~Router() { Stop(); }
 
+void Router::LoadAccount(std::string account_id, AccountState state) {
+  const int32_t owner = ShardFor(account_id);
+  shards_[owner]->LoadAccount(std::move(account_id), state);
+}
+
 void Router::Start() {
   for (const auto& shard : shards_) shard->Start();
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,10 @@ class Router {
   static absl::StatusOr<std::unique_ptr<Router>> Create(const RouterOptions& options);
 
   ~Router();
+
+  // Before Start only: hands a recovered account to the shard that owns it under this router's
+  // shard count (which may differ from the count it was written under).
+  void LoadAccount(std::string account_id, AccountState state);
 
   // Starts every shard thread.
   void Start();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -36,6 +37,13 @@ absl::Status ValidateShardOptions(const ShardOptions& options) {
     return absl::InvalidArgumentError(
         "a debug handler delay needs inline execution off: it must not sleep on a sender's thread");
   }
+  if (options.store != nullptr && options.inline_execution) {
+    return absl::InvalidArgumentError(
+        "a durable store needs inline execution off: it must not write on a sender's thread");
+  }
+  if (options.idempotency_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("idempotency TTL must be greater than zero");
+  }
   return absl::OkStatus();
 }
 
@@ -46,6 +54,11 @@ Shard::Shard(ShardOptions options)
   assert(ValidateShardOptions(options_).ok());
   batch_.reserve(options_.max_batch);
   replies_.reserve(options_.max_batch);
+}
+
+void Shard::LoadAccount(std::string account_id, AccountState state) {
+  assert(!started_);
+  accounts_.insert_or_assign(std::move(account_id), state);
 }
 
 Shard::~Shard() {
@@ -126,12 +139,13 @@ void Shard::HandOffToShardThread() {
 }
 
 void Shard::ProcessBatch() {
+  if (options_.store != nullptr) batch_time_ = options_.clock ? options_.clock() : absl::Now();
   // Time is read once per message: each handler's end is the next one's start.
   SteadyClock::time_point start = SteadyClock::now();
   for (const Message& message : batch_) {
     if (message.completion->CallerGone()) {
       observer_->OnExpired();
-      replies_.push_back({Outcome::kCallerGone, 0});
+      replies_.push_back({.outcome = Outcome::kCallerGone});
       continue;
     }
     replies_.push_back(Handle(message));
@@ -139,14 +153,67 @@ void Shard::ProcessBatch() {
     observer_->OnHandled(message.op, start - message.enqueued_at, end - start);
     start = end;
   }
-  observer_->OnBatch(batch_.size(), balances_.size());
-  // Every message of the batch is decided before any is answered: the durability work writes the
-  // batch's journal entry here, between deciding and answering.
+  // Every message of the batch is decided before any is answered, so that one write makes the
+  // whole batch durable (group commit) before a caller hears OK.
+  if (!write_.empty()) CommitBatch();
+  observer_->OnBatch(batch_.size(), accounts_.size());
   for (size_t i = 0; i < batch_.size(); ++i) {
     batch_[i].completion->Complete(replies_[i]);
   }
   batch_.clear();
   replies_.clear();
+  write_.clear();
+  undo_.clear();
+  batch_requests_.clear();
+}
+
+void Shard::CommitBatch() {
+  const SteadyClock::time_point start = SteadyClock::now();
+  const absl::Status status = options_.store->Write(write_);
+  observer_->OnJournalWrite(SteadyClock::now() - start);
+  if (status.ok()) return;
+  observer_->OnStorageError();
+  LogStorageError(status, "writing a batch");
+  RollBackBatch();
+}
+
+// After a failed write nothing of the batch is on disk, so nothing of it may be visible: the
+// accounts go back to their state before the batch, every Deposit and Withdraw is answered
+// kStorageFailed (not applied; safe to retry), and Balance reads are answered from the restored
+// state, as if they had run before the failed operations.
+void Shard::RollBackBatch() {
+  for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) {
+    if (undo->second.has_value()) {
+      accounts_.insert_or_assign(undo->first, *undo->second);
+    } else {
+      accounts_.erase(undo->first);
+    }
+  }
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    Reply& reply = replies_[i];
+    if (reply.outcome == Outcome::kCallerGone || reply.outcome == Outcome::kInternal) continue;
+    if (batch_[i].op != Op::kBalance) {
+      reply = {.outcome = Outcome::kStorageFailed};
+      continue;
+    }
+    auto account = accounts_.find(batch_[i].account_id);
+    reply = account == accounts_.end()
+                ? Reply{.outcome = Outcome::kAccountNotFound}
+                : Reply{.outcome = Outcome::kOk, .balance = account->second.balance};
+  }
+}
+
+void Shard::LogStorageError(const absl::Status& status, absl::string_view what) {
+  // A failing disk fails every batch: log the first error and then at most one line a second.
+  ++storage_errors_since_log_;
+  const SteadyClock::time_point now = SteadyClock::now();
+  if (storage_errors_since_log_ > 1 && now - last_storage_log_ < std::chrono::seconds(1)) return;
+  std::cerr << "ledgerd: shard " << options_.index << ": storage failed " << what << ": "
+            << status.message() << " (" << storage_errors_since_log_
+            << " storage error(s) since the last report); the affected calls were answered "
+               "UNAVAILABLE and nothing of them was applied\n";
+  storage_errors_since_log_ = 0;
+  last_storage_log_ = now;
 }
 
 Reply Shard::Handle(const Message& message) {
@@ -164,25 +231,90 @@ Reply Shard::Handle(const Message& message) {
               << " failed unexpectedly; answered INTERNAL\n";
   }
   observer_->OnInternalError();
-  return {Outcome::kInternal, 0};
+  return {.outcome = Outcome::kInternal};
 }
 
 Reply Shard::ApplyToAccounts(const Message& message) {
-  auto account = balances_.find(message.account_id);
-  const bool exists = account != balances_.end();
-  const Decision decision =
-      ApplyOperation(message.op, exists ? std::optional<int64_t>(account->second) : std::nullopt,
-                     message.amount, options_.policy);
-  if (decision.outcome != Outcome::kOk || message.op == Op::kBalance) {
-    return {decision.outcome, decision.balance};
+  const bool mutation = message.op != Op::kBalance;
+  const bool deduplicated = mutation && options_.store != nullptr && !message.request_id.empty();
+  if (deduplicated) {
+    if (std::optional<Reply> recorded = FindRecordedReply(message)) return *recorded;
   }
-  // After this point the operation must succeed: the decision is final and only stored.
-  if (exists) {
-    account->second = decision.balance;
+  auto account = accounts_.find(message.account_id);
+  const bool exists = account != accounts_.end();
+  const Decision decision = ApplyOperation(
+      message.op, exists ? std::optional<int64_t>(account->second.balance) : std::nullopt,
+      message.amount, options_.policy);
+  const Reply reply{.outcome = decision.outcome, .balance = decision.balance};
+  if (!mutation || decision.outcome == Outcome::kInvalidAmount) return reply;
+
+  if (decision.outcome == Outcome::kOk) {
+    // After this point the operation must succeed: the decision is final and only stored.
+    std::optional<AccountState> before;
+    if (exists) {
+      before = account->second;
+    } else {
+      account = accounts_.emplace(std::string(message.account_id), AccountState{}).first;
+    }
+    account->second.balance = decision.balance;
+    ++account->second.sequence;
+    if (options_.store != nullptr) RecordApplied(message, before, account->second);
+  }
+  if (deduplicated) {
+    batch_requests_.insert_or_assign(
+        absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id),
+        write_.requests.size());
+    write_.requests.push_back({.account_id = std::string(message.account_id),
+                               .request_id = std::string(message.request_id),
+                               .record = {.op = message.op,
+                                          .amount = message.amount,
+                                          .outcome = decision.outcome,
+                                          .balance = decision.balance,
+                                          .recorded_at = batch_time_}});
+  }
+  return reply;
+}
+
+std::optional<Reply> Shard::FindRecordedReply(const Message& message) {
+  std::optional<RequestRecord> record;
+  auto in_batch = batch_requests_.find(
+      absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id));
+  if (in_batch != batch_requests_.end()) {
+    record = write_.requests[in_batch->second].record;
   } else {
-    balances_.emplace(std::string(message.account_id), decision.balance);
+    absl::StatusOr<std::optional<RequestRecord>> found =
+        options_.store->FindRequest(message.account_id, message.request_id);
+    if (!found.ok()) {
+      observer_->OnStorageError();
+      LogStorageError(found.status(), "looking up a request_id");
+      return Reply{.outcome = Outcome::kStorageFailed};
+    }
+    record = *std::move(found);
+    // An expired record may linger until compaction purges it; it no longer counts.
+    if (record.has_value() && record->recorded_at + options_.idempotency_ttl <= batch_time_) {
+      record.reset();
+    }
   }
-  return {Outcome::kOk, decision.balance};
+  if (!record.has_value()) return std::nullopt;
+  if (record->op != message.op || record->amount != message.amount) {
+    return Reply{.outcome = Outcome::kRequestIdReused,
+                 .recorded_op = record->op,
+                 .recorded_amount = record->amount};
+  }
+  return Reply{.outcome = record->outcome, .balance = record->balance};
+}
+
+void Shard::RecordApplied(const Message& message, std::optional<AccountState> before,
+                          const AccountState& after) {
+  undo_.emplace_back(std::string(message.account_id), before);
+  write_.accounts.push_back({.account_id = std::string(message.account_id), .state = after});
+  write_.journal.push_back({.account_id = std::string(message.account_id),
+                            .sequence = after.sequence,
+                            .op = message.op,
+                            .amount = message.amount,
+                            .balance_after = after.balance,
+                            .request_id = std::string(message.request_id),
+                            .time = batch_time_});
 }
 
 }  // namespace ledger

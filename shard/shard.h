@@ -7,14 +7,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "shard/ledger_rules.h"
+#include "shard/ledger_store.h"
 #include "shard/mailbox.h"
 #include "shard/message.h"
 #include "shard/shard_observer.h"
@@ -48,6 +51,16 @@ struct ShardOptions {
   std::function<void(const Message&)> test_before_handle;
   // Not owned; must outlive the shard. Null discards everything.
   ShardObserver* observer = nullptr;
+  // Not owned; must outlive the shard. Null keeps accounts in memory only: no journal, and
+  // request_ids are not deduplicated. With a store, every batch's changes are written in one
+  // Write before any of its messages is answered, so inline_execution must be false: a disk
+  // write must never run on a sender's (gRPC) thread.
+  LedgerStore* store = nullptr;
+  // How long a request_id's recorded outcome is replayed; after that the id is new again.
+  absl::Duration idempotency_ttl = absl::Hours(24);
+  // Wall-clock time for journal entries and idempotency records; empty means absl::Now. Tests
+  // inject a clock to expire records.
+  std::function<absl::Time()> clock;
 };
 
 // InvalidArgument naming the first option out of range, else OK.
@@ -69,6 +82,10 @@ class Shard {
 
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
+
+  // Before Start only: adds an account recovered from the store. The router calls it for the
+  // accounts this shard owns.
+  void LoadAccount(std::string account_id, AccountState state);
 
   void Start();
   // Any thread; idempotent. From now on TrySend answers kClosed; accepted messages still run.
@@ -98,6 +115,16 @@ class Shard {
   void ProcessBatch();
   Reply Handle(const Message& message);
   Reply ApplyToAccounts(const Message& message);
+  // The recorded reply for a request_id seen before (or kRequestIdReused, or kStorageFailed when
+  // the lookup failed); nullopt when the request is new.
+  std::optional<Reply> FindRecordedReply(const Message& message);
+  // Adds an applied operation to the batch's write and its undo log.
+  void RecordApplied(const Message& message, std::optional<AccountState> before,
+                     const AccountState& after);
+  // Writes the batch; on failure restores the batch's in-memory changes and rewrites replies.
+  void CommitBatch();
+  void RollBackBatch();
+  void LogStorageError(const absl::Status& status, absl::string_view what);
 
   const ShardOptions options_;
   ShardObserver* const observer_;
@@ -112,9 +139,18 @@ class Shard {
   bool stopped_ = false;
 
   // Owned by the holder of the drain token.
-  absl::flat_hash_map<std::string, int64_t> balances_;
+  absl::flat_hash_map<std::string, AccountState> accounts_;
   std::vector<Message> batch_;
   std::vector<Reply> replies_;
+  // The current batch's durable changes, the state each changed account had before them (in the
+  // order of the changes), and the request_ids it recorded (key: account, NUL, request_id; value:
+  // index into write_.requests).
+  BatchWrite write_;
+  std::vector<std::pair<std::string, std::optional<AccountState>>> undo_;
+  absl::flat_hash_map<std::string, size_t> batch_requests_;
+  absl::Time batch_time_;
+  SteadyClock::time_point last_storage_log_;
+  uint64_t storage_errors_since_log_ = 0;
 };
 
 }  // namespace ledger

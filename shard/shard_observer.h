@@ -34,6 +34,14 @@ class ShardObserver {
   // A batch of `size` messages was drained; `accounts` is the shard's account count after it.
   // Shard thread.
   virtual void OnBatch(size_t size, size_t accounts) = 0;
+
+  // A batch's changes were written to the store (successfully or not) in `duration`. Shard
+  // thread.
+  virtual void OnJournalWrite(std::chrono::nanoseconds duration) = 0;
+
+  // The store failed a write or a lookup; the messages it concerned were answered kStorageFailed.
+  // Shard thread.
+  virtual void OnStorageError() = 0;
 };
 
 // Discards everything. Thread-safe.
@@ -44,6 +52,8 @@ class NullShardObserver final : public ShardObserver {
   void OnHandled(Op, std::chrono::nanoseconds, std::chrono::nanoseconds) override {}
   void OnInternalError() override {}
   void OnBatch(size_t, size_t) override {}
+  void OnJournalWrite(std::chrono::nanoseconds) override {}
+  void OnStorageError() override {}
 };
 
 }  // namespace ledger

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/scratch_dir.h"
 
 namespace ledger {
 namespace {
@@ -27,8 +28,8 @@ struct Result {
 class LedgerctlTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags = {}) {
-    flags.insert(flags.begin(),
-                 {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--shards=2"});
+    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=",
+                                 "--shards=2", testing_util::FreshDataDirFlag()});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
     target_ = "--target=127.0.0.1:" + std::to_string(testing_util::PortAfter(

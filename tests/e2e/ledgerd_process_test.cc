@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/scratch_dir.h"
 
 namespace ledger {
 namespace {
@@ -25,7 +26,8 @@ using testing_util::Subprocess;
 
 // ledgerd with `flags`, serving metrics on a free port so that tests can run side by side.
 std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
-  flags.insert(flags.begin(), {LEDGERD_PATH, "--metrics_listen=127.0.0.1:0"});
+  flags.insert(flags.begin(),
+               {LEDGERD_PATH, "--metrics_listen=127.0.0.1:0", testing_util::FreshDataDirFlag()});
   return flags;
 }
 

@@ -50,7 +50,8 @@ TEST(ShardMetricsConcurrencyTest, CountsEveryMessageWhileScrapedByAnotherThread)
                         .amount = 1,
                         .account_id = id,
                         .completion = &completion,
-                        .enqueued_at = {}};
+                        .enqueued_at = {},
+                 .request_id = {}};
         ASSERT_EQ((*router)->TrySend((*router)->ShardFor(id), std::move(message)),
                   SendOutcome::kAccepted);
         completion.WaitForReply();

@@ -5,12 +5,17 @@
 
 const { spawn } = require('child_process');
 const assert = require('assert');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const { GrpcReflection, serviceHelper } = require('grpc-js-reflection-client');
 
-function startLedgerd(path) {
+function startLedgerd(ledgerdPath, dataDir) {
   return new Promise((resolve, reject) => {
-    const ledgerd = spawn(path, ['--listen=127.0.0.1:0', '--metrics_listen=', '--shards=2']);
+    const ledgerd = spawn(ledgerdPath, [
+      '--listen=127.0.0.1:0', '--metrics_listen=', '--shards=2', `--data_dir=${dataDir}`,
+    ]);
     let output = '';
     const timer = setTimeout(() => reject(new Error(`ledgerd did not start: ${output}`)), 20000);
     ledgerd.stdout.on('data', (chunk) => {
@@ -32,7 +37,8 @@ function call(client, method, request) {
 }
 
 async function main() {
-  const { ledgerd, port } = await startLedgerd(process.argv[2]);
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledgerd-node-test-'));
+  const { ledgerd, port } = await startLedgerd(process.argv[2], dataDir);
   const target = `127.0.0.1:${port}`;
   const results = { passed: 0, failed: 0 };
   const check = (name, test) => {
@@ -50,8 +56,8 @@ async function main() {
     const services = await reflection.listServices();
     check('reflection lists ledger.v1.Ledger', () => assert.ok(services.includes('ledger.v1.Ledger'), services));
     const methods = (await reflection.listMethods('ledger.v1.Ledger')).map((m) => m.name).sort();
-    check('reflection lists its three methods', () =>
-      assert.deepStrictEqual(methods, ['Balance', 'Deposit', 'Withdraw']));
+    check('reflection lists its four methods', () =>
+      assert.deepStrictEqual(methods, ['Balance', 'Deposit', 'History', 'Withdraw']));
 
     const ledger = await serviceHelper({
       host: target,
@@ -96,7 +102,10 @@ async function main() {
     results.failed++;
     console.log(`FAIL unexpected: ${error.stack}`);
   } finally {
+    const exited = new Promise((resolve) => ledgerd.on('exit', resolve));
     ledgerd.kill('SIGTERM');
+    await exited;
+    fs.rmSync(dataDir, { recursive: true, force: true });
   }
   console.log(`${results.passed} passed, ${results.failed} failed`);
   process.exit(results.failed === 0 ? 0 : 1);

@@ -158,7 +158,8 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
   ASSERT_TRUE(stream->Write(request));
   grpc::reflection::v1alpha::ServerReflectionResponse described;
   ASSERT_TRUE(stream->Read(&described));
-  ASSERT_EQ(described.file_descriptor_response().file_descriptor_proto_size(), 1);
+  // ledger.proto and what it imports (google/protobuf/timestamp.proto, for History).
+  ASSERT_EQ(described.file_descriptor_response().file_descriptor_proto_size(), 2);
   google::protobuf::FileDescriptorProto file;
   ASSERT_TRUE(file.ParseFromString(described.file_descriptor_response().file_descriptor_proto(0)));
   EXPECT_EQ(file.name(), "ledger/v1/ledger.proto");
@@ -170,7 +171,8 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
   EXPECT_THAT(methods, ::testing::ElementsAre(
                            "Deposit(.ledger.v1.DepositRequest) .ledger.v1.DepositResponse",
                            "Withdraw(.ledger.v1.WithdrawRequest) .ledger.v1.WithdrawResponse",
-                           "Balance(.ledger.v1.BalanceRequest) .ledger.v1.BalanceResponse"));
+                           "Balance(.ledger.v1.BalanceRequest) .ledger.v1.BalanceResponse",
+                           "History(.ledger.v1.HistoryRequest) .ledger.v1.HistoryResponse"));
   // NOTE: descriptors compiled into C++ carry no comments, so reflection clients do not see the
   // .proto's documentation. Pinned so that a change (e.g. a custom reflection service) shows.
   EXPECT_FALSE(file.has_source_code_info());

@@ -20,6 +20,9 @@ inline ServerOptions LoopbackOptions() {
   options.listen_address = "127.0.0.1:0";
   options.router.num_shards = 2;
   options.shutdown_grace = absl::Seconds(5);
+  // Memory only, as most in-process tests are about the RPCs, not the disk; the durability tests
+  // set a data directory of their own.
+  options.storage.durability = storage::Durability::kNone;
   return options;
 }
 

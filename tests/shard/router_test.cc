@@ -23,7 +23,8 @@ Reply Call(Router& router, Op op, absl::string_view account_id, int64_t amount) 
                   .amount = amount,
                   .account_id = account_id,
                   .completion = &completion,
-                  .enqueued_at = {}};
+                  .enqueued_at = {},
+                  .request_id = {}};
   EXPECT_EQ(router.TrySend(router.ShardFor(account_id), std::move(message)),
             SendOutcome::kAccepted);
   return completion.WaitForReply();
@@ -122,7 +123,8 @@ TEST_P(RouterTest, AfterStopEveryShardRefusesNewMessages) {
                     .amount = 0,
                     .account_id = "x",
                     .completion = &completion,
-                    .enqueued_at = {}};
+                    .enqueued_at = {},
+                    .request_id = {}};
     EXPECT_EQ(router->TrySend(s, std::move(message)), SendOutcome::kClosed);
   }
   EXPECT_FALSE(completion.HasReply());

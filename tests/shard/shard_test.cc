@@ -21,7 +21,8 @@ Message MakeMessage(Op op, absl::string_view account_id, int64_t amount, Complet
                  .amount = amount,
                  .account_id = account_id,
                  .completion = completion,
-                 .enqueued_at = {}};
+                 .enqueued_at = {},
+                 .request_id = {}};
 }
 
 // A shard whose handler blocks on any message for the account "hold" until Release(), and

@@ -1,0 +1,98 @@
+// Defines `LedgerStore`, the interface through which a shard makes its batches durable, and the
+// records it writes: account states, journal entries and idempotency records.
+//
+// shard/ knows only this interface; storage/ implements it on RocksDB, and tests implement it in
+// memory (with injected failures). Keys are per account, never per shard, so a restart with a
+// different shard count finds every account again.
+#ifndef LEDGER_SHARD_LEDGER_STORE_H_
+#define LEDGER_SHARD_LEDGER_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "shard/ledger_rules.h"
+
+namespace ledger {
+
+// What a shard keeps for one account.
+struct AccountState {
+  int64_t balance = 0;
+  // The sequence number of the account's newest journal entry; entries are numbered from 1.
+  uint64_t sequence = 0;
+
+  friend bool operator==(const AccountState&, const AccountState&) = default;
+};
+
+// One applied operation, as History shows it.
+struct JournalEntry {
+  std::string account_id;
+  uint64_t sequence = 0;
+  Op op = Op::kDeposit;
+  int64_t amount = 0;
+  int64_t balance_after = 0;
+  std::string request_id;  // Empty when the call carried none.
+  absl::Time time;
+
+  friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
+};
+
+// The recorded outcome of a Deposit or Withdraw that carried a request_id.
+struct RequestRecord {
+  Op op = Op::kDeposit;
+  int64_t amount = 0;
+  // One of the rules' outcomes: kOk, kAccountNotFound, kInsufficientFunds or kOverflow.
+  Outcome outcome = Outcome::kOk;
+  int64_t balance = 0;  // The Reply's balance.
+  absl::Time recorded_at;
+
+  friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
+};
+
+struct AccountWrite {
+  std::string account_id;
+  AccountState state;
+};
+
+struct RequestWrite {
+  std::string account_id;
+  std::string request_id;
+  RequestRecord record;
+};
+
+// Everything one batch changed. Written all or nothing. Later entries for the same key win.
+struct BatchWrite {
+  std::vector<AccountWrite> accounts;
+  std::vector<JournalEntry> journal;
+  std::vector<RequestWrite> requests;
+
+  bool empty() const { return accounts.empty() && journal.empty() && requests.empty(); }
+  void clear() {
+    accounts.clear();
+    journal.clear();
+    requests.clear();
+  }
+};
+
+// Implementations are thread-safe: every shard thread calls Write and FindRequest concurrently.
+class LedgerStore {
+ public:
+  virtual ~LedgerStore() = default;
+
+  // Writes the whole batch atomically and, as far as the store's durability setting promises,
+  // durably. On error nothing of the batch is stored.
+  virtual absl::Status Write(const BatchWrite& batch) = 0;
+
+  // The record written for (account_id, request_id), expired or not; nullopt when there is none.
+  virtual absl::StatusOr<std::optional<RequestRecord>> FindRequest(
+      absl::string_view account_id, absl::string_view request_id) = 0;
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_SHARD_LEDGER_STORE_H_

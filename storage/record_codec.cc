@@ -1,0 +1,158 @@
+#include "storage/record_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "storage/ledger_records.pb.h"
+
+namespace ledger::storage {
+namespace {
+
+constexpr char kSeparator = '\0';
+
+v1::StoredOp ToStored(Op op) {
+  return op == Op::kWithdraw ? v1::STORED_OP_WITHDRAW : v1::STORED_OP_DEPOSIT;
+}
+
+std::optional<Op> FromStored(v1::StoredOp op) {
+  switch (op) {
+    case v1::STORED_OP_DEPOSIT:
+      return Op::kDeposit;
+    case v1::STORED_OP_WITHDRAW:
+      return Op::kWithdraw;
+    default:
+      return std::nullopt;
+  }
+}
+
+v1::StoredOutcome ToStored(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kOk:
+      return v1::STORED_OUTCOME_OK;
+    case Outcome::kAccountNotFound:
+      return v1::STORED_OUTCOME_ACCOUNT_NOT_FOUND;
+    case Outcome::kInsufficientFunds:
+      return v1::STORED_OUTCOME_INSUFFICIENT_FUNDS;
+    case Outcome::kOverflow:
+      return v1::STORED_OUTCOME_OVERFLOW;
+    default:
+      return v1::STORED_OUTCOME_UNSPECIFIED;
+  }
+}
+
+std::optional<Outcome> FromStored(v1::StoredOutcome outcome) {
+  switch (outcome) {
+    case v1::STORED_OUTCOME_OK:
+      return Outcome::kOk;
+    case v1::STORED_OUTCOME_ACCOUNT_NOT_FOUND:
+      return Outcome::kAccountNotFound;
+    case v1::STORED_OUTCOME_INSUFFICIENT_FUNDS:
+      return Outcome::kInsufficientFunds;
+    case v1::STORED_OUTCOME_OVERFLOW:
+      return Outcome::kOverflow;
+    default:
+      return std::nullopt;
+  }
+}
+
+template <typename Proto>
+absl::StatusOr<Proto> Parse(absl::string_view value, absl::string_view what) {
+  Proto proto;
+  if (!proto.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+    return absl::DataLossError(absl::StrCat("a stored ", what, " record does not decode"));
+  }
+  return proto;
+}
+
+}  // namespace
+
+std::string AccountKey(absl::string_view account_id) { return std::string(account_id); }
+
+std::string JournalPrefix(absl::string_view account_id) {
+  return absl::StrCat(account_id, absl::string_view(&kSeparator, 1));
+}
+
+std::string JournalKey(absl::string_view account_id, uint64_t sequence) {
+  std::string key = JournalPrefix(account_id);
+  // Big-endian, so that the keys of one account sort by sequence number.
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    key.push_back(static_cast<char>((sequence >> shift) & 0xFF));
+  }
+  return key;
+}
+
+std::optional<uint64_t> JournalKeySequence(absl::string_view key) {
+  if (key.size() < 9 || key[key.size() - 9] != kSeparator) return std::nullopt;
+  uint64_t sequence = 0;
+  for (size_t i = key.size() - 8; i < key.size(); ++i) {
+    sequence = (sequence << 8) | static_cast<unsigned char>(key[i]);
+  }
+  return sequence;
+}
+
+std::string RequestKey(absl::string_view account_id, absl::string_view request_id) {
+  return absl::StrCat(account_id, absl::string_view(&kSeparator, 1), request_id);
+}
+
+std::string EncodeAccount(const AccountState& state) {
+  v1::AccountValue value;
+  value.set_balance(state.balance);
+  value.set_sequence(state.sequence);
+  return value.SerializeAsString();
+}
+
+std::string EncodeJournal(const JournalEntry& entry) {
+  v1::JournalValue value;
+  value.set_op(ToStored(entry.op));
+  value.set_amount(entry.amount);
+  value.set_balance_after(entry.balance_after);
+  value.set_request_id(entry.request_id);
+  value.set_unix_micros(absl::ToUnixMicros(entry.time));
+  return value.SerializeAsString();
+}
+
+std::string EncodeRequest(const RequestRecord& record) {
+  v1::RequestValue value;
+  value.set_op(ToStored(record.op));
+  value.set_amount(record.amount);
+  value.set_outcome(ToStored(record.outcome));
+  value.set_balance(record.balance);
+  value.set_recorded_unix_micros(absl::ToUnixMicros(record.recorded_at));
+  return value.SerializeAsString();
+}
+
+absl::StatusOr<AccountState> DecodeAccount(absl::string_view value) {
+  absl::StatusOr<v1::AccountValue> proto = Parse<v1::AccountValue>(value, "account");
+  if (!proto.ok()) return proto.status();
+  return AccountState{.balance = proto->balance(), .sequence = proto->sequence()};
+}
+
+absl::StatusOr<JournalEntry> DecodeJournal(absl::string_view value) {
+  absl::StatusOr<v1::JournalValue> proto = Parse<v1::JournalValue>(value, "journal");
+  if (!proto.ok()) return proto.status();
+  std::optional<Op> op = FromStored(proto->op());
+  if (!op.has_value()) return absl::DataLossError("a stored journal record has no operation");
+  return JournalEntry{.account_id = {},
+                      .sequence = 0,
+                      .op = *op,
+                      .amount = proto->amount(),
+                      .balance_after = proto->balance_after(),
+                      .request_id = proto->request_id(),
+                      .time = absl::FromUnixMicros(proto->unix_micros())};
+}
+
+absl::StatusOr<RequestRecord> DecodeRequest(absl::string_view value) {
+  absl::StatusOr<v1::RequestValue> proto = Parse<v1::RequestValue>(value, "request");
+  if (!proto.ok()) return proto.status();
+  std::optional<Op> op = FromStored(proto->op());
+  std::optional<Outcome> outcome = FromStored(proto->outcome());
+  if (!op.has_value() || !outcome.has_value()) {
+    return absl::DataLossError("a stored request record has no operation or outcome");
+  }
+  return RequestRecord{.op = *op,
+                       .amount = proto->amount(),
+                       .outcome = *outcome,
+                       .balance = proto->balance(),
+                       .recorded_at = absl::FromUnixMicros(proto->recorded_unix_micros())};
+}
+
+}  // namespace ledger::storage

@@ -1,0 +1,380 @@
+#include "storage/rocksdb_store.h"
+
+#include <array>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/compaction_filter.h"
+#include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/options.h"
+#include "rocksdb/table.h"
+#include "rocksdb/write_batch.h"
+#include "storage/ledger_records.pb.h"
+#include "storage/record_codec.h"
+
+namespace ledger::storage {
+namespace {
+
+constexpr absl::string_view kMagic = "ledgerd";
+constexpr absl::string_view kFormatKey = "format";
+// Column families, in the order of Handles::families.
+constexpr std::array<absl::string_view, 4> kFamilyNames = {"default", "accounts", "journal",
+                                                           "requests"};
+enum Family { kDefault = 0, kAccounts = 1, kJournal = 2, kRequests = 3 };
+// How often a failing store retries RocksDB's Resume; in between, writes fail at once.
+constexpr absl::Duration kResumeInterval = absl::Milliseconds(100);
+
+// Debian's Abseil has its own string_view, not std::string_view, so slices convert by hand.
+absl::string_view View(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
+rocksdb::Slice ToSlice(absl::string_view view) { return {view.data(), view.size()}; }
+
+absl::Status FromRocks(const rocksdb::Status& status, absl::string_view what) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(what, ": ", status.ToString()));
+}
+
+// Drops idempotency records older than the TTL whenever RocksDB compacts them, so they are
+// purged without a scan of their own.
+class ExpiredRequestFilter final : public rocksdb::CompactionFilter {
+ public:
+  ExpiredRequestFilter(absl::Duration ttl, std::function<absl::Time()> clock)
+      : ttl_(ttl), clock_(std::move(clock)) {}
+
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+    absl::StatusOr<RequestRecord> record = DecodeRequest(View(value));
+    if (!record.ok()) return false;  // Keep what cannot be read; recovery reports it.
+    const absl::Time now = clock_ ? clock_() : absl::Now();
+    return record->recorded_at + ttl_ <= now;
+  }
+
+  const char* Name() const override { return "ledgerd.ExpiredRequestFilter"; }
+
+ private:
+  const absl::Duration ttl_;
+  const std::function<absl::Time()> clock_;
+};
+
+std::string Refusal(const std::string& dir, absl::string_view problem) {
+  return absl::StrCat("refusing data directory ", dir, ": ", problem,
+                      ". ledgerd will not start on it (it never starts empty over data it cannot "
+                      "read); move the directory away or pass another --data_dir");
+}
+
+}  // namespace
+
+absl::string_view DurabilityName(Durability durability) {
+  switch (durability) {
+    case Durability::kSync:
+      return "sync";
+    case Durability::kAsync:
+      return "async";
+    case Durability::kNone:
+      return "none";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Durability> ParseDurability(absl::string_view name) {
+  for (Durability durability : {Durability::kSync, Durability::kAsync, Durability::kNone}) {
+    if (name == DurabilityName(durability)) return durability;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("durability must be sync, async or none; got \"", name, "\""));
+}
+
+struct RocksDbStore::Handles {
+  std::unique_ptr<ExpiredRequestFilter> request_filter;
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> families;  // Indexed by Family.
+
+  ~Handles() {
+    if (db == nullptr) return;
+    for (rocksdb::ColumnFamilyHandle* family : families) db->DestroyColumnFamilyHandle(family);
+    db->Close().PermitUncheckedError();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options) {
+  namespace fs = std::filesystem;
+  const std::string& dir = options.data_dir;
+  if (options.durability == Durability::kNone) {
+    return absl::InvalidArgumentError("durability none keeps no store");
+  }
+  if (options.idempotency_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("idempotency TTL must be greater than zero");
+  }
+  std::error_code error;
+  const bool exists = fs::exists(dir, error);
+  if (exists && !fs::is_directory(dir, error)) {
+    return absl::FailedPreconditionError(Refusal(dir, "it is not a directory"));
+  }
+  const bool fresh = !exists || fs::is_empty(dir, error);
+  if (!fresh && !fs::exists(fs::path(dir) / "CURRENT", error)) {
+    return absl::FailedPreconditionError(
+        Refusal(dir, "it holds files but no ledgerd database (no RocksDB CURRENT file)"));
+  }
+  if (error) {
+    return absl::FailedPreconditionError(Refusal(dir, error.message()));
+  }
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = fresh;
+  db_options.create_missing_column_families = fresh;
+  db_options.paranoid_checks = true;
+  // A torn write at the end of the log is a write that was never acknowledged: recovery stops
+  // before it. Anything else that fails a checksum refuses the open.
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  db_options.db_write_buffer_size = 64 << 20;  // Memtables of all families together.
+  db_options.max_background_jobs = 2;
+  db_options.keep_log_file_num = 5;
+
+  if (!fresh) {
+    std::vector<std::string> names;
+    rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, dir, &names);
+    if (!listed.ok()) {
+      return absl::FailedPreconditionError(
+          Refusal(dir, absl::StrCat("it cannot be read as a database: ", listed.ToString())));
+    }
+    std::vector<std::string> expected(kFamilyNames.begin(), kFamilyNames.end());
+    std::sort(names.begin(), names.end());
+    std::sort(expected.begin(), expected.end());
+    if (names != expected) {
+      return absl::FailedPreconditionError(Refusal(
+          dir, absl::StrCat("it is a RocksDB database of another program (column families: ",
+                            absl::StrJoin(names, ", "), ")")));
+    }
+  }
+
+  auto handles = std::make_unique<Handles>();
+  handles->request_filter =
+      std::make_unique<ExpiredRequestFilter>(options.idempotency_ttl, options.clock);
+  rocksdb::BlockBasedTableOptions table_options;
+  table_options.block_cache = rocksdb::NewLRUCache(32 << 20);
+  table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (absl::string_view name : kFamilyNames) {
+    rocksdb::ColumnFamilyOptions family_options;
+    family_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
+    if (name == kFamilyNames[kRequests]) {
+      family_options.compaction_filter = handles->request_filter.get();
+      // Compact every file at least once a TTL, so expired records do not outlive it by much.
+      family_options.periodic_compaction_seconds = static_cast<uint64_t>(
+          std::max<int64_t>(absl::ToInt64Seconds(options.idempotency_ttl), 1));
+    }
+    descriptors.emplace_back(std::string(name), family_options);
+  }
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, descriptors, &handles->families, &db);
+  if (!opened.ok()) {
+    if (opened.IsIOError() && opened.ToString().find("lock") != std::string::npos) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("data directory ", dir, " is in use by another process (", opened.ToString(),
+                       "); stop it first or pass another --data_dir"));
+    }
+    return absl::FailedPreconditionError(
+        Refusal(dir, absl::StrCat("it is corrupt or unreadable: ", opened.ToString())));
+  }
+  handles->db.reset(db);
+
+  std::string marker_bytes;
+  rocksdb::Status marker_read = handles->db->Get(
+      rocksdb::ReadOptions(), handles->families[kDefault], ToSlice(kFormatKey), &marker_bytes);
+  if (marker_read.IsNotFound()) {
+    // Only a directory this store just created may lack the marker (or one whose creation was
+    // interrupted before the marker was written, which holds no accounts yet).
+    std::unique_ptr<rocksdb::Iterator> any(
+        handles->db->NewIterator(rocksdb::ReadOptions(), handles->families[kAccounts]));
+    any->SeekToFirst();
+    if (!fresh && any->Valid()) {
+      return absl::FailedPreconditionError(
+          Refusal(dir, "it holds accounts but no ledgerd format marker"));
+    }
+    v1::FormatMarker marker;
+    marker.set_magic(std::string(kMagic));
+    marker.set_format_version(kFormatVersion);
+    marker.set_created_by(options.created_by);
+    marker.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    if (rocksdb::Status put = handles->db->Put(sync, handles->families[kDefault],
+                                               ToSlice(kFormatKey), marker.SerializeAsString());
+        !put.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot initialise data directory ", dir, ": ", put.ToString()));
+    }
+  } else if (!marker_read.ok()) {
+    return absl::FailedPreconditionError(
+        Refusal(dir, absl::StrCat("its format marker cannot be read: ", marker_read.ToString())));
+  } else {
+    v1::FormatMarker marker;
+    if (!marker.ParseFromString(marker_bytes) || marker.magic() != kMagic) {
+      return absl::FailedPreconditionError(Refusal(dir, "its format marker is not ledgerd's"));
+    }
+    if (marker.format_version() != kFormatVersion) {
+      return absl::FailedPreconditionError(
+          Refusal(dir, absl::StrCat("it has data format version ", marker.format_version(),
+                                    " (written by ", marker.created_by(),
+                                    "); this ledgerd reads only version ", kFormatVersion)));
+    }
+  }
+  return std::unique_ptr<RocksDbStore>(new RocksDbStore(options, std::move(handles)));
+}
+
+RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<Handles> handles)
+    : options_(options), handles_(std::move(handles)) {}
+
+RocksDbStore::~RocksDbStore() = default;
+
+absl::Status RocksDbStore::Write(const BatchWrite& batch) {
+  if (options_.test_write_fault) {
+    if (absl::Status fault = options_.test_write_fault(); !fault.ok()) return fault;
+  }
+  if (write_failed_.load(std::memory_order_acquire)) {
+    if (absl::Status resumed = ResumeAfterFailure(); !resumed.ok()) return resumed;
+  }
+  rocksdb::DB& db = *handles_->db;
+  rocksdb::WriteBatch write;
+  rocksdb::Status added;
+  for (const AccountWrite& account : batch.accounts) {
+    added = write.Put(handles_->families[kAccounts], AccountKey(account.account_id),
+                      EncodeAccount(account.state));
+    if (!added.ok()) return FromRocks(added, "preparing a write");
+  }
+  for (const JournalEntry& entry : batch.journal) {
+    added = write.Put(handles_->families[kJournal], JournalKey(entry.account_id, entry.sequence),
+                      EncodeJournal(entry));
+    if (!added.ok()) return FromRocks(added, "preparing a write");
+  }
+  for (const RequestWrite& request : batch.requests) {
+    added =
+        write.Put(handles_->families[kRequests], RequestKey(request.account_id, request.request_id),
+                  EncodeRequest(request.record));
+    if (!added.ok()) return FromRocks(added, "preparing a write");
+  }
+  rocksdb::WriteOptions write_options;
+  write_options.sync = options_.durability == Durability::kSync;
+  rocksdb::Status written = db.Write(write_options, &write);
+  if (!written.ok()) {
+    write_failed_.store(true, std::memory_order_release);
+    return FromRocks(written, "writing to RocksDB");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbStore::ResumeAfterFailure() {
+  absl::MutexLock lock(&resume_mutex_);
+  if (!write_failed_.load(std::memory_order_relaxed)) return absl::OkStatus();
+  const absl::Time now = absl::Now();
+  if (now - last_resume_attempt_ < kResumeInterval) return last_resume_error_;
+  last_resume_attempt_ = now;
+  rocksdb::Status resumed = handles_->db->Resume();
+  if (!resumed.ok()) {
+    last_resume_error_ = FromRocks(resumed, "storage has not recovered from an earlier failure");
+    return last_resume_error_;
+  }
+  write_failed_.store(false, std::memory_order_release);
+  last_resume_error_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<RequestRecord>> RocksDbStore::FindRequest(
+    absl::string_view account_id, absl::string_view request_id) {
+  std::string value;
+  rocksdb::Status read = handles_->db->Get(rocksdb::ReadOptions(), handles_->families[kRequests],
+                                           RequestKey(account_id, request_id), &value);
+  if (read.IsNotFound()) return std::nullopt;
+  if (!read.ok()) return FromRocks(read, "reading an idempotency record");
+  absl::StatusOr<RequestRecord> record = DecodeRequest(value);
+  if (!record.ok()) return record.status();
+  return *std::move(record);
+}
+
+absl::Status RocksDbStore::ForEachAccount(
+    const std::function<void(std::string account_id, const AccountState& state)>& load) {
+  rocksdb::ReadOptions read_options;
+  read_options.verify_checksums = true;
+  read_options.fill_cache = false;  // One pass at start-up: do not evict what serving needs.
+  std::unique_ptr<rocksdb::Iterator> it(
+      handles_->db->NewIterator(read_options, handles_->families[kAccounts]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    absl::StatusOr<AccountState> state = DecodeAccount(View(it->value()));
+    if (!state.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("account ", View(it->key()), ": ", state.status().message()));
+    }
+    load(it->key().ToString(), *state);
+  }
+  return FromRocks(it->status(), "reading the accounts");
+}
+
+absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
+    absl::string_view account_id) {
+  std::string value;
+  rocksdb::Status read = handles_->db->Get(rocksdb::ReadOptions(), handles_->families[kAccounts],
+                                           AccountKey(account_id), &value);
+  if (read.IsNotFound()) return std::nullopt;
+  if (!read.ok()) return FromRocks(read, "reading an account");
+  absl::StatusOr<AccountState> state = DecodeAccount(value);
+  if (!state.ok()) return state.status();
+  return *state;
+}
+
+absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_id, uint64_t start,
+                                                      int32_t limit) {
+  const std::string prefix = JournalPrefix(account_id);
+  rocksdb::ReadOptions read_options;
+  rocksdb::Slice lower_bound(prefix);
+  read_options.iterate_lower_bound = &lower_bound;
+  std::unique_ptr<rocksdb::Iterator> it(
+      handles_->db->NewIterator(read_options, handles_->families[kJournal]));
+  it->SeekForPrev(JournalKey(account_id, start == 0 ? UINT64_MAX : start));
+  HistoryPage page;
+  for (; it->Valid() && it->key().starts_with(prefix); it->Prev()) {
+    std::optional<uint64_t> sequence = JournalKeySequence(View(it->key()));
+    if (!sequence.has_value() || it->key().size() != prefix.size() + 8) continue;
+    if (static_cast<int32_t>(page.entries.size()) == limit) {
+      page.next_sequence = *sequence;
+      break;
+    }
+    absl::StatusOr<JournalEntry> entry = DecodeJournal(View(it->value()));
+    if (!entry.ok()) return entry.status();
+    entry->account_id = std::string(account_id);
+    entry->sequence = *sequence;
+    page.entries.push_back(*std::move(entry));
+  }
+  if (absl::Status status = FromRocks(it->status(), "reading the journal"); !status.ok()) {
+    return status;
+  }
+  return page;
+}
+
+absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {
+  std::unique_ptr<rocksdb::Iterator> it(
+      handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->families[kRequests]));
+  int64_t count = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
+  if (absl::Status status = FromRocks(it->status(), "counting requests"); !status.ok()) {
+    return status;
+  }
+  return count;
+}
+
+absl::Status RocksDbStore::PurgeExpiredRequests() {
+  rocksdb::CompactRangeOptions compact;
+  // Rewrite even the bottommost files, where expired records would otherwise stay.
+  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  rocksdb::Status flushed =
+      handles_->db->Flush(rocksdb::FlushOptions(), handles_->families[kRequests]);
+  if (!flushed.ok()) return FromRocks(flushed, "flushing requests");
+  return FromRocks(
+      handles_->db->CompactRange(compact, handles_->families[kRequests], nullptr, nullptr),
+      "compacting requests");
+}
+
+}  // namespace ledger::storage

@@ -1,0 +1,117 @@
+// Defines `RocksDbStore`, the LedgerStore on RocksDB: it opens (or refuses) a data directory,
+// writes each shard batch as one WriteBatch, recovers the accounts at start-up and reads an
+// account's journal for History.
+#ifndef LEDGER_STORAGE_ROCKSDB_STORE_H_
+#define LEDGER_STORAGE_ROCKSDB_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "shard/ledger_store.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+}  // namespace rocksdb
+
+namespace ledger::storage {
+
+// What an acknowledged write survives; see docs/architecture.md, "Durability".
+enum class Durability {
+  kSync,   // fsync before OK: survives a crash of the process or of the machine.
+  kAsync,  // written to the OS before OK: survives a crash of the process, not of the machine.
+  kNone,   // memory only: nothing survives a restart. No RocksDbStore is opened.
+};
+
+// "sync", "async" or "none".
+absl::string_view DurabilityName(Durability durability);
+// InvalidArgument naming the accepted values for anything else.
+absl::StatusOr<Durability> ParseDurability(absl::string_view name);
+
+// The data directory's format; a directory written with another version is refused.
+inline constexpr uint32_t kFormatVersion = 1;
+
+struct StoreOptions {
+  std::string data_dir = "./data";
+  Durability durability = Durability::kSync;  // kSync or kAsync.
+  // Idempotency records older than this are purged when RocksDB compacts them.
+  absl::Duration idempotency_ttl = absl::Hours(24);
+  // Wall clock for the purge; empty means absl::Now.
+  std::function<absl::Time()> clock;
+  // Recorded in a new directory's format marker.
+  std::string created_by = "ledgerd";
+  // Test-only fault injection: called before every Write; a non-OK status fails that write
+  // without touching RocksDB. Empty in production.
+  std::function<absl::Status()> test_write_fault;
+};
+
+// One page of an account's journal.
+struct HistoryPage {
+  std::vector<JournalEntry> entries;  // Newest first.
+  // The sequence number the next (older) page starts at; 0 when there is none.
+  uint64_t next_sequence = 0;
+};
+
+// Thread-safe.
+class RocksDbStore final : public LedgerStore {
+ public:
+  // Opens `options.data_dir`, creating it when it is missing or empty. FailedPrecondition, with a
+  // message that says what to do, when the directory holds anything other than a ledgerd data
+  // directory of format kFormatVersion, is corrupt, or is in use by another process.
+  static absl::StatusOr<std::unique_ptr<RocksDbStore>> Open(const StoreOptions& options);
+
+  ~RocksDbStore() override;
+
+  absl::Status Write(const BatchWrite& batch) override;
+  absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
+                                                           absl::string_view request_id) override;
+
+  // Calls `load` for every stored account, in key order. Start-up only.
+  absl::Status ForEachAccount(
+      const std::function<void(std::string account_id, const AccountState& state)>& load);
+
+  // The account's state, or nullopt when it has never been written.
+  absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id);
+
+  // Up to `limit` journal entries of the account, newest first, starting at sequence number
+  // `start` (0: the newest).
+  absl::StatusOr<HistoryPage> ReadHistory(absl::string_view account_id, uint64_t start,
+                                          int32_t limit);
+
+  // Idempotency records on disk now, expired or not (for tests and operators).
+  absl::StatusOr<int64_t> CountRequestRecords();
+
+  // Compacts the idempotency records, purging the expired ones now.
+  absl::Status PurgeExpiredRequests();
+
+ private:
+  struct Handles;
+  RocksDbStore(const StoreOptions& options, std::unique_ptr<Handles> handles);
+
+  // When an earlier write failed, RocksDB refuses writes until resumed. Tries that, at most
+  // every kResumeInterval; OK when writes may go ahead.
+  absl::Status ResumeAfterFailure();
+
+  const StoreOptions options_;
+  const std::unique_ptr<Handles> handles_;
+  // Set after a failed write; read on every write without the mutex.
+  std::atomic<bool> write_failed_{false};
+  absl::Mutex resume_mutex_;
+  absl::Time last_resume_attempt_ ABSL_GUARDED_BY(resume_mutex_);
+  absl::Status last_resume_error_ ABSL_GUARDED_BY(resume_mutex_);
+};
+
+}  // namespace ledger::storage
+
+#endif  // LEDGER_STORAGE_ROCKSDB_STORE_H_

@@ -1,0 +1,50 @@
+// Test helper: a fresh directory under the system's temporary directory, removed with everything
+// in it when the helper goes out of scope.
+#ifndef LEDGER_TESTS_SCRATCH_DIR_H_
+#define LEDGER_TESTS_SCRATCH_DIR_H_
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "gtest/gtest.h"
+
+namespace ledger::testing_util {
+
+// Not thread-safe.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ledgerd-test-XXXXXX").string();
+    const char* made = mkdtemp(pattern.data());
+    EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // A path inside the directory (not created).
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// "--data_dir=DIR" naming a new, not yet existing directory for one ledgerd; every such
+// directory is removed when the test program exits. Not thread-safe.
+inline std::string FreshDataDirFlag() {
+  static ScratchDir root;
+  static int next = 0;
+  return "--data_dir=" + root.Sub("data-" + std::to_string(next++));
+}
+
+}  // namespace ledger::testing_util
+
+#endif  // LEDGER_TESTS_SCRATCH_DIR_H_
