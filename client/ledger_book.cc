@@ -37,6 +37,15 @@ void LedgerBook::Record(size_t account, Op op, int64_t amount, grpc::StatusCode 
   }
 }
 
+void LedgerBook::Resolve(size_t account, Op op, int64_t amount, bool applied) {
+  Account& book = accounts_[account];
+  (op == Op::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
+      .fetch_sub(amount, std::memory_order_relaxed);
+  if (applied) {
+    book.net.fetch_add(op == Op::kDeposit ? amount : -amount, std::memory_order_relaxed);
+  }
+}
+
 std::vector<size_t> LedgerBook::TouchedAccounts() const {
   std::vector<size_t> touched;
   for (size_t i = 0; i < size_; ++i) {

@@ -40,6 +40,10 @@ class LedgerBook {
   // Records a finished Deposit or Withdraw (Balance calls change nothing and are not recorded).
   void Record(size_t account, Op op, int64_t amount, grpc::StatusCode code);
 
+  // Settles a call that Record counted as ambiguous (kUnknown), once a retry with the same
+  // request_id has told whether it was applied.
+  void Resolve(size_t account, Op op, int64_t amount, bool applied);
+
   // Checks `balances` (index: account; nullopt: NOT_FOUND, which means 0) against the book:
   // each lies within [net − ambiguous withdrawals, net + ambiguous deposits], exactly net when
   // nothing was ambiguous, and the sum of balances obeys the same bounds (conservation).

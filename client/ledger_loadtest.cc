@@ -59,6 +59,10 @@ ABSL_FLAG(std::string, run_id, "",
 ABSL_FLAG(int32_t, shards, 0,
           "the server's --shards, for the per-shard report (0: no per-shard report)");
 ABSL_FLAG(bool, verify, true, "check every account's balance against the calls made");
+ABSL_FLAG(absl::Duration, resolve_for, absl::Seconds(60),
+          "at the end, retry each call whose outcome is unknown (DEADLINE_EXCEEDED, CANCELLED, "
+          "UNAVAILABLE) with its request_id for up to this long, so that verification is exact; "
+          "0 disables. Needs a server that deduplicates request_ids (--durability sync or async)");
 ABSL_FLAG(std::string, json, "", "also write the report as JSON to this file");
 ABSL_FLAG(bool, progress, false, "progress once a second on stderr even when it is not a terminal");
 
@@ -85,6 +89,7 @@ struct Options {
   std::string run_id;
   int32_t shards;
   bool verify;
+  absl::Duration resolve_for;
   std::string json;
   bool progress;
 };
@@ -98,8 +103,8 @@ absl::StatusOr<Options> OptionsFromFlags() {
             absl::GetFlag(FLAGS_amount_min),   absl::GetFlag(FLAGS_amount_max),
             absl::GetFlag(FLAGS_channels),     absl::GetFlag(FLAGS_deadline),
             absl::GetFlag(FLAGS_run_id),       absl::GetFlag(FLAGS_shards),
-            absl::GetFlag(FLAGS_verify),       absl::GetFlag(FLAGS_json),
-            absl::GetFlag(FLAGS_progress)};
+            absl::GetFlag(FLAGS_verify),       absl::GetFlag(FLAGS_resolve_for),
+            absl::GetFlag(FLAGS_json),         absl::GetFlag(FLAGS_progress)};
   absl::StatusOr<OperationMix> mix = ParseOperationMix(absl::GetFlag(FLAGS_mix));
   if (!mix.ok()) return mix.status();
   o.mix = *mix;
@@ -116,6 +121,9 @@ absl::StatusOr<Options> OptionsFromFlags() {
   if (o.channels < 1) return absl::InvalidArgumentError("--channels must be at least 1");
   if (o.deadline <= absl::ZeroDuration()) return absl::InvalidArgumentError("--deadline <= 0");
   if (o.shards < 0) return absl::InvalidArgumentError("--shards must not be negative");
+  if (o.resolve_for < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--resolve_for must not be negative");
+  }
   if (o.run_id.empty()) {
     o.run_id = absl::StrFormat("run%08x", std::random_device{}());
   }
@@ -180,6 +188,11 @@ class Driver {
     for (int32_t i = 0; i < options.channels; ++i) {
       grpc::ChannelArguments arguments;
       arguments.SetInt("ledger.loadtest.channel", i);  // Distinct args: distinct connections.
+      // Reconnect soon after a server restart instead of after gRPC's default back-off (up to
+      // two minutes): the crash tests restart ledgerd under load.
+      arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+      arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+      arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
       stubs_.push_back(v1::Ledger::NewStub(grpc::CreateCustomChannel(
           options.target, grpc::InsecureChannelCredentials(), arguments)));
     }
@@ -189,8 +202,18 @@ class Driver {
     }
   }
 
+  // A Deposit or Withdraw whose outcome is unknown, to be settled by retrying it.
+  struct AmbiguousCall {
+    size_t account;
+    Op op;
+    int64_t amount;
+    std::string request_id;
+  };
+
   void Run();
   LedgerBook& book() { return book_; }
+  // After Run.
+  const std::vector<AmbiguousCall>& ambiguous_calls() const { return ambiguous_; }
   const Stats& stats() const { return stats_; }
   const std::vector<std::string>& names() const { return names_; }
   double measured_seconds() const { return measured_seconds_; }
@@ -209,6 +232,7 @@ class Driver {
     v1::WithdrawResponse withdraw_response;
     v1::BalanceResponse balance_response;
     Clock::time_point intended_start;
+    std::string request_id;
     bool measured = false;
   };
 
@@ -240,6 +264,8 @@ class Driver {
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   double measured_seconds_ = 0;
+  std::mutex ambiguous_mu_;
+  std::vector<AmbiguousCall> ambiguous_;
 };
 
 void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
@@ -255,7 +281,8 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
   const uint64_t sequence = sequence_.fetch_add(1);
   v1::Ledger::Stub& stub = *stubs_[sequence % stubs_.size()];
   const std::string& account = names_[plan.account];
-  const std::string request_id = absl::StrCat(options_.run_id, "-", sequence);
+  call->request_id = absl::StrCat(options_.run_id, "-", sequence);
+  const std::string& request_id = call->request_id;
   in_flight_.fetch_add(1);
   auto done = [this, call](const grpc::Status& status) { Finish(call, status); };
   switch (plan.op) {
@@ -281,6 +308,11 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
 void Driver::Finish(Call* call, const grpc::Status& status) {
   const auto latency = Clock::now() - call->intended_start;
   book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
+  if (EffectOf(call->plan.op, status.error_code()) == Effect::kUnknown) {
+    std::lock_guard<std::mutex> lock(ambiguous_mu_);
+    ambiguous_.push_back({call->plan.account, call->plan.op, call->plan.amount,
+                          std::move(call->request_id)});
+  }
   stats_.Record(status.error_code(), latency, shard_of_[call->plan.account], call->measured);
   std::unique_ptr<Workload> workload = std::move(call->workload);
   delete call;
@@ -430,6 +462,87 @@ std::vector<std::optional<int64_t>> ReadBalances(Driver& driver, int64_t account
   return balances;
 }
 
+struct Resolution {
+  int64_t calls = 0;        // Ambiguous calls at the end of the run.
+  int64_t applied = 0;      // Settled by retry: the server applied them (then or now).
+  int64_t not_applied = 0;  // Settled by retry: the server rejected them (then or now).
+  int64_t unresolved = 0;   // Still unknown when --resolve_for ran out.
+};
+
+// Retries every ambiguous call with its own request_id until the server gives a definite
+// answer. The server applies a request_id at most once and replays the recorded outcome, so OK
+// means "applied exactly once" and a rule rejection means "never applied", whichever attempt got
+// there first.
+Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
+  const std::vector<Driver::AmbiguousCall>& calls = driver.ambiguous_calls();
+  Resolution result;
+  result.calls = static_cast<int64_t>(calls.size());
+  if (calls.empty() || options.resolve_for <= absl::ZeroDuration()) {
+    result.unresolved = result.calls;
+    return result;
+  }
+  const absl::Time give_up = absl::Now() + options.resolve_for;
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> applied{0}, not_applied{0}, unresolved{0};
+  constexpr int kResolvers = 8;
+  std::vector<std::thread> resolvers;
+  resolvers.reserve(kResolvers);
+  for (int r = 0; r < kResolvers; ++r) {
+    resolvers.emplace_back([&] {
+      for (size_t i = next.fetch_add(1); i < calls.size(); i = next.fetch_add(1)) {
+        const Driver::AmbiguousCall& call = calls[i];
+        auto backoff = std::chrono::milliseconds(10);
+        for (;;) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoNanoseconds(options.deadline));
+          grpc::Status status;
+          if (call.op == Op::kDeposit) {
+            v1::DepositRequest request;
+            request.set_account_id(driver.names()[call.account]);
+            request.set_amount(call.amount);
+            request.set_request_id(call.request_id);
+            v1::DepositResponse response;
+            status = driver.stub().Deposit(&context, request, &response);
+          } else {
+            v1::WithdrawRequest request;
+            request.set_account_id(driver.names()[call.account]);
+            request.set_amount(call.amount);
+            request.set_request_id(call.request_id);
+            v1::WithdrawResponse response;
+            status = driver.stub().Withdraw(&context, request, &response);
+          }
+          const grpc::StatusCode code = status.error_code();
+          if (code == grpc::StatusCode::OK || code == grpc::StatusCode::FAILED_PRECONDITION ||
+              code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::OUT_OF_RANGE) {
+            const bool was_applied = code == grpc::StatusCode::OK;
+            driver.book().Resolve(call.account, call.op, call.amount, was_applied);
+            (was_applied ? applied : not_applied).fetch_add(1);
+            break;
+          }
+          // Shed, timed out, or the server is (re)starting: the answer is still to come. Any
+          // other code (ALREADY_EXISTS would mean a reused request_id) cannot settle it.
+          const bool transient = code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                                 code == grpc::StatusCode::UNAVAILABLE ||
+                                 code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                                 code == grpc::StatusCode::CANCELLED;
+          if (!transient || absl::Now() >= give_up) {
+            unresolved.fetch_add(1);
+            break;
+          }
+          std::this_thread::sleep_for(backoff);
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+        }
+      }
+    });
+  }
+  for (std::thread& resolver : resolvers) resolver.join();
+  result.applied = applied.load();
+  result.not_applied = not_applied.load();
+  result.unresolved = unresolved.load();
+  return result;
+}
+
 std::string LatencyJson(const LatencyHistogram& histogram) {
   auto us = [&](double q) { return static_cast<double>(histogram.Percentile(q).count()) / 1e3; };
   return absl::StrFormat(
@@ -473,7 +586,9 @@ int Main() {
 
   std::string verification = "SKIPPED";
   VerificationResult checked;
+  Resolution resolution;
   if (options->verify) {
+    resolution = ResolveAmbiguous(driver, *options);
     bool read_failed = false;
     const auto balances = ReadBalances(driver, options->accounts, options->deadline, &read_failed);
     checked = driver.book().Verify(balances, driver.names());
@@ -497,6 +612,12 @@ int Main() {
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
     report << absl::StrFormat("shard %d: %d calls, %d shed\n", shard, s.shard_calls[shard],
                               s.shard_sheds[shard]);
+  }
+  if (options->verify && resolution.calls > 0) {
+    report << absl::StrFormat(
+        "ambiguous calls: %d; settled by retrying with their request_id: %d applied, %d not "
+        "applied; unresolved: %d\n",
+        resolution.calls, resolution.applied, resolution.not_applied, resolution.unresolved);
   }
   report << "verification: " << verification;
   if (options->verify) {
@@ -528,7 +649,10 @@ int Main() {
       json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
            << ",\"shed\":" << s.shard_sheds[shard] << "}";
     }
-    json << "],\"verification\":\"" << verification << "\"}\n";
+    json << "],\"ambiguous\":{\"calls\":" << resolution.calls
+         << ",\"applied\":" << resolution.applied << ",\"not_applied\":" << resolution.not_applied
+         << ",\"unresolved\":" << resolution.unresolved << "}";
+    json << ",\"verification\":\"" << verification << "\"}\n";
     if (!json) {
       std::cerr << "ledger-loadtest: cannot write " << options->json << "\n";
       return 1;

@@ -50,6 +50,22 @@ TEST(LedgerBookTest, AmbiguousCallsWidenTheAllowedRangeBothWays) {
   }
 }
 
+TEST(LedgerBookTest, ResolvedAmbiguousCallsMakeVerificationExactAgain) {
+  LedgerBook book(3);
+  book.Record(0, Op::kDeposit, 100, grpc::StatusCode::OK);
+  book.Record(0, Op::kDeposit, 50, grpc::StatusCode::DEADLINE_EXCEEDED);
+  book.Record(0, Op::kWithdraw, 20, grpc::StatusCode::UNAVAILABLE);
+  book.Resolve(0, Op::kDeposit, 50, /*applied=*/true);
+  book.Resolve(0, Op::kWithdraw, 20, /*applied=*/false);
+  const VerificationResult exact = book.Verify({150, std::nullopt, std::nullopt}, kNames);
+  EXPECT_TRUE(exact.pass);
+  EXPECT_EQ(exact.acknowledged_net, 150);
+  EXPECT_EQ(exact.ambiguous_deposits, 0);
+  EXPECT_EQ(exact.ambiguous_withdrawals, 0);
+  // The range the ambiguity allowed (130 to 150) has closed to exactly 150.
+  EXPECT_FALSE(book.Verify({130, std::nullopt, std::nullopt}, kNames).pass);
+}
+
 TEST(LedgerBookTest, MissingAccountCountsAsZero) {
   LedgerBook book(3);
   book.Record(1, Op::kWithdraw, 5, grpc::StatusCode::NOT_FOUND);
