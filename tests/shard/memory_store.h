@@ -1,0 +1,95 @@
+// Test helper: a LedgerStore kept in memory, whose writes and lookups can be made to fail, and
+// which remembers every batch it was given.
+#ifndef LEDGER_TESTS_SHARD_MEMORY_STORE_H_
+#define LEDGER_TESTS_SHARD_MEMORY_STORE_H_
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shard/ledger_store.h"
+
+namespace ledger::testing_util {
+
+// Thread-safe.
+class MemoryStore final : public LedgerStore {
+ public:
+  absl::Status Write(const BatchWrite& batch) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (on_write_) on_write_(batch);
+    if (fail_writes_) {
+      ++failed_writes_;
+      return absl::UnavailableError("injected write failure");
+    }
+    for (const AccountWrite& account : batch.accounts)
+      accounts_[account.account_id] = account.state;
+    for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
+    for (const RequestWrite& request : batch.requests) {
+      requests_[{request.account_id, request.request_id}] = request.record;
+    }
+    batches_.push_back(batch);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
+                                                           absl::string_view request_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_lookups_) return absl::UnavailableError("injected lookup failure");
+    auto found = requests_.find({std::string(account_id), std::string(request_id)});
+    if (found == requests_.end()) return std::nullopt;
+    return found->second;
+  }
+
+  void FailWrites(bool fail) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_writes_ = fail;
+  }
+  void FailLookups(bool fail) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_lookups_ = fail;
+  }
+  // Runs inside every Write, on the shard's thread, before the write succeeds or fails.
+  void OnWrite(std::function<void(const BatchWrite&)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_write_ = std::move(hook);
+  }
+
+  // Successful writes, in order.
+  std::vector<BatchWrite> batches() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return batches_;
+  }
+  int failed_writes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_writes_;
+  }
+  std::vector<JournalEntry> journal() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return journal_;
+  }
+  std::optional<AccountState> account(const std::string& id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = accounts_.find(id);
+    if (found == accounts_.end()) return std::nullopt;
+    return found->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  bool fail_writes_ = false;
+  bool fail_lookups_ = false;
+  int failed_writes_ = 0;
+  std::function<void(const BatchWrite&)> on_write_;
+  std::map<std::string, AccountState> accounts_;
+  std::vector<JournalEntry> journal_;
+  std::map<std::pair<std::string, std::string>, RequestRecord> requests_;
+  std::vector<BatchWrite> batches_;
+};
+
+}  // namespace ledger::testing_util
+
+#endif  // LEDGER_TESTS_SHARD_MEMORY_STORE_H_

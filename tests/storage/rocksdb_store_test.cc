@@ -1,0 +1,233 @@
+#include "storage/rocksdb_store.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+#include "storage/ledger_records.pb.h"
+#include "tests/scratch_dir.h"
+
+namespace ledger::storage {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::ScratchDir;
+
+StoreOptions OptionsFor(const std::string& dir) {
+  StoreOptions options;
+  options.data_dir = dir;
+  options.durability = Durability::kSync;
+  return options;
+}
+
+std::unique_ptr<RocksDbStore> OpenOrDie(const StoreOptions& options) {
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store = RocksDbStore::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+JournalEntry Entry(const std::string& account, uint64_t sequence, int64_t balance_after) {
+  return JournalEntry{.account_id = account,
+                      .sequence = sequence,
+                      .op = Op::kDeposit,
+                      .amount = 10,
+                      .balance_after = balance_after,
+                      .request_id = "req-" + std::to_string(sequence),
+                      .time = absl::FromUnixSeconds(1'800'000'000 + sequence)};
+}
+
+std::map<std::string, AccountState> AllAccounts(RocksDbStore& store) {
+  std::map<std::string, AccountState> accounts;
+  EXPECT_TRUE(store
+                  .ForEachAccount([&](std::string id, const AccountState& state) {
+                    accounts[std::move(id)] = state;
+                  })
+                  .ok());
+  return accounts;
+}
+
+TEST(RocksDbStoreTest, WhatIsWrittenIsReadBackAfterReopening) {
+  ScratchDir scratch;
+  const StoreOptions options = OptionsFor(scratch.Sub("data"));
+  const RequestRecord record{.op = Op::kWithdraw,
+                             .amount = 500,
+                             .outcome = Outcome::kInsufficientFunds,
+                             .balance = 40,
+                             .recorded_at = absl::FromUnixSeconds(1'800'000'000)};
+  {
+    std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
+    ASSERT_NE(store, nullptr);
+    BatchWrite batch;
+    batch.accounts = {{"a", {.balance = 50, .sequence = 5}}, {"ab", {.balance = 7, .sequence = 1}}};
+    for (uint64_t s = 1; s <= 5; ++s) batch.journal.push_back(Entry("a", s, 10 * s));
+    batch.journal.push_back(Entry("ab", 1, 7));
+    batch.requests = {{"a", "w-1", record}};
+    ASSERT_TRUE(store->Write(batch).ok());
+  }
+  std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(AllAccounts(*store),
+            (std::map<std::string, AccountState>{{"a", {.balance = 50, .sequence = 5}},
+                                                 {"ab", {.balance = 7, .sequence = 1}}}));
+  EXPECT_EQ(store->FindRequest("a", "w-1").value(), record);
+  EXPECT_EQ(store->FindRequest("a", "w-2").value(), std::nullopt);
+  EXPECT_EQ(store->FindRequest("ab", "w-1").value(), std::nullopt);
+  EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 50, .sequence = 5}));
+  EXPECT_EQ(store->FindAccount("nobody").value(), std::nullopt);
+
+  // Newest first, in pages; "ab"'s entry never shows in "a"'s history.
+  absl::StatusOr<HistoryPage> page = store->ReadHistory("a", 0, 2);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 2u);
+  EXPECT_EQ(page->entries[0], Entry("a", 5, 50));
+  EXPECT_EQ(page->entries[1], Entry("a", 4, 40));
+  EXPECT_EQ(page->next_sequence, 3u);
+  page = store->ReadHistory("a", 3, 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 2u);
+  EXPECT_EQ(page->entries[1].sequence, 2u);
+  EXPECT_EQ(page->next_sequence, 1u);
+  page = store->ReadHistory("a", 1, 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].sequence, 1u);
+  EXPECT_EQ(page->next_sequence, 0u);
+  page = store->ReadHistory("ab", 0, 50);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0], Entry("ab", 1, 7));
+}
+
+TEST(RocksDbStoreTest, RefusesADirectoryHoldingSomethingElse) {
+  ScratchDir scratch;
+  std::ofstream(scratch.Sub("notes.txt")) << "not a database\n";
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store =
+      RocksDbStore::Open(OptionsFor(scratch.path()));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("no ledgerd database (no RocksDB CURRENT file)"));
+  EXPECT_THAT(store.status().message(), HasSubstr("pass another --data_dir"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(scratch.path()), {}), 1);
+}
+
+TEST(RocksDbStoreTest, RefusesTheRocksDbOfAnotherProgram) {
+  ScratchDir scratch;
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, scratch.path(), &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "user:1", "alice").ok());
+    delete db;
+  }
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store =
+      RocksDbStore::Open(OptionsFor(scratch.path()));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("a RocksDB database of another program"));
+}
+
+TEST(RocksDbStoreTest, RefusesAnotherFormatVersion) {
+  ScratchDir scratch;
+  ASSERT_NE(OpenOrDie(OptionsFor(scratch.path())), nullptr);
+  {
+    // Rewrite the marker as a future ledgerd would.
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {"default", "accounts", "journal", "requests"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::DBOptions(), scratch.path(), families, &handles, &db).ok());
+    v1::FormatMarker marker;
+    marker.set_magic("ledgerd");
+    marker.set_format_version(kFormatVersion + 1);
+    marker.set_created_by("ledgerd 9.0.0");
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), handles[0], "format", marker.SerializeAsString()).ok());
+    for (auto* handle : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(handle).ok());
+    delete db;
+  }
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store =
+      RocksDbStore::Open(OptionsFor(scratch.path()));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("it has data format version 2 (written by ledgerd 9.0.0); this ledgerd "
+                        "reads only version 1"));
+}
+
+TEST(RocksDbStoreTest, RefusesACorruptDirectory) {
+  ScratchDir scratch;
+  {
+    std::unique_ptr<RocksDbStore> store = OpenOrDie(OptionsFor(scratch.path()));
+    ASSERT_NE(store, nullptr);
+    BatchWrite batch;
+    batch.accounts = {{"a", {.balance = 1, .sequence = 1}}};
+    ASSERT_TRUE(store->Write(batch).ok());
+  }
+  int garbled = 0;
+  for (const auto& file : std::filesystem::directory_iterator(scratch.path())) {
+    if (file.path().filename().string().starts_with("MANIFEST-")) {
+      std::ofstream(file.path(), std::ios::binary | std::ios::trunc) << "garbage, not a manifest";
+      ++garbled;
+    }
+  }
+  ASSERT_EQ(garbled, 1);
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store =
+      RocksDbStore::Open(OptionsFor(scratch.path()));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("refusing data directory"));
+}
+
+TEST(RocksDbStoreTest, RefusesADirectoryInUse) {
+  ScratchDir scratch;
+  std::unique_ptr<RocksDbStore> first = OpenOrDie(OptionsFor(scratch.path()));
+  ASSERT_NE(first, nullptr);
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> second =
+      RocksDbStore::Open(OptionsFor(scratch.path()));
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("is in use by another process"));
+}
+
+TEST(RocksDbStoreTest, CompactionPurgesExpiredRequestRecordsOnly) {
+  ScratchDir scratch;
+  std::atomic<int64_t> now{1'800'000'000};
+  StoreOptions options = OptionsFor(scratch.path());
+  options.idempotency_ttl = absl::Hours(24);
+  options.clock = [&] { return absl::FromUnixSeconds(now.load()); };
+  std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
+  ASSERT_NE(store, nullptr);
+  BatchWrite batch;
+  for (int i = 0; i < 3; ++i) {
+    batch.requests.push_back(
+        {"a", "old-" + std::to_string(i), {.recorded_at = absl::FromUnixSeconds(now.load())}});
+  }
+  batch.requests.push_back(
+      {"a", "recent", {.recorded_at = absl::FromUnixSeconds(now.load() + 23 * 3600)}});
+  ASSERT_TRUE(store->Write(batch).ok());
+  ASSERT_TRUE(store->PurgeExpiredRequests().ok());
+  EXPECT_EQ(store->CountRequestRecords().value(), 4);  // Nothing has expired yet.
+  now += 24 * 3600;
+  ASSERT_TRUE(store->PurgeExpiredRequests().ok());
+  EXPECT_EQ(store->CountRequestRecords().value(), 1);
+  EXPECT_TRUE(store->FindRequest("a", "recent").value().has_value());
+}
+
+TEST(DurabilityTest, ParsesTheThreeNamesAndRefusesOthers) {
+  EXPECT_EQ(ParseDurability("sync").value(), Durability::kSync);
+  EXPECT_EQ(ParseDurability("async").value(), Durability::kAsync);
+  EXPECT_EQ(ParseDurability("none").value(), Durability::kNone);
+  EXPECT_EQ(ParseDurability("fsync").status().message(),
+            "durability must be sync, async or none; got \"fsync\"");
+}
+
+}  // namespace
+}  // namespace ledger::storage
