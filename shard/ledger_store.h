@@ -91,6 +91,9 @@ class LedgerStore {
   // The record written for (account_id, request_id), expired or not; nullopt when there is none.
   virtual absl::StatusOr<std::optional<RequestRecord>> FindRequest(
       absl::string_view account_id, absl::string_view request_id) = 0;
+
+  // The account's stored state; nullopt when it was never written.
+  virtual absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) = 0;
 };
 
 }  // namespace ledger

@@ -182,6 +182,7 @@ void Shard::CommitBatch() {
 // kStorageFailed (not applied; safe to retry), and Balance reads are answered from the restored
 // state, as if they had run before the failed operations.
 void Shard::RollBackBatch() {
+  for (const auto& [account_id, before] : undo_) unsettled_accounts_.insert(account_id);
   for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) {
     if (undo->second.has_value()) {
       accounts_.insert_or_assign(undo->first, *undo->second);
@@ -207,7 +208,8 @@ void Shard::LogStorageError(const absl::Status& status, absl::string_view what) 
   // A failing disk fails every batch: log the first error and then at most one line a second.
   ++storage_errors_since_log_;
   const SteadyClock::time_point now = SteadyClock::now();
-  if (storage_errors_since_log_ > 1 && now - last_storage_log_ < std::chrono::seconds(1)) return;
+  const bool logged_before = last_storage_log_ != SteadyClock::time_point();
+  if (logged_before && now - last_storage_log_ < std::chrono::seconds(1)) return;
   std::cerr << "ledgerd: shard " << options_.index << ": storage failed " << what << ": "
             << status.message() << " (" << storage_errors_since_log_
             << " storage error(s) since the last report); the affected calls were answered "
@@ -234,8 +236,31 @@ Reply Shard::Handle(const Message& message) {
   return {.outcome = Outcome::kInternal};
 }
 
+bool Shard::SettleAccount(absl::string_view account_id) {
+  auto unsettled = unsettled_accounts_.find(account_id);
+  if (unsettled == unsettled_accounts_.end()) return true;
+  absl::StatusOr<std::optional<AccountState>> stored = options_.store->FindAccount(account_id);
+  if (!stored.ok()) {
+    observer_->OnStorageError();
+    LogStorageError(stored.status(), "reloading an account after a failed write");
+    return false;
+  }
+  if (stored->has_value()) {
+    accounts_.insert_or_assign(std::string(account_id), **stored);
+  } else {
+    accounts_.erase(account_id);
+  }
+  unsettled_accounts_.erase(unsettled);
+  return true;
+}
+
 Reply Shard::ApplyToAccounts(const Message& message) {
   const bool mutation = message.op != Op::kBalance;
+  // A read of an account the store cannot settle yet is answered from memory: the state before
+  // the failed write.
+  if (!unsettled_accounts_.empty() && !SettleAccount(message.account_id) && mutation) {
+    return Reply{.outcome = Outcome::kStorageFailed};
+  }
   const bool deduplicated = mutation && options_.store != nullptr && !message.request_id.empty();
   if (deduplicated) {
     if (std::optional<Reply> recorded = FindRecordedReply(message)) return *recorded;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "shard/ledger_rules.h"
@@ -124,6 +125,8 @@ class Shard {
   // Writes the batch; on failure restores the batch's in-memory changes and rewrites replies.
   void CommitBatch();
   void RollBackBatch();
+  // Reloads an account of a failed batch from the store. False when the store cannot say.
+  bool SettleAccount(absl::string_view account_id);
   void LogStorageError(const absl::Status& status, absl::string_view what);
 
   const ShardOptions options_;
@@ -148,6 +151,9 @@ class Shard {
   BatchWrite write_;
   std::vector<std::pair<std::string, std::optional<AccountState>>> undo_;
   absl::flat_hash_map<std::string, size_t> batch_requests_;
+  // Accounts of batches whose write failed. A failed write may still have reached the disk (a
+  // sync can fail after the data did), so each is reloaded from the store before its next use.
+  absl::flat_hash_set<std::string> unsettled_accounts_;
   absl::Time batch_time_;
   SteadyClock::time_point last_storage_log_;
   uint64_t storage_errors_since_log_ = 0;

@@ -1,7 +1,10 @@
 #include "storage/rocksdb_store.h"
 
 #include <array>
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <system_error>
 #include <utility>
 
@@ -26,8 +29,8 @@ constexpr absl::string_view kFormatKey = "format";
 constexpr std::array<absl::string_view, 4> kFamilyNames = {"default", "accounts", "journal",
                                                            "requests"};
 enum Family { kDefault = 0, kAccounts = 1, kJournal = 2, kRequests = 3 };
-// How often a failing store retries RocksDB's Resume; in between, writes fail at once.
-constexpr absl::Duration kResumeInterval = absl::Milliseconds(100);
+// How often a closed store tries to reopen; in between, writes fail at once.
+constexpr absl::Duration kReopenInterval = absl::Milliseconds(200);
 
 // Debian's Abseil has its own string_view, not std::string_view, so slices convert by hand.
 absl::string_view View(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
@@ -58,6 +61,21 @@ class ExpiredRequestFilter final : public rocksdb::CompactionFilter {
  private:
   const absl::Duration ttl_;
   const std::function<absl::Time()> clock_;
+};
+
+// RocksDB's warnings and errors, in ledgerd's log instead of a LOG file in the data directory:
+// operators read one log, and a full disk cannot also break RocksDB's own logging (Debian's
+// RocksDB 7.8 asserts when it logs to a file whose earlier write failed).
+class StderrLogger final : public rocksdb::Logger {
+ public:
+  StderrLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list arguments) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, arguments);
+    std::cerr << "ledgerd: rocksdb: " << line << "\n";
+  }
 };
 
 std::string Refusal(const std::string& dir, absl::string_view problem) {
@@ -101,6 +119,13 @@ struct RocksDbStore::Handles {
 };
 
 absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options) {
+  absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options);
+  if (!handles.ok()) return handles.status();
+  return std::unique_ptr<RocksDbStore>(new RocksDbStore(options, *std::move(handles)));
+}
+
+absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles(
+    const StoreOptions& options) {
   namespace fs = std::filesystem;
   const std::string& dir = options.data_dir;
   if (options.durability == Durability::kNone) {
@@ -122,6 +147,10 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   if (error) {
     return absl::FailedPreconditionError(Refusal(dir, error.message()));
   }
+  if (!exists && !fs::create_directories(dir, error) && error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create data directory ", dir, ": ", error.message()));
+  }
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = fresh;
@@ -132,7 +161,13 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   db_options.db_write_buffer_size = 64 << 20;  // Memtables of all families together.
   db_options.max_background_jobs = 2;
-  db_options.keep_log_file_num = 5;
+  db_options.info_log = std::make_shared<StderrLogger>();
+  // One WriteBatch spans the column families: flush them together, so that no recovery can
+  // find one family ahead of another.
+  db_options.atomic_flush = true;
+  // After a failed write the store closes and reopens the database itself (see Write); RocksDB
+  // 7.8's own resume can leave the log writer unusable (facebook/rocksdb#11643).
+  db_options.max_bgerror_resume_count = 0;
 
   if (!fresh) {
     std::vector<std::string> names;
@@ -223,7 +258,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
                                     "); this ledgerd reads only version ", kFormatVersion)));
     }
   }
-  return std::unique_ptr<RocksDbStore>(new RocksDbStore(options, std::move(handles)));
+  return handles;
 }
 
 RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<Handles> handles)
@@ -235,56 +270,103 @@ absl::Status RocksDbStore::Write(const BatchWrite& batch) {
   if (options_.test_write_fault) {
     if (absl::Status fault = options_.test_write_fault(); !fault.ok()) return fault;
   }
-  if (write_failed_.load(std::memory_order_acquire)) {
-    if (absl::Status resumed = ResumeAfterFailure(); !resumed.ok()) return resumed;
+  uint64_t generation = 0;
+  absl::Status failed;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (handles_ != nullptr) {
+      failed = WriteWith(*handles_, batch);
+      if (failed.ok()) return failed;
+      generation = generation_;
+    }
   }
-  rocksdb::DB& db = *handles_->db;
+  absl::MutexLock lock(&mu_);
+  if (!failed.ok()) {
+    // A database whose write failed is never written to again: RocksDB 7.8 cannot reliably
+    // resume its log after, say, a full disk. Close it now; a later write reopens it, and the
+    // reopening recovers exactly what reached the log.
+    if (generation == generation_ && handles_ != nullptr) {
+      handles_.reset();
+      closed_.store(true, std::memory_order_release);
+      ++generation_;
+      failure_ = failed;
+      last_reopen_attempt_ = absl::Now();
+    }
+    return failed;
+  }
+  if (handles_ == nullptr) {
+    if (absl::Status reopened = ReopenLocked(); !reopened.ok()) return reopened;
+  }
+  failed = WriteWith(*handles_, batch);
+  if (!failed.ok()) {
+    handles_.reset();
+    closed_.store(true, std::memory_order_release);
+    ++generation_;
+    failure_ = failed;
+  }
+  return failed;
+}
+
+absl::Status RocksDbStore::WriteWith(Handles& handles, const BatchWrite& batch) {
   rocksdb::WriteBatch write;
   rocksdb::Status added;
   for (const AccountWrite& account : batch.accounts) {
-    added = write.Put(handles_->families[kAccounts], AccountKey(account.account_id),
+    added = write.Put(handles.families[kAccounts], AccountKey(account.account_id),
                       EncodeAccount(account.state));
     if (!added.ok()) return FromRocks(added, "preparing a write");
   }
   for (const JournalEntry& entry : batch.journal) {
-    added = write.Put(handles_->families[kJournal], JournalKey(entry.account_id, entry.sequence),
+    added = write.Put(handles.families[kJournal], JournalKey(entry.account_id, entry.sequence),
                       EncodeJournal(entry));
     if (!added.ok()) return FromRocks(added, "preparing a write");
   }
   for (const RequestWrite& request : batch.requests) {
     added =
-        write.Put(handles_->families[kRequests], RequestKey(request.account_id, request.request_id),
+        write.Put(handles.families[kRequests], RequestKey(request.account_id, request.request_id),
                   EncodeRequest(request.record));
     if (!added.ok()) return FromRocks(added, "preparing a write");
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.durability == Durability::kSync;
-  rocksdb::Status written = db.Write(write_options, &write);
-  if (!written.ok()) {
-    write_failed_.store(true, std::memory_order_release);
-    return FromRocks(written, "writing to RocksDB");
+  return FromRocks(handles.db->Write(write_options, &write), "writing to RocksDB");
+}
+
+absl::Status RocksDbStore::ReopenLocked() {
+  const absl::Time now = absl::Now();
+  if (now - last_reopen_attempt_ < kReopenInterval) return ClosedError();
+  last_reopen_attempt_ = now;
+  absl::StatusOr<std::unique_ptr<Handles>> reopened = OpenHandles(options_);
+  if (!reopened.ok()) {
+    reopen_failure_ = reopened.status();
+    return ClosedError();
   }
+  handles_ = *std::move(reopened);
+  closed_.store(false, std::memory_order_release);
+  ++generation_;
+  reopen_failure_ = absl::OkStatus();
+  std::cerr << "ledgerd: storage reopened " << options_.data_dir << " after a failed write ("
+            << failure_.message() << "); writes resume\n";
   return absl::OkStatus();
 }
 
-absl::Status RocksDbStore::ResumeAfterFailure() {
-  absl::MutexLock lock(&resume_mutex_);
-  if (!write_failed_.load(std::memory_order_relaxed)) return absl::OkStatus();
-  const absl::Time now = absl::Now();
-  if (now - last_resume_attempt_ < kResumeInterval) return last_resume_error_;
-  last_resume_attempt_ = now;
-  rocksdb::Status resumed = handles_->db->Resume();
-  if (!resumed.ok()) {
-    last_resume_error_ = FromRocks(resumed, "storage has not recovered from an earlier failure");
-    return last_resume_error_;
-  }
-  write_failed_.store(false, std::memory_order_release);
-  last_resume_error_ = absl::OkStatus();
-  return absl::OkStatus();
+void RocksDbStore::ReopenIfClosed() {
+  absl::MutexLock lock(&mu_);
+  if (handles_ == nullptr) ReopenLocked().IgnoreError();
+}
+
+absl::Status RocksDbStore::ClosedError() const {
+  return absl::UnavailableError(absl::StrCat(
+      "storage is closed since a write failed (", failure_.message(), ")",
+      reopen_failure_.ok() ? ""
+                           : absl::StrCat("; reopening it failed: ", reopen_failure_.message()),
+      "; it is reopened on a later write"));
 }
 
 absl::StatusOr<std::optional<RequestRecord>> RocksDbStore::FindRequest(
     absl::string_view account_id, absl::string_view request_id) {
+  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
   std::string value;
   rocksdb::Status read = handles_->db->Get(rocksdb::ReadOptions(), handles_->families[kRequests],
                                            RequestKey(account_id, request_id), &value);
@@ -297,6 +379,9 @@ absl::StatusOr<std::optional<RequestRecord>> RocksDbStore::FindRequest(
 
 absl::Status RocksDbStore::ForEachAccount(
     const std::function<void(std::string account_id, const AccountState& state)>& load) {
+  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
   rocksdb::ReadOptions read_options;
   read_options.verify_checksums = true;
   read_options.fill_cache = false;  // One pass at start-up: do not evict what serving needs.
@@ -315,6 +400,9 @@ absl::Status RocksDbStore::ForEachAccount(
 
 absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
     absl::string_view account_id) {
+  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
   std::string value;
   rocksdb::Status read = handles_->db->Get(rocksdb::ReadOptions(), handles_->families[kAccounts],
                                            AccountKey(account_id), &value);
@@ -355,6 +443,9 @@ absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_
 }
 
 absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {
+  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
   std::unique_ptr<rocksdb::Iterator> it(
       handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->families[kRequests]));
   int64_t count = 0;
@@ -366,6 +457,9 @@ absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {
 }
 
 absl::Status RocksDbStore::PurgeExpiredRequests() {
+  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
   rocksdb::CompactRangeOptions compact;
   // Rewrite even the bottommost files, where expired records would otherwise stay.
   compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;

@@ -81,8 +81,7 @@ class RocksDbStore final : public LedgerStore {
   absl::Status ForEachAccount(
       const std::function<void(std::string account_id, const AccountState& state)>& load);
 
-  // The account's state, or nullopt when it has never been written.
-  absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id);
+  absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
 
   // Up to `limit` journal entries of the account, newest first, starting at sequence number
   // `start` (0: the newest).
@@ -99,17 +98,26 @@ class RocksDbStore final : public LedgerStore {
   struct Handles;
   RocksDbStore(const StoreOptions& options, std::unique_ptr<Handles> handles);
 
-  // When an earlier write failed, RocksDB refuses writes until resumed. Tries that, at most
-  // every kResumeInterval; OK when writes may go ahead.
-  absl::Status ResumeAfterFailure();
+  static absl::StatusOr<std::unique_ptr<Handles>> OpenHandles(const StoreOptions& options);
+  absl::Status WriteWith(Handles& handles, const BatchWrite& batch);
+  // Tries to reopen the closed database, at most once per kReopenInterval.
+  absl::Status ReopenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For reads: a closed database is reopened by whichever use comes first, read or write.
+  void ReopenIfClosed() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ClosedError() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;
-  const std::unique_ptr<Handles> handles_;
-  // Set after a failed write; read on every write without the mutex.
-  std::atomic<bool> write_failed_{false};
-  absl::Mutex resume_mutex_;
-  absl::Time last_resume_attempt_ ABSL_GUARDED_BY(resume_mutex_);
-  absl::Status last_resume_error_ ABSL_GUARDED_BY(resume_mutex_);
+  // Shared by every read and write; exclusive to close the database after a failed write and to
+  // reopen it.
+  mutable absl::Mutex mu_;
+  // Null while closed after a failed write; closed_ says so without the lock.
+  std::unique_ptr<Handles> handles_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> closed_{false};
+  // Bumped whenever handles_ changes, so that two failed writes close one database only once.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  absl::Status reopen_failure_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ledger::storage

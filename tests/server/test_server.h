@@ -67,19 +67,23 @@ struct CallResult {
   int64_t balance = 0;
 };
 
-inline CallResult Deposit(v1::Ledger::Stub& stub, const std::string& account_id, int64_t amount) {
+inline CallResult Deposit(v1::Ledger::Stub& stub, const std::string& account_id, int64_t amount,
+                          const std::string& request_id = "") {
   v1::DepositRequest request;
   request.set_account_id(account_id);
   request.set_amount(amount);
+  request.set_request_id(request_id);
   v1::DepositResponse response;
   grpc::Status status = stub.Deposit(ContextWithDeadline().get(), request, &response);
   return {status, response.balance()};
 }
 
-inline CallResult Withdraw(v1::Ledger::Stub& stub, const std::string& account_id, int64_t amount) {
+inline CallResult Withdraw(v1::Ledger::Stub& stub, const std::string& account_id, int64_t amount,
+                           const std::string& request_id = "") {
   v1::WithdrawRequest request;
   request.set_account_id(account_id);
   request.set_amount(amount);
+  request.set_request_id(request_id);
   v1::WithdrawResponse response;
   grpc::Status status = stub.Withdraw(ContextWithDeadline().get(), request, &response);
   return {status, response.balance()};
@@ -91,6 +95,22 @@ inline CallResult Balance(v1::Ledger::Stub& stub, const std::string& account_id)
   v1::BalanceResponse response;
   grpc::Status status = stub.Balance(ContextWithDeadline().get(), request, &response);
   return {status, response.balance()};
+}
+
+struct HistoryResult {
+  grpc::Status status;
+  v1::HistoryResponse response;
+};
+
+inline HistoryResult History(v1::Ledger::Stub& stub, const std::string& account_id,
+                             int32_t page_size = 0, const std::string& page_token = "") {
+  v1::HistoryRequest request;
+  request.set_account_id(account_id);
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
+  HistoryResult result;
+  result.status = stub.History(ContextWithDeadline().get(), request, &result.response);
+  return result;
 }
 
 }  // namespace ledger::testing_util

@@ -157,6 +157,35 @@ TEST_F(DurableShardTest, AFailedWriteAnswersUnavailableAndLeavesNoTrace) {
   EXPECT_EQ(store_.failed_writes(), 2);
 }
 
+TEST_F(DurableShardTest, AFailedWriteThatReachedTheDiskAnywayIsReloadedBeforeTheNextUse) {
+  StartShard();
+  ASSERT_EQ(Call(Op::kDeposit, "a", 100).balance, 100);
+  store_.FailWrites(true);
+  store_.LandFailedWrites(true);
+  EXPECT_EQ(Call(Op::kDeposit, "a", 50, "landed").outcome, Outcome::kStorageFailed);
+  store_.FailWrites(false);
+  // The shard answered UNAVAILABLE, yet the store holds the deposit: the store is the truth.
+  EXPECT_EQ(Call(Op::kBalance, "a", 0).balance, 150);
+  const Reply retried = Call(Op::kDeposit, "a", 50, "landed");
+  EXPECT_EQ(retried.outcome, Outcome::kOk);
+  EXPECT_EQ(retried.balance, 150);  // Replayed from the record, not applied again.
+  EXPECT_EQ(Call(Op::kDeposit, "a", 1).balance, 151);
+  EXPECT_EQ(store_.account("a"), (AccountState{.balance = 151, .sequence = 3}));
+}
+
+TEST_F(DurableShardTest, AnAccountThatCannotBeReloadedRefusesWritesButServesReads) {
+  StartShard();
+  ASSERT_EQ(Call(Op::kDeposit, "a", 100).balance, 100);
+  store_.FailWrites(true);
+  EXPECT_EQ(Call(Op::kDeposit, "a", 50).outcome, Outcome::kStorageFailed);
+  store_.FailLookups(true);
+  EXPECT_EQ(Call(Op::kBalance, "a", 0).balance, 100);
+  EXPECT_EQ(Call(Op::kWithdraw, "a", 1).outcome, Outcome::kStorageFailed);
+  store_.FailLookups(false);
+  store_.FailWrites(false);
+  EXPECT_EQ(Call(Op::kWithdraw, "a", 1).balance, 99);
+}
+
 TEST_F(DurableShardTest, ARetriedRequestIdIsAppliedOnceAndGetsTheSameReply) {
   StartShard();
   const Reply first = Call(Op::kDeposit, "a", 100, "dep-1");

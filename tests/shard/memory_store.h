@@ -23,14 +23,10 @@ class MemoryStore final : public LedgerStore {
     if (on_write_) on_write_(batch);
     if (fail_writes_) {
       ++failed_writes_;
+      if (land_failed_writes_) Apply(batch);
       return absl::UnavailableError("injected write failure");
     }
-    for (const AccountWrite& account : batch.accounts)
-      accounts_[account.account_id] = account.state;
-    for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
-    for (const RequestWrite& request : batch.requests) {
-      requests_[{request.account_id, request.request_id}] = request.record;
-    }
+    Apply(batch);
     batches_.push_back(batch);
     return absl::OkStatus();
   }
@@ -42,6 +38,21 @@ class MemoryStore final : public LedgerStore {
     auto found = requests_.find({std::string(account_id), std::string(request_id)});
     if (found == requests_.end()) return std::nullopt;
     return found->second;
+  }
+
+  absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_lookups_) return absl::UnavailableError("injected lookup failure");
+    auto found = accounts_.find(std::string(account_id));
+    if (found == accounts_.end()) return std::nullopt;
+    return found->second;
+  }
+
+  // Makes the next failing write land on "disk" anyway, as a write whose sync fails after its
+  // data reached the log may.
+  void LandFailedWrites(bool land) {
+    std::lock_guard<std::mutex> lock(mu_);
+    land_failed_writes_ = land;
   }
 
   void FailWrites(bool fail) {
@@ -79,9 +90,20 @@ class MemoryStore final : public LedgerStore {
   }
 
  private:
+  void Apply(const BatchWrite& batch) {
+    for (const AccountWrite& account : batch.accounts) {
+      accounts_[account.account_id] = account.state;
+    }
+    for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
+    for (const RequestWrite& request : batch.requests) {
+      requests_[{request.account_id, request.request_id}] = request.record;
+    }
+  }
+
   mutable std::mutex mu_;
   bool fail_writes_ = false;
   bool fail_lookups_ = false;
+  bool land_failed_writes_ = false;
   int failed_writes_ = 0;
   std::function<void(const BatchWrite&)> on_write_;
   std::map<std::string, AccountState> accounts_;
