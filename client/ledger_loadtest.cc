@@ -54,6 +54,10 @@ ABSL_FLAG(int64_t, amount_min, 1, "smallest amount, minor units");
 ABSL_FLAG(int64_t, amount_max, 1000, "largest amount, minor units");
 ABSL_FLAG(int32_t, channels, 4, "HTTP/2 connections to spread calls over");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "deadline of each call");
+ABSL_FLAG(bool, wait_for_ready, true,
+          "while the server is unreachable (say, restarting), a call waits for the connection "
+          "until its deadline instead of failing at once with UNAVAILABLE; false measures "
+          "fail-fast clients");
 ABSL_FLAG(std::string, run_id, "",
           "prefix of every account id and request_id, so runs never interfere (default: random)");
 ABSL_FLAG(int32_t, shards, 0,
@@ -86,6 +90,7 @@ struct Options {
   int64_t amount_max;
   int32_t channels;
   absl::Duration deadline;
+  bool wait_for_ready;
   std::string run_id;
   int32_t shards;
   bool verify;
@@ -95,16 +100,17 @@ struct Options {
 };
 
 absl::StatusOr<Options> OptionsFromFlags() {
-  Options o{absl::GetFlag(FLAGS_target),       absl::GetFlag(FLAGS_concurrency),
-            absl::GetFlag(FLAGS_rate),         absl::GetFlag(FLAGS_max_in_flight),
-            absl::GetFlag(FLAGS_duration),     absl::GetFlag(FLAGS_requests),
-            absl::GetFlag(FLAGS_warmup),       absl::GetFlag(FLAGS_accounts),
-            absl::GetFlag(FLAGS_distribution), {},
-            absl::GetFlag(FLAGS_amount_min),   absl::GetFlag(FLAGS_amount_max),
-            absl::GetFlag(FLAGS_channels),     absl::GetFlag(FLAGS_deadline),
-            absl::GetFlag(FLAGS_run_id),       absl::GetFlag(FLAGS_shards),
-            absl::GetFlag(FLAGS_verify),       absl::GetFlag(FLAGS_resolve_for),
-            absl::GetFlag(FLAGS_json),         absl::GetFlag(FLAGS_progress)};
+  Options o{absl::GetFlag(FLAGS_target),         absl::GetFlag(FLAGS_concurrency),
+            absl::GetFlag(FLAGS_rate),           absl::GetFlag(FLAGS_max_in_flight),
+            absl::GetFlag(FLAGS_duration),       absl::GetFlag(FLAGS_requests),
+            absl::GetFlag(FLAGS_warmup),         absl::GetFlag(FLAGS_accounts),
+            absl::GetFlag(FLAGS_distribution),   {},
+            absl::GetFlag(FLAGS_amount_min),     absl::GetFlag(FLAGS_amount_max),
+            absl::GetFlag(FLAGS_channels),       absl::GetFlag(FLAGS_deadline),
+            absl::GetFlag(FLAGS_wait_for_ready), absl::GetFlag(FLAGS_run_id),
+            absl::GetFlag(FLAGS_shards),         absl::GetFlag(FLAGS_verify),
+            absl::GetFlag(FLAGS_resolve_for),    absl::GetFlag(FLAGS_json),
+            absl::GetFlag(FLAGS_progress)};
   absl::StatusOr<OperationMix> mix = ParseOperationMix(absl::GetFlag(FLAGS_mix));
   if (!mix.ok()) return mix.status();
   o.mix = *mix;
@@ -278,6 +284,7 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
   if (call->measured) measured_issued_.fetch_add(1);
   call->context.set_deadline(std::chrono::system_clock::now() +
                              absl::ToChronoNanoseconds(options_.deadline));
+  call->context.set_wait_for_ready(options_.wait_for_ready);
   const uint64_t sequence = sequence_.fetch_add(1);
   v1::Ledger::Stub& stub = *stubs_[sequence % stubs_.size()];
   const std::string& account = names_[plan.account];
@@ -310,8 +317,8 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
   if (EffectOf(call->plan.op, status.error_code()) == Effect::kUnknown) {
     std::lock_guard<std::mutex> lock(ambiguous_mu_);
-    ambiguous_.push_back({call->plan.account, call->plan.op, call->plan.amount,
-                          std::move(call->request_id)});
+    ambiguous_.push_back(
+        {call->plan.account, call->plan.op, call->plan.amount, std::move(call->request_id)});
   }
   stats_.Record(status.error_code(), latency, shard_of_[call->plan.account], call->measured);
   std::unique_ptr<Workload> workload = std::move(call->workload);
@@ -484,7 +491,7 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   const absl::Time give_up = absl::Now() + options.resolve_for;
   std::atomic<size_t> next{0};
   std::atomic<int64_t> applied{0}, not_applied{0}, unresolved{0};
-  constexpr int kResolvers = 8;
+  constexpr int kResolvers = 16;
   std::vector<std::thread> resolvers;
   resolvers.reserve(kResolvers);
   for (int r = 0; r < kResolvers; ++r) {
@@ -496,6 +503,7 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
           grpc::ClientContext context;
           context.set_deadline(std::chrono::system_clock::now() +
                                absl::ToChronoNanoseconds(options.deadline));
+          context.set_wait_for_ready(true);  // Through a restart, the answer is worth waiting.
           grpc::Status status;
           if (call.op == Op::kDeposit) {
             v1::DepositRequest request;

@@ -174,7 +174,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
     rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, dir, &names);
     if (!listed.ok()) {
       return absl::FailedPreconditionError(
-          Refusal(dir, absl::StrCat("it cannot be read as a database: ", listed.ToString())));
+          Refusal(dir, absl::StrCat("it is corrupt or unreadable: ", listed.ToString())));
     }
     std::vector<std::string> expected(kFamilyNames.begin(), kFamilyNames.end());
     std::sort(names.begin(), names.end());
