@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "client/exit_codes.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -25,8 +26,12 @@ ABSL_FLAG(bool, json, false,
           "JSON mapping); errors go to stderr as {\"code\":..., \"message\":...}");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "how long to wait for an answer");
 ABSL_FLAG(std::string, request_id, "",
-          "idempotency key for deposit and withdraw (ledgerd accepts it; exactly-once retries "
-          "with the same key come with durability)");
+          "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
+          "with the same key, operation and amount is applied at most once and gets the first "
+          "call's result");
+ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
+ABSL_FLAG(std::string, page_token, "",
+          "history: the next_page_token of an earlier page, for older entries");
 
 namespace {
 
@@ -36,10 +41,12 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] deposit ACCOUNT AMOUNT [--request_id=ID]\n"
     "  ledgerctl [flags] withdraw ACCOUNT AMOUNT [--request_id=ID]\n"
     "  ledgerctl [flags] balance ACCOUNT\n"
+    "  ledgerctl [flags] history ACCOUNT [--page_size=N] [--page_token=TOKEN]\n"
     "  ledgerctl [flags] health\n"
     "\n"
     "AMOUNT is an integer number of minor units (cents). Prints `ACCOUNT: BALANCE` (the balance\n"
-    "after the call), `SERVING` for health, or JSON with --json.\n"
+    "after the call), the account's operations newest first for history, `SERVING` for health,\n"
+    "or JSON with --json.\n"
     "\n"
     "Exit codes:\n"
     "  0  OK (health: the server is SERVING)\n"
@@ -48,6 +55,7 @@ constexpr char kUsage[] =
     "  3  rejected by a ledger rule (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE,\n"
     "     ALREADY_EXISTS): retrying the same call will not help\n"
     "  4  NOT_FOUND: the account has never received a deposit\n"
+    "     (history on a server with --durability=none is FAILED_PRECONDITION: 3)\n"
     "  5  overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE, DEADLINE_EXCEEDED), or\n"
     "     health is not SERVING: retry later, with a back-off";
 
@@ -72,7 +80,8 @@ std::string JsonString(const std::string& text) {
 int UsageError(const std::string& problem) {
   std::cerr << "ledgerctl: " << problem
             << "\nusage: ledgerctl [flags] deposit|withdraw ACCOUNT AMOUNT | balance ACCOUNT | "
-               "health\n`ledgerctl --help` explains the flags and the exit codes\n";
+               "history ACCOUNT | health\n`ledgerctl --help` explains the flags and the exit "
+               "codes\n";
   return ledger::kExitUsage;
 }
 
@@ -134,6 +143,60 @@ int Balance(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
   return PrintBalance(request.account_id(), response.balance());
 }
 
+const char* OperationName(ledger::v1::Operation operation) {
+  switch (operation) {
+    case ledger::v1::OPERATION_DEPOSIT:
+      return "deposit";
+    case ledger::v1::OPERATION_WITHDRAW:
+      return "withdraw";
+    default:
+      return "unknown";
+  }
+}
+
+int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
+  if (args.size() != 3) return UsageError("history takes ACCOUNT");
+  ledger::v1::HistoryRequest request;
+  request.set_account_id(args[2]);
+  request.set_page_size(absl::GetFlag(FLAGS_page_size));
+  request.set_page_token(absl::GetFlag(FLAGS_page_token));
+  ledger::v1::HistoryResponse response;
+  const grpc::Status status =
+      ledger::v1::Ledger::NewStub(channel)->History(NewContext().get(), request, &response);
+  if (!status.ok()) return Failed(status);
+  auto time_of = [](const ledger::v1::HistoryEntry& entry) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
+                            absl::FromUnixSeconds(entry.time().seconds()) +
+                                absl::Nanoseconds(entry.time().nanos()),
+                            absl::UTCTimeZone());
+  };
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << "{\"account_id\":" << JsonString(request.account_id()) << ",\"entries\":[";
+    for (int i = 0; i < response.entries_size(); ++i) {
+      const ledger::v1::HistoryEntry& entry = response.entries(i);
+      std::cout << (i == 0 ? "" : ",") << "{\"sequence\":\"" << entry.sequence()
+                << "\",\"operation\":" << JsonString(OperationName(entry.operation()))
+                << ",\"amount\":\"" << entry.amount() << "\",\"balance_after\":\""
+                << entry.balance_after() << "\",\"request_id\":" << JsonString(entry.request_id())
+                << ",\"time\":" << JsonString(time_of(entry)) << "}";
+    }
+    std::cout << "],\"next_page_token\":" << JsonString(response.next_page_token()) << "}\n";
+    return ledger::kExitOk;
+  }
+  std::cout << absl::StrFormat("%-6s %-24s %-9s %12s %14s  %s\n", "SEQ", "TIME (UTC)",
+                               "OPERATION", "AMOUNT", "BALANCE AFTER", "REQUEST ID");
+  for (const ledger::v1::HistoryEntry& entry : response.entries()) {
+    std::cout << absl::StrFormat("%-6d %-24s %-9s %12d %14d  %s\n", entry.sequence(),
+                                 time_of(entry), OperationName(entry.operation()), entry.amount(),
+                                 entry.balance_after(), entry.request_id());
+  }
+  if (!response.next_page_token().empty()) {
+    std::cout << "older entries: ledgerctl history " << request.account_id()
+              << " --page_token=" << response.next_page_token() << "\n";
+  }
+  return ledger::kExitOk;
+}
+
 int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
   if (args.size() != 2) return UsageError("health takes no arguments");
   grpc::health::v1::HealthCheckRequest request;  // "": the server as a whole.
@@ -182,6 +245,7 @@ int main(int argc, char** argv) {
         });
   }
   if (command == "balance") return Balance(channel, args);
+  if (command == "history") return History(channel, args);
   if (command == "health") return Health(channel, args);
   return UsageError(absl::StrCat("unknown command ", command));
 }

@@ -69,6 +69,37 @@ TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
   EXPECT_EQ(Run({"deposit", "alice", "5", "--request_id=r-1"}).output, "alice: 1105\n");
 }
 
+TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) {
+  StartLedgerd();
+  EXPECT_EQ(Run({"deposit", "dave", "100", "--request_id=d-1"}).output, "dave: 100\n");
+  EXPECT_EQ(Run({"deposit", "dave", "100", "--request_id=d-1"}).output, "dave: 100\n");
+  Result reused = Run({"deposit", "dave", "7", "--request_id=d-1"});
+  EXPECT_EQ(reused.exit_code, kExitRejected);
+  EXPECT_THAT(reused.output,
+              HasSubstr("ledgerctl: ALREADY_EXISTS: request_id \"d-1\" was already used on "
+                        "account dave for a deposit of 100; this call is a deposit of 7"));
+  EXPECT_EQ(Run({"withdraw", "dave", "30"}).output, "dave: 70\n");
+
+  Result history = Run({"history", "dave"});
+  EXPECT_EQ(history.exit_code, kExitOk);
+  EXPECT_THAT(history.output,
+              ::testing::StartsWith("SEQ    TIME (UTC)               OPERATION       AMOUNT  "
+                                    "BALANCE AFTER  REQUEST ID\n"));
+  EXPECT_THAT(history.output, ::testing::ContainsRegex(
+                                  "\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  \n1 +20[0-9-]+T"
+                                  "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
+  EXPECT_THAT(Run({"history", "dave", "--page_size=1"}).output,
+              HasSubstr("older entries: ledgerctl history dave --page_token=1\n"));
+  EXPECT_THAT(Run({"--json", "history", "dave", "--page_size=1"}, true).output,
+              ::testing::ContainsRegex(
+                  "^\\{\"account_id\":\"dave\",\"entries\":\\[\\{\"sequence\":\"2\","
+                  "\"operation\":\"withdraw\",\"amount\":\"30\",\"balance_after\":\"70\","
+                  "\"request_id\":\"\",\"time\":\"20[0-9TZ:.-]+\"\\}\\],\"next_page_token\":"
+                  "\"1\"\\}\n$"));
+  EXPECT_EQ(Run({"history", "nobody"}).exit_code, kExitNotFound);
+  EXPECT_EQ(Run({"history"}).exit_code, kExitUsage);
+}
+
 TEST_F(LedgerctlTest, JsonOutputIsOneObjectPerLine) {
   StartLedgerd();
   EXPECT_EQ(Run({"--json", "deposit", "bob", "250"}, true).output,
