@@ -8,6 +8,7 @@
 #include "shard/stable_hash.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
+#include "tests/scratch_dir.h"
 #include "tests/server/test_server.h"
 #include "tests/shard/shard_test_util.h"
 
@@ -56,13 +57,43 @@ TEST(MetricsTest, EveryFamilyIsServedWithHelpAndType) {
       {"ledger_internal_errors_total", "counter"},
       {"ledger_requests_total", "counter"},
       {"ledger_accounts", "gauge"},
-      {"ledger_build_info", "gauge"}};
+      {"ledger_build_info", "gauge"},
+      {"ledger_batch_size", "histogram"},
+      {"ledger_journal_write_seconds", "histogram"},
+      {"ledger_storage_errors_total", "counter"},
+      {"ledger_recovery_seconds", "gauge"}};
   for (const auto& [name, type] : families) {
     EXPECT_THAT(body, HasSubstr("# HELP " + name + " ")) << name;
     EXPECT_THAT(body, HasSubstr("# TYPE " + name + " " + type + "\n")) << name;
   }
   EXPECT_EQ(SampleValue(body, "ledger_build_info{version=\"test-version\"}"), 1);
   EXPECT_EQ(SampleValue(body, "ledger_mailbox_capacity{shard=\"1\"}"), 1024);
+}
+
+TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
+  constexpr int kDeposits = 12;
+  testing_util::ScratchDir scratch;
+  ServerOptions options = WithMetrics();
+  options.storage.durability = storage::Durability::kSync;
+  options.storage.data_dir = scratch.path();
+  TestServer server(options);
+  auto stub = server.NewStub();
+  // One call at a time: each is a batch of one, written on its own.
+  for (int i = 0; i < kDeposits; ++i) ASSERT_TRUE(Deposit(*stub, "alice", 1).status.ok());
+  ASSERT_TRUE(Balance(*stub, "alice").status.ok());  // Read only: batched, but nothing written.
+  const std::string body = Scrape(server);
+  const std::string shard = "{shard=\"" + ShardLabel("alice") + "\"}";
+  EXPECT_EQ(SampleValue(body, "ledger_batch_size_count" + shard), kDeposits + 1);
+  EXPECT_EQ(SampleValue(body, "ledger_batch_size_sum" + shard), kDeposits + 1);
+  EXPECT_EQ(SampleValue(body, "ledger_journal_write_seconds_count" + shard), kDeposits);
+  EXPECT_EQ(SampleValue(body, "ledger_storage_errors_total" + shard), 0);
+  EXPECT_EQ(SampleValue(body, "ledger_journal_write_seconds_count{shard=\"" +
+                                  OtherShardLabel("alice") + "\"}"),
+            0);
+  const std::optional<double> recovery = SampleValue(body, "ledger_recovery_seconds");
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_GE(*recovery, 0);
+  EXPECT_LT(*recovery, 10);
 }
 
 TEST(MetricsTest, HandlerCountForAShardAndOpEqualsTheCallsItHandled) {
