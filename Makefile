@@ -54,7 +54,7 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 tidy: build
-	clang-tidy -p $(RELEASE) --quiet $$(git ls-files 'shard/*.cc' 'server/*.cc')
+	clang-tidy -p $(RELEASE) --quiet $$(git ls-files 'shard/*.cc' 'storage/*.cc' 'server/*.cc' 'client/*.cc')
 
 clean:
 	rm -rf $(BUILD_DIR)
