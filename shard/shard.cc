@@ -301,7 +301,7 @@ Reply Shard::ApplyToAccounts(const Message& message) {
 }
 
 std::optional<Reply> Shard::FindRecordedReply(const Message& message) {
-  std::optional<RequestRecord> record;
+  RequestRecord record;
   auto in_batch = batch_requests_.find(
       absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id));
   if (in_batch != batch_requests_.end()) {
@@ -314,19 +314,17 @@ std::optional<Reply> Shard::FindRecordedReply(const Message& message) {
       LogStorageError(found.status(), "looking up a request_id");
       return Reply{.outcome = Outcome::kStorageFailed};
     }
-    record = *std::move(found);
+    if (!found->has_value()) return std::nullopt;
+    record = **found;
     // An expired record may linger until compaction purges it; it no longer counts.
-    if (record.has_value() && record->recorded_at + options_.idempotency_ttl <= batch_time_) {
-      record.reset();
-    }
+    if (record.recorded_at + options_.idempotency_ttl <= batch_time_) return std::nullopt;
   }
-  if (!record.has_value()) return std::nullopt;
-  if (record->op != message.op || record->amount != message.amount) {
+  if (record.op != message.op || record.amount != message.amount) {
     return Reply{.outcome = Outcome::kRequestIdReused,
-                 .recorded_op = record->op,
-                 .recorded_amount = record->amount};
+                 .recorded_op = record.op,
+                 .recorded_amount = record.amount};
   }
-  return Reply{.outcome = record->outcome, .balance = record->balance};
+  return Reply{.outcome = record.outcome, .balance = record.balance};
 }
 
 void Shard::RecordApplied(const Message& message, std::optional<AccountState> before,
