@@ -10,30 +10,29 @@
 namespace ledger {
 namespace {
 
+// Why `id` breaks `rule`: too long, or the first byte `validate` refuses on its own.
+std::string DescribeInvalidId(absl::string_view rule, absl::string_view id, size_t max_bytes,
+                              Outcome (*validate)(absl::string_view)) {
+  if (id.size() > max_bytes) return absl::StrCat(rule, "; got ", id.size(), " bytes");
+  for (size_t i = 0; i < id.size(); ++i) {
+    if (validate(id.substr(i, 1)) != Outcome::kOk) {
+      return absl::StrFormat("%s; byte %d is 0x%02X, which is not allowed", rule, i,
+                             static_cast<unsigned char>(id[i]));
+    }
+  }
+  return std::string(rule);
+}
+
 std::string DescribeInvalidAccountId(absl::string_view id) {
   constexpr absl::string_view kRule = "account_id must be 1 to 128 bytes of A-Z a-z 0-9 . _ : @ -";
   if (id.empty()) return absl::StrCat(kRule, "; got an empty id");
-  if (id.size() > kAccountIdMaxBytes) return absl::StrCat(kRule, "; got ", id.size(), " bytes");
-  for (size_t i = 0; i < id.size(); ++i) {
-    if (ValidateAccountId(id.substr(i, 1)) != Outcome::kOk) {
-      return absl::StrFormat("%s; byte %d is 0x%02X, which is not allowed", kRule, i,
-                             static_cast<unsigned char>(id[i]));
-    }
-  }
-  return std::string(kRule);
+  return DescribeInvalidId(kRule, id, kAccountIdMaxBytes, ValidateAccountId);
 }
 
 std::string DescribeInvalidRequestId(absl::string_view id) {
-  constexpr absl::string_view kRule =
-      "request_id must be empty or 1 to 128 bytes of printable ASCII (0x20 to 0x7E)";
-  if (id.size() > kRequestIdMaxBytes) return absl::StrCat(kRule, "; got ", id.size(), " bytes");
-  for (size_t i = 0; i < id.size(); ++i) {
-    if (ValidateRequestId(id.substr(i, 1)) != Outcome::kOk) {
-      return absl::StrFormat("%s; byte %d is 0x%02X, which is not allowed", kRule, i,
-                             static_cast<unsigned char>(id[i]));
-    }
-  }
-  return std::string(kRule);
+  return DescribeInvalidId(
+      "request_id must be empty or 1 to 128 bytes of printable ASCII (0x20 to 0x7E)", id,
+      kRequestIdMaxBytes, ValidateRequestId);
 }
 
 }  // namespace

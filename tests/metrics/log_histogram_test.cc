@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "metrics/batch_size_histogram.h"
 
 namespace ledger {
 namespace {
@@ -42,6 +43,32 @@ TEST(LogHistogramTest, CollectGivesCumulativeBucketsCountAndSum) {
   EXPECT_TRUE(std::isinf(metric.histogram.bucket.back().upper_bound));
   EXPECT_EQ(metric.histogram.sample_count, 5u);
   EXPECT_DOUBLE_EQ(metric.histogram.sample_sum, 20.00000035);
+}
+
+}  // namespace
+}  // namespace ledger
+
+namespace ledger {
+namespace {
+
+TEST(BatchSizeHistogramTest, BucketsArePowersOfTwoFromOneAndTheSumIsTheMessages) {
+  BatchSizeHistogram histogram;
+  for (uint64_t size : {1, 2, 3, 4, 5, 256, 100000}) histogram.Record(size);
+  prometheus::ClientMetric metric;
+  histogram.Collect(metric);
+  ASSERT_EQ(metric.histogram.bucket.size(), 18u);
+  EXPECT_EQ(metric.histogram.bucket[0].upper_bound, 1);
+  EXPECT_EQ(metric.histogram.bucket[0].cumulative_count, 1u);  // 1
+  EXPECT_EQ(metric.histogram.bucket[1].cumulative_count, 2u);  // 2
+  EXPECT_EQ(metric.histogram.bucket[2].cumulative_count, 4u);  // 3, 4
+  EXPECT_EQ(metric.histogram.bucket[3].cumulative_count, 5u);  // 5
+  EXPECT_EQ(metric.histogram.bucket[8].upper_bound, 256);
+  EXPECT_EQ(metric.histogram.bucket[8].cumulative_count, 6u);  // 256
+  EXPECT_EQ(metric.histogram.bucket[16].upper_bound, 65536);
+  EXPECT_EQ(metric.histogram.bucket[16].cumulative_count, 6u);
+  EXPECT_EQ(metric.histogram.bucket[17].cumulative_count, 7u);  // 100000: +Inf
+  EXPECT_EQ(metric.histogram.sample_count, 7u);
+  EXPECT_EQ(metric.histogram.sample_sum, 1 + 2 + 3 + 4 + 5 + 256 + 100000);
 }
 
 }  // namespace
