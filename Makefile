@@ -7,7 +7,8 @@ RELEASE := $(BUILD_DIR)/release
 TSAN := $(BUILD_DIR)/tsan
 ASAN := $(BUILD_DIR)/asan
 
-.PHONY: all deps build run test test-release test-tsan test-asan bench format tidy clean
+.PHONY: all deps build run test test-release test-tsan test-asan bench bench-durability format tidy \
+	clean
 
 all: build
 
@@ -49,6 +50,11 @@ test-asan: deps
 bench: build
 	$(RELEASE)/bench/ledger-bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	python3 bench/e2e_bench.py --build $(RELEASE) --rounds 3 --duration 5 --warmup 1
+
+# Durable Deposits against --durability=none and PostgreSQL, and start-up with a million accounts
+# (about 10 minutes; docs/benchmarks.md).
+bench-durability: build
+	python3 bench/durability_bench.py --build $(RELEASE) --rounds 3 --duration 5 --warmup 1
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
