@@ -49,9 +49,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   if (!router.ok()) return router.status();
 
   // Recovery: every account goes to the shard that owns it under this run's shard count.
-  const absl::Time recovery_start = absl::Now();
   int64_t recovered = 0;
+  absl::Duration recovery_time;
   if (store != nullptr) {
+    const absl::Time recovery_start = absl::Now();
     absl::Status loaded =
         store->ForEachAccount([&](std::string account_id, const AccountState& state) {
           (*router)->LoadAccount(std::move(account_id), state);
@@ -62,9 +63,9 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
           absl::StrCat("cannot load the accounts from data directory ", options.storage.data_dir,
                        ": ", loaded.message(), ". Refusing to start without them"));
     }
+    recovery_time = absl::Now() - recovery_start;
+    metrics->SetRecoverySeconds(absl::ToDoubleSeconds(recovery_time));
   }
-  const absl::Duration recovery_time = absl::Now() - recovery_start;
-  if (store != nullptr) metrics->SetRecoverySeconds(absl::ToDoubleSeconds(recovery_time));
 
   metrics->AttachRouter(router->get());
   std::unique_ptr<LedgerServer> server(

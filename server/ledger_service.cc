@@ -125,12 +125,6 @@ grpc::Status LedgerService::ReadHistory(const v1::HistoryRequest& request,
     return {grpc::StatusCode::FAILED_PRECONDITION,
             "this server keeps no history: it runs with --durability=none (memory only)"};
   }
-  absl::StatusOr<std::optional<AccountState>> account = store_->FindAccount(request.account_id());
-  if (!account.ok()) {
-    return {grpc::StatusCode::UNAVAILABLE,
-            absl::StrCat("storage failed reading the history: ", account.status().message())};
-  }
-  if (!account->has_value()) return ToGrpcStatus(Outcome::kAccountNotFound, 0, facts);
   const int32_t page_size =
       request.page_size() == 0 ? kDefaultHistoryPageSize : request.page_size();
   absl::StatusOr<storage::HistoryPage> page =
@@ -138,6 +132,16 @@ grpc::Status LedgerService::ReadHistory(const v1::HistoryRequest& request,
   if (!page.ok()) {
     return {grpc::StatusCode::UNAVAILABLE,
             absl::StrCat("storage failed reading the history: ", page.status().message())};
+  }
+  // An opened account has at least one entry, so only an empty page needs to ask whether the
+  // account exists.
+  if (page->entries.empty()) {
+    absl::StatusOr<std::optional<AccountState>> account = store_->FindAccount(request.account_id());
+    if (!account.ok()) {
+      return {grpc::StatusCode::UNAVAILABLE,
+              absl::StrCat("storage failed reading the history: ", account.status().message())};
+    }
+    if (!account->has_value()) return ToGrpcStatus(Outcome::kAccountNotFound, 0, facts);
   }
   for (const JournalEntry& entry : page->entries) {
     v1::HistoryEntry* out = response.add_entries();

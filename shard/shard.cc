@@ -262,8 +262,11 @@ Reply Shard::ApplyToAccounts(const Message& message) {
     return Reply{.outcome = Outcome::kStorageFailed};
   }
   const bool deduplicated = mutation && options_.store != nullptr && !message.request_id.empty();
+  // Key of batch_requests_: account, NUL, request_id.
+  std::string request_key;
   if (deduplicated) {
-    if (std::optional<Reply> recorded = FindRecordedReply(message)) return *recorded;
+    request_key = absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id);
+    if (std::optional<Reply> recorded = FindRecordedReply(message, request_key)) return *recorded;
   }
   auto account = accounts_.find(message.account_id);
   const bool exists = account != accounts_.end();
@@ -286,9 +289,7 @@ Reply Shard::ApplyToAccounts(const Message& message) {
     if (options_.store != nullptr) RecordApplied(message, before, account->second);
   }
   if (deduplicated) {
-    batch_requests_.insert_or_assign(
-        absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id),
-        write_.requests.size());
+    batch_requests_.insert_or_assign(std::move(request_key), write_.requests.size());
     write_.requests.push_back({.account_id = std::string(message.account_id),
                                .request_id = std::string(message.request_id),
                                .record = {.op = message.op,
@@ -300,10 +301,10 @@ Reply Shard::ApplyToAccounts(const Message& message) {
   return reply;
 }
 
-std::optional<Reply> Shard::FindRecordedReply(const Message& message) {
+std::optional<Reply> Shard::FindRecordedReply(const Message& message,
+                                              const std::string& request_key) {
   RequestRecord record;
-  auto in_batch = batch_requests_.find(
-      absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id));
+  auto in_batch = batch_requests_.find(request_key);
   if (in_batch != batch_requests_.end()) {
     record = write_.requests[in_batch->second].record;
   } else {

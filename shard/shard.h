@@ -117,8 +117,8 @@ class Shard {
   Reply Handle(const Message& message);
   Reply ApplyToAccounts(const Message& message);
   // The recorded reply for a request_id seen before (or kRequestIdReused, or kStorageFailed when
-  // the lookup failed); nullopt when the request is new.
-  std::optional<Reply> FindRecordedReply(const Message& message);
+  // the lookup failed); nullopt when the request is new. `request_key` is its batch_requests_ key.
+  std::optional<Reply> FindRecordedReply(const Message& message, const std::string& request_key);
   // Adds an applied operation to the batch's write and its undo log.
   void RecordApplied(const Message& message, std::optional<AccountState> before,
                      const AccountState& after);

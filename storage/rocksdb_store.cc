@@ -285,26 +285,23 @@ absl::Status RocksDbStore::Write(const BatchWrite& batch) {
     // A database whose write failed is never written to again: RocksDB 7.8 cannot reliably
     // resume its log after, say, a full disk. Close it now; a later write reopens it, and the
     // reopening recovers exactly what reached the log.
-    if (generation == generation_ && handles_ != nullptr) {
-      handles_.reset();
-      closed_.store(true, std::memory_order_release);
-      ++generation_;
-      failure_ = failed;
-      last_reopen_attempt_ = absl::Now();
-    }
+    if (generation == generation_ && handles_ != nullptr) CloseAfterFailureLocked(failed);
     return failed;
   }
   if (handles_ == nullptr) {
     if (absl::Status reopened = ReopenLocked(); !reopened.ok()) return reopened;
   }
   failed = WriteWith(*handles_, batch);
-  if (!failed.ok()) {
-    handles_.reset();
-    closed_.store(true, std::memory_order_release);
-    ++generation_;
-    failure_ = failed;
-  }
+  if (!failed.ok()) CloseAfterFailureLocked(failed);
   return failed;
+}
+
+void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
+  handles_.reset();
+  closed_.store(true, std::memory_order_release);
+  ++generation_;
+  failure_ = failure;
+  last_reopen_attempt_ = absl::Now();
 }
 
 absl::Status RocksDbStore::WriteWith(Handles& handles, const BatchWrite& batch) {

@@ -100,6 +100,8 @@ class RocksDbStore final : public LedgerStore {
 
   static absl::StatusOr<std::unique_ptr<Handles>> OpenHandles(const StoreOptions& options);
   absl::Status WriteWith(Handles& handles, const BatchWrite& batch);
+  // Closes the database after `failure`; a later use reopens it.
+  void CloseAfterFailureLocked(const absl::Status& failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to reopen the closed database, at most once per kReopenInterval.
   absl::Status ReopenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For reads: a closed database is reopened by whichever use comes first, read or write.
