@@ -11,6 +11,7 @@
 #include "client/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 
@@ -29,7 +30,7 @@ class LedgerctlTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags = {}) {
     flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=",
-                                 "--shards=2", testing_util::FreshDataDirFlag()});
+                                 "--shards=2", testing_util::NewLedgerDirFlag()});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
     target_ = "--target=127.0.0.1:" + std::to_string(testing_util::PortAfter(
@@ -85,9 +86,9 @@ TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) 
   EXPECT_THAT(history.output,
               ::testing::StartsWith("SEQ    TIME (UTC)               OPERATION       AMOUNT  "
                                     "BALANCE AFTER  REQUEST ID\n"));
-  EXPECT_THAT(history.output, ::testing::ContainsRegex(
-                                  "\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  \n1 +20[0-9-]+T"
-                                  "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
+  EXPECT_THAT(history.output,
+              ::testing::ContainsRegex("\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  \n1 +20[0-9-]+T"
+                                       "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
   EXPECT_THAT(Run({"history", "dave", "--page_size=1"}).output,
               HasSubstr("older entries: ledgerctl history dave --page_token=1\n"));
   EXPECT_THAT(Run({"--json", "history", "dave", "--page_size=1"}, true).output,
