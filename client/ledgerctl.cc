@@ -56,8 +56,10 @@ constexpr char kUsage[] =
     "     ALREADY_EXISTS): retrying the same call will not help\n"
     "  4  NOT_FOUND: the account has never received a deposit\n"
     "     (history on a server with --durability=none is FAILED_PRECONDITION: 3)\n"
-    "  5  overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE, DEADLINE_EXCEEDED), or\n"
-    "     health is not SERVING: retry later, with a back-off";
+    "  5  overloaded (RESOURCE_EXHAUSTED: nothing was applied; retry after a back-off), outcome\n"
+    "     unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit or withdraw may have been applied;\n"
+    "     retry with the same --request_id, which applies it at most once), or health is not\n"
+    "     SERVING";
 
 // A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
 std::string JsonString(const std::string& text) {
@@ -83,6 +85,12 @@ int UsageError(const std::string& problem) {
                "history ACCOUNT | health\n`ledgerctl --help` explains the flags and the exit "
                "codes\n";
   return ledger::kExitUsage;
+}
+
+// Codes after which a deposit or withdraw may or may not have been applied.
+bool OutcomeUnknown(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED;
 }
 
 int Failed(const grpc::Status& status) {
@@ -128,7 +136,19 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   Response response;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = call(*stub, NewContext().get(), request, &response);
-  if (!status.ok()) return Failed(status);
+  if (!status.ok()) {
+    const int exit_code = Failed(status);
+    if (OutcomeUnknown(status.error_code()) && !absl::GetFlag(FLAGS_json)) {
+      std::cerr << "ledgerctl: outcome unknown: the " << args[1] << " may have been applied. "
+                << (request.request_id().empty()
+                        ? "It carried no --request_id, so a retry could apply it twice: check "
+                          "the balance or history first"
+                        : absl::StrCat("Retry with the same --request_id=", request.request_id(),
+                                       " to apply it at most once"))
+                << "\n";
+    }
+    return exit_code;
+  }
   return PrintBalance(request.account_id(), response.balance());
 }
 

@@ -57,6 +57,19 @@ class LedgerctlTest : public testing::Test {
   std::string target_;
 };
 
+TEST_F(LedgerctlTest, AnUnknownOutcomeSaysSoAndHowToRetrySafely) {
+  StartLedgerd({"--debug_handler_delay=300ms"});
+  Result named = Run({"--deadline=50ms", "deposit", "carol", "5", "--request_id=r-slow"});
+  EXPECT_EQ(named.exit_code, kExitUnavailable);
+  EXPECT_THAT(named.output, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_THAT(named.output, HasSubstr("ledgerctl: outcome unknown: the deposit may have been "
+                                      "applied. Retry with the same --request_id=r-slow"));
+  Result unnamed = Run({"--deadline=50ms", "deposit", "carol", "5"});
+  EXPECT_EQ(unnamed.exit_code, kExitUnavailable);
+  EXPECT_THAT(unnamed.output, HasSubstr("It carried no --request_id, so a retry could apply it "
+                                        "twice"));
+}
+
 TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
   StartLedgerd();
   Result deposit = Run({"deposit", "alice", "1500"});
