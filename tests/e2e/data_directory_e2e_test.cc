@@ -145,6 +145,50 @@ TEST(LedgerdDataDirectoryTest, ReadOnlyFilesystemIsNamedAsSuch) {
   EXPECT_THAT(serve.output, HasSubstr("read-only filesystem (EROFS)"));
 }
 
+TEST(LedgerdDataDirectoryTest, AFullFilesystemAtStartIsNamedAsSuch) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  ScratchDir scratch;
+  const std::string mount_point = scratch.Sub("tiny");
+  std::filesystem::create_directories(mount_point);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=2m tmpfs " + mount_point).c_str()), 0);
+  const std::string data_dir = mount_point + "/ledger";
+  InitLedgerDir(data_dir);
+  // Fill what is left, so that opening (which writes a new log and manifest) fails.
+  const int filled = std::system(
+      ("dd if=/dev/zero of=" + mount_point + "/filler bs=64k 2>/dev/null; sync").c_str());
+  (void)filled;  // dd exits 1 when the disk is full, which is the point.
+  const Finished serve = RunLedgerd(ServeFlags(data_dir));
+  EXPECT_EQ(std::system(("umount " + mount_point).c_str()), 0);
+  EXPECT_EQ(serve.exit_code, 1);
+  EXPECT_THAT(serve.output, HasSubstr("the filesystem is full (ENOSPC)"));
+  EXPECT_THAT(serve.output, ::testing::Not(HasSubstr("corrupt")));
+}
+
+TEST(LedgerdDataDirectoryTest, PermissionDeniedIsNamedWithTheUid) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run ledgerd as another user";
+  ScratchDir scratch;
+  const std::string data_dir = scratch.Sub("ledger");
+  InitLedgerDir(data_dir);
+  std::filesystem::permissions(scratch.path(), std::filesystem::perms::owner_all);
+  std::filesystem::permissions(data_dir, std::filesystem::perms::owner_all);
+  // ledgerd as uid 65534 ("nobody"), which may not enter root's 0700 directories; from a copy
+  // that it may run wherever the build tree is.
+  ScratchDir bin;
+  const std::string ledgerd_copy = bin.Sub("ledgerd");
+  std::filesystem::copy_file(LEDGERD_PATH, ledgerd_copy);
+  std::filesystem::permissions(
+      bin.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                      std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                      std::filesystem::perms::others_exec);
+  Subprocess ledgerd({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                      ledgerd_copy, "--listen=127.0.0.1:0",
+                      "--metrics_listen=", "--data_dir=" + data_dir});
+  EXPECT_EQ(ledgerd.WaitForExit(), 1) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr("permission denied (Permission denied): ledgerd runs as "
+                                          "uid 65534"));
+  EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("in use by another process")));
+}
+
 TEST(LedgerdDataDirectoryTest, ADirectoryDeletedWhileServingRefusesWritesAndTurnsNotServing) {
   ScratchDir scratch;
   const std::string data_dir = scratch.Sub("ledger");
