@@ -229,9 +229,13 @@ TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   Subprocess ledgerd(LedgerdArgs({"--help"}));
   ledgerd.WaitForExit();
   for (const char* flag : {"--listen", "--shards", "--mailbox_capacity", "--max_batch",
-                           "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay"}) {
+                           "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay",
+                           "--data_dir", "--durability", "--require_request_id"}) {
     EXPECT_THAT(ledgerd.output(), HasSubstr(flag)) << flag;
   }
+  // Both forms: creating a ledger, and serving one.
+  EXPECT_THAT(ledgerd.output(), HasSubstr("ledgerd init --data_dir=DIR"));
+  EXPECT_THAT(ledgerd.output(), HasSubstr("serve the ledger in DIR (made by `ledgerd init`)"));
 }
 
 }  // namespace
