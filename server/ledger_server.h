@@ -12,6 +12,7 @@
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
+#include "server/transport_security.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
@@ -33,6 +34,9 @@ struct ServerOptions {
   storage::StoreOptions storage;
   // How long a graceful shutdown waits for calls in flight before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // TLS, mutual TLS and the authorization policy of the gRPC port; the default is plaintext.
+  // Metrics are plain HTTP whatever this says.
+  TransportSecurityOptions transport_security;
 };
 
 // Thread-safe: port() from any thread; Shutdown from one controlling thread. Shutdown is
@@ -41,7 +45,8 @@ class LedgerServer {
  public:
   // Opens the data directory and loads every account from it, starts the metrics endpoint and
   // the shards, then serves. InvalidArgument for an option out of range; FailedPrecondition for a
-  // data directory that is refused (see RocksDbStore::Open) or cannot be read; Unavailable when
+  // data directory that is refused (see RocksDbStore::Open) or cannot be read, and for TLS or
+  // policy files that are missing or malformed (checked first); Unavailable when
   // an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
 
@@ -61,6 +66,7 @@ class LedgerServer {
   int64_t recovered_accounts() const { return recovered_accounts_; }
   absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
+  const ServerTransportSecurity& transport_security() const { return *transport_security_; }
 
   // Graceful stop, in this order: health NOT_SERVING; refuse new calls (callers get
   // UNAVAILABLE); wait up to shutdown_grace for calls in flight, then cancel the rest; drain every
@@ -83,6 +89,7 @@ class LedgerServer {
   absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
   LedgerService service_;
+  std::unique_ptr<ServerTransportSecurity> transport_security_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
