@@ -1,7 +1,7 @@
 #include "server/authz_policy.h"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -212,8 +212,10 @@ absl::StatusOr<AuthzPolicy> AuthzPolicy::Parse(absl::string_view json) {
   const auto parsed = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json.data(), json.size()), &root);
   if (!parsed.ok()) {
+    // Protobuf's message goes on with the text and a caret on further lines: keep the first.
+    const std::string message(parsed.message());
     return absl::InvalidArgumentError(
-        absl::StrCat("not a JSON object: ", std::string(parsed.message())));
+        absl::StrCat("not a JSON object: ", message.substr(0, message.find('\n'))));
   }
   return AuthzPolicyParser::Parse(root);
 }
@@ -238,6 +240,7 @@ struct AuthzPolicyWatcher::Slot {
   absl::Mutex mutex;
   std::shared_ptr<const AuthzPolicy> policy ABSL_GUARDED_BY(mutex);
   int64_t reloads ABSL_GUARDED_BY(mutex) = 0;
+  int64_t refusals ABSL_GUARDED_BY(mutex) = 0;
 
   std::shared_ptr<const AuthzPolicy> Current() {
     absl::MutexLock lock(&mutex);
@@ -332,6 +335,11 @@ int64_t AuthzPolicyWatcher::reloads() const {
   return slot_->reloads;
 }
 
+int64_t AuthzPolicyWatcher::refusals() const {
+  absl::MutexLock lock(&slot_->mutex);
+  return slot_->refusals;
+}
+
 std::shared_ptr<grpc::AuthMetadataProcessor> AuthzPolicyWatcher::NewProcessor() const {
   return std::make_shared<PolicyProcessor>(slot_);
 }
@@ -340,22 +348,26 @@ void AuthzPolicyWatcher::Run() {
   while (!stop_.WaitForNotificationWithTimeout(refresh_interval_)) ReloadIfChanged();
 }
 
+void AuthzPolicyWatcher::Refuse(std::string content, absl::string_view why) {
+  if (content == refused_content_) return;  // Logged and counted already.
+  refused_content_ = std::move(content);
+  std::cerr << "ledgerd: authorization policy " << path_
+            << " not reloaded, keeping the previous one: " << why << "\n";
+  absl::MutexLock lock(&slot_->mutex);
+  ++slot_->refusals;
+}
+
 void AuthzPolicyWatcher::ReloadIfChanged() {
   absl::StatusOr<std::string> content = ReadConfigFile(path_);
   if (!content.ok()) {
-    if (refused_content_ != content.status().message()) {
-      refused_content_ = std::string(content.status().message());
-      std::cerr << "ledgerd: authorization policy not reloaded, keeping the previous one: "
-                << content.status().message() << "\n";
-    }
+    // An unreadable file (e.g. between an editor's delete and write) is remembered by its error.
+    Refuse(std::string(content.status().message()), content.status().message());
     return;
   }
   if (*content == content_ || *content == refused_content_) return;
   absl::StatusOr<AuthzPolicy> policy = AuthzPolicy::Parse(*content);
   if (!policy.ok()) {
-    refused_content_ = *std::move(content);
-    std::cerr << "ledgerd: authorization policy " << path_
-              << " not reloaded, keeping the previous one: " << policy.status().message() << "\n";
+    Refuse(*std::move(content), policy.status().message());
     return;
   }
   content_ = *std::move(content);

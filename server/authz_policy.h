@@ -107,6 +107,8 @@ class AuthzPolicyWatcher {
   std::shared_ptr<const AuthzPolicy> current() const;
   // How many times a changed file replaced the policy since start. Any thread.
   int64_t reloads() const;
+  // How many changed files were refused (unreadable, or not a valid policy). Any thread.
+  int64_t refusals() const;
   // The per-call check to set on TLS server credentials; it reads current() on every call.
   std::shared_ptr<grpc::AuthMetadataProcessor> NewProcessor() const;
 
@@ -119,6 +121,8 @@ class AuthzPolicyWatcher {
                      AuthzPolicy policy);
   void Run();
   void ReloadIfChanged();
+  // Logs and counts a changed file that cannot be used, once per distinct content.
+  void Refuse(std::string content, absl::string_view why);
 
   const std::string path_;
   const absl::Duration refresh_interval_;
