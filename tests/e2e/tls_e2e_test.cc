@@ -121,6 +121,19 @@ TEST_F(TlsE2eTest, ClientsWithoutACertificateOrWithoutTlsAreRefused) {
   EXPECT_THAT(plaintext.output, HasSubstr("ledgerctl: UNAVAILABLE: "));
 }
 
+TEST_F(TlsE2eTest, ServerNameVerifiesACertificateThatDoesNotListTheTargetsHost) {
+  pki_.MakeCert("internal", "ca", "ledger.internal", "DNS:ledger.internal");
+  StartLedgerd(
+      {"--tls_cert_file=" + pki_.Cert("internal"), "--tls_key_file=" + pki_.Key("internal")});
+  const std::string target = "--target=127.0.0.1:" + std::to_string(port_);
+  Result by_ip = Ledgerctl({target, "--tls_ca_file=" + pki_.Cert("ca"), "--deadline=2s", "health"});
+  EXPECT_EQ(by_ip.exit_code, 5) << by_ip.output;
+  Result by_name = Ledgerctl(
+      {target, "--tls_ca_file=" + pki_.Cert("ca"), "--tls_server_name=ledger.internal", "health"});
+  EXPECT_EQ(by_name.exit_code, 0) << by_name.output;
+  EXPECT_EQ(by_name.output, "SERVING\n");
+}
+
 TEST_F(TlsE2eTest, LedgerctlNamesAClientFlagThatCannotWork) {
   Result no_key = Ledgerctl({"--tls_cert_file=" + pki_.Cert("payments"), "balance", "alice"});
   EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
