@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <utility>
@@ -19,21 +20,30 @@
 namespace ledger {
 
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
+  std::error_code ignored;
+  // A directory opens as a stream that reads nothing: say what it is instead.
+  if (std::filesystem::is_directory(path, ignored)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", path, ": ", std::strerror(EISDIR)));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   }
-  std::string content(kConfigFileBytesMax + 1, '\0');
-  file.read(content.data(), static_cast<std::streamsize>(content.size()));
+  std::string content;
+  char buffer[1 << 14];
+  // Reads at most one chunk beyond the bound, whatever the file's size.
+  while (file.read(buffer, sizeof(buffer)) || file.gcount() > 0) {
+    content.append(buffer, static_cast<size_t>(file.gcount()));
+    if (content.size() > kConfigFileBytesMax) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " is larger than ", kConfigFileBytesMax, " bytes"));
+    }
+  }
   if (file.bad()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  content.resize(static_cast<size_t>(file.gcount()));
-  if (content.size() > kConfigFileBytesMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is larger than ", kConfigFileBytesMax, " bytes"));
   }
   return content;
 }
@@ -241,10 +251,15 @@ struct AuthzPolicyWatcher::Slot {
   std::shared_ptr<const AuthzPolicy> policy ABSL_GUARDED_BY(mutex);
   int64_t reloads ABSL_GUARDED_BY(mutex) = 0;
   int64_t refusals ABSL_GUARDED_BY(mutex) = 0;
+  std::shared_ptr<LedgerMetrics> metrics ABSL_GUARDED_BY(mutex);
 
   std::shared_ptr<const AuthzPolicy> Current() {
     absl::MutexLock lock(&mutex);
     return policy;
+  }
+  std::shared_ptr<LedgerMetrics> Metrics() {
+    absl::MutexLock lock(&mutex);
+    return metrics;
   }
 };
 
@@ -271,6 +286,25 @@ PeerIdentity IdentityOf(const grpc::AuthContext& context) {
   return peer;
 }
 
+// Counts a refused call to a ledger method as ledger_requests_total{method, PERMISSION_DENIED}.
+// Other paths (health, reflection, or any path a client makes up) are not counted: a label per
+// made-up path would let a client grow the series without bound.
+void CountDenial(absl::string_view path, LedgerMetrics* metrics) {
+  static constexpr std::pair<absl::string_view, RpcMethod> kLedgerMethods[] = {
+      {"/ledger.v1.Ledger/Deposit", RpcMethod::kDeposit},
+      {"/ledger.v1.Ledger/Withdraw", RpcMethod::kWithdraw},
+      {"/ledger.v1.Ledger/Balance", RpcMethod::kBalance},
+      {"/ledger.v1.Ledger/History", RpcMethod::kHistory},
+  };
+  if (metrics == nullptr) return;
+  for (const auto& [method_path, method] : kLedgerMethods) {
+    if (path == method_path) {
+      metrics->RecordRequest(method, static_cast<int>(grpc::StatusCode::PERMISSION_DENIED));
+      return;
+    }
+  }
+}
+
 // Runs inline on the gRPC thread that received the call (IsBlocking is false): it only reads
 // memory. Thread-safe.
 class PolicyProcessor final : public grpc::AuthMetadataProcessor {
@@ -286,9 +320,10 @@ class PolicyProcessor final : public grpc::AuthMetadataProcessor {
     if (path == metadata.end()) {
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "a call without a method path");
     }
-    const absl::Status decision = slot_->Current()->Check(
-        absl::string_view(path->second.data(), path->second.size()), IdentityOf(*context));
+    const absl::string_view method(path->second.data(), path->second.size());
+    const absl::Status decision = slot_->Current()->Check(method, IdentityOf(*context));
     if (decision.ok()) return grpc::Status::OK;
+    CountDenial(method, slot_->Metrics().get());
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(decision.message()));
   }
 
@@ -338,6 +373,11 @@ int64_t AuthzPolicyWatcher::reloads() const {
 int64_t AuthzPolicyWatcher::refusals() const {
   absl::MutexLock lock(&slot_->mutex);
   return slot_->refusals;
+}
+
+void AuthzPolicyWatcher::CountDenialsIn(std::shared_ptr<LedgerMetrics> metrics) {
+  absl::MutexLock lock(&slot_->mutex);
+  slot_->metrics = std::move(metrics);
 }
 
 std::shared_ptr<grpc::AuthMetadataProcessor> AuthzPolicyWatcher::NewProcessor() const {

@@ -36,6 +36,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/auth_metadata_processor.h"
+#include "metrics/ledger_metrics.h"
 
 namespace ledger {
 
@@ -111,6 +112,10 @@ class AuthzPolicyWatcher {
   int64_t refusals() const;
   // The per-call check to set on TLS server credentials; it reads current() on every call.
   std::shared_ptr<grpc::AuthMetadataProcessor> NewProcessor() const;
+  // From now on, a refused call to a ledger.v1.Ledger method is counted in `metrics` as
+  // ledger_requests_total{method, code="PERMISSION_DENIED"}: it never reaches the service, which
+  // counts the others. Call before serving.
+  void CountDenialsIn(std::shared_ptr<LedgerMetrics> metrics);
 
   // The current policy, shared with every processor, which may outlive this watcher inside
   // gRPC's credentials. Defined in the .cc file.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/authz_policy.h"
 
 namespace ledger {
 namespace {
@@ -78,6 +79,9 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
   server->transport_security_ = *std::move(transport_security);
+  if (AuthzPolicyWatcher* policy = server->transport_security_->policy_watcher()) {
+    policy->CountDenialsIn(server->metrics_);
+  }
   if (!options.metrics_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);

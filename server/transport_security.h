@@ -60,6 +60,7 @@ class ServerTransportSecurity {
   const std::string& description() const { return description_; }
   // Null without a policy.
   const AuthzPolicyWatcher* policy_watcher() const { return policy_watcher_.get(); }
+  AuthzPolicyWatcher* policy_watcher() { return policy_watcher_.get(); }
 
  private:
   ServerTransportSecurity() = default;

@@ -1,10 +1,13 @@
 // AuthzPolicy on its own: what it accepts, what it refuses and why, and each decision.
 #include "server/authz_policy.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/scratch_dir.h"
 
 namespace ledger {
 namespace {
@@ -155,6 +158,25 @@ TEST(AuthzPolicyTest, AnEmptyAllowListRefusesEveryCall) {
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ(policy->Check("/grpc.health.v1.Health/Check", Dns("payments")).code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+TEST(ReadConfigFileTest, ReadsUpToTheBoundAndRefusesOneByteMore) {
+  testing_util::ScratchDir dir;
+  std::ofstream(dir.Sub("limit")) << std::string(kConfigFileBytesMax, 'x');
+  std::ofstream(dir.Sub("limit+1")) << std::string(kConfigFileBytesMax + 1, 'x');
+  absl::StatusOr<std::string> at_limit = ReadConfigFile(dir.Sub("limit"));
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_EQ(at_limit->size(), kConfigFileBytesMax);
+  EXPECT_EQ(ReadConfigFile(dir.Sub("limit+1")).status().message(),
+            dir.Sub("limit+1") + " is larger than 1048576 bytes");
+}
+
+TEST(ReadConfigFileTest, SaysWhyAFileCannotBeRead) {
+  testing_util::ScratchDir dir;
+  EXPECT_EQ(ReadConfigFile(dir.Sub("missing")).status().message(),
+            "cannot read " + dir.Sub("missing") + ": No such file or directory");
+  EXPECT_EQ(ReadConfigFile(dir.path()).status().message(),
+            "cannot read " + dir.path() + ": Is a directory");
 }
 
 }  // namespace

@@ -179,6 +179,14 @@ TEST_F(TransportSecurityTest, PolicyLetsReportingReadButNotWrite) {
   EXPECT_EQ(testing_util::Withdraw(*reporting, "alice", 5).status.error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(testing_util::Balance(*payments, "alice").balance, 200);  // Nothing applied.
+
+  // Refused before the service, and still counted where operators look for refusals.
+  const LedgerMetrics& metrics = server_->server().metrics();
+  constexpr int kDenied = static_cast<int>(grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(metrics.requests(RpcMethod::kDeposit, kDenied), 1);
+  EXPECT_EQ(metrics.requests(RpcMethod::kWithdraw, kDenied), 1);
+  EXPECT_EQ(metrics.requests(RpcMethod::kDeposit, 0), 1);
+  EXPECT_EQ(metrics.requests(RpcMethod::kBalance, kDenied), 0);
 }
 
 TEST_F(TransportSecurityTest, PolicyKeepsHealthAndReflectionForAllowedClients) {
