@@ -66,7 +66,7 @@ class TlsE2eTest : public testing::Test {
   }
 
   Result Ledgerctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {LEDGERCTL_PATH, "--target=localhost:" + std::to_string(port_)});
+    args.insert(args.begin(), {LEDGERCTL_PATH, "--target=127.0.0.1:" + std::to_string(port_)});
     Subprocess ledgerctl(args);
     const std::optional<int> exit_code = ledgerctl.WaitForExit();
     return {exit_code.value_or(-1), ledgerctl.output()};
@@ -167,7 +167,7 @@ TEST_F(TlsE2eTest, LedgerdRefusesAPolicyWithoutMutualTls) {
 
 TEST_F(TlsE2eTest, LoadtestRunsOverMutualTlsAndVerifiesEveryBalance) {
   StartLedgerd(ServerTlsFlags());
-  std::vector<std::string> args = {LOADTEST_PATH,     "--target=localhost:" + std::to_string(port_),
+  std::vector<std::string> args = {LOADTEST_PATH,     "--target=127.0.0.1:" + std::to_string(port_),
                                    "--duration=1s",   "--warmup=0s",
                                    "--concurrency=8", "--accounts=50",
                                    "--channels=2"};
@@ -178,7 +178,7 @@ TEST_F(TlsE2eTest, LoadtestRunsOverMutualTlsAndVerifiesEveryBalance) {
   EXPECT_THAT(loadtest.output(), ::testing::Not(HasSubstr("PERMISSION_DENIED")));
 
   // The reporting certificate may not write: every Deposit and Withdraw is refused.
-  args = {LOADTEST_PATH,   "--target=localhost:" + std::to_string(port_),
+  args = {LOADTEST_PATH,   "--target=127.0.0.1:" + std::to_string(port_),
           "--requests=50", "--duration=0s",
           "--warmup=0s",   "--concurrency=4",
           "--verify=false"};
