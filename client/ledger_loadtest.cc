@@ -106,35 +106,24 @@ struct Options {
   absl::Duration resolve_for;
   std::string json;
   bool progress;
-  ClientTlsOptions tls;
+  // Set after the flags above (kept out of their initializer list).
+  ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
 };
 
 absl::StatusOr<Options> OptionsFromFlags() {
-  Options o{absl::GetFlag(FLAGS_target),
-            absl::GetFlag(FLAGS_concurrency),
-            absl::GetFlag(FLAGS_rate),
-            absl::GetFlag(FLAGS_max_in_flight),
-            absl::GetFlag(FLAGS_duration),
-            absl::GetFlag(FLAGS_requests),
-            absl::GetFlag(FLAGS_warmup),
-            absl::GetFlag(FLAGS_accounts),
-            absl::GetFlag(FLAGS_distribution),
-            {},
-            absl::GetFlag(FLAGS_amount_min),
-            absl::GetFlag(FLAGS_amount_max),
-            absl::GetFlag(FLAGS_channels),
-            absl::GetFlag(FLAGS_deadline),
-            absl::GetFlag(FLAGS_wait_for_ready),
-            absl::GetFlag(FLAGS_run_id),
-            absl::GetFlag(FLAGS_shards),
-            absl::GetFlag(FLAGS_verify),
-            absl::GetFlag(FLAGS_resolve_for),
-            absl::GetFlag(FLAGS_json),
-            absl::GetFlag(FLAGS_progress),
-            {},
-            nullptr};
+  Options o{absl::GetFlag(FLAGS_target),         absl::GetFlag(FLAGS_concurrency),
+            absl::GetFlag(FLAGS_rate),           absl::GetFlag(FLAGS_max_in_flight),
+            absl::GetFlag(FLAGS_duration),       absl::GetFlag(FLAGS_requests),
+            absl::GetFlag(FLAGS_warmup),         absl::GetFlag(FLAGS_accounts),
+            absl::GetFlag(FLAGS_distribution),   {},
+            absl::GetFlag(FLAGS_amount_min),     absl::GetFlag(FLAGS_amount_max),
+            absl::GetFlag(FLAGS_channels),       absl::GetFlag(FLAGS_deadline),
+            absl::GetFlag(FLAGS_wait_for_ready), absl::GetFlag(FLAGS_run_id),
+            absl::GetFlag(FLAGS_shards),         absl::GetFlag(FLAGS_verify),
+            absl::GetFlag(FLAGS_resolve_for),    absl::GetFlag(FLAGS_json),
+            absl::GetFlag(FLAGS_progress)};
   o.tls = {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
            absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =

@@ -44,9 +44,9 @@ struct ServerOptions {
 class LedgerServer {
  public:
   // Opens the data directory and loads every account from it, starts the metrics endpoint and
-  // the shards, then serves. InvalidArgument for an option out of range; FailedPrecondition for a
-  // data directory that is refused (see RocksDbStore::Open) or cannot be read, and for TLS or
-  // policy files that are missing or malformed (checked first); Unavailable when
+  // the shards, then serves. InvalidArgument for an option out of range, or a TLS or policy file
+  // that is missing or malformed (checked before the store is opened); FailedPrecondition for a
+  // data directory that is refused (see RocksDbStore::Open) or cannot be read; Unavailable when
   // an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
 
