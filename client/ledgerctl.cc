@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/channel_credentials.h"
 #include "client/exit_codes.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -29,6 +30,14 @@ ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
           "call's result");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
+          "this one: the system's roots). No --tls_* flag: plaintext");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM client certificate, for a ledgerd that requires one (mutual TLS)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name ledgerd's certificate must carry when it is not --target's host");
 ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
 ABSL_FLAG(std::string, page_token, "",
           "history: the next_page_token of an earlier page, for older entries");
@@ -250,8 +259,13 @@ int main(int argc, char** argv) {
   if (!request_id.empty() && command != "deposit" && command != "withdraw") {
     return UsageError("--request_id applies to deposit and withdraw only");
   }
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+  const ledger::ClientTlsOptions tls{
+      absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+      absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ledger::NewChannelCredentials(tls);
+  if (!credentials.ok()) return UsageError(std::string(credentials.status().message()));
+  auto channel = ledger::NewLedgerChannel(absl::GetFlag(FLAGS_target), tls, *credentials);
   if (command == "deposit") {
     return Mutate<ledger::v1::DepositRequest, ledger::v1::DepositResponse>(
         channel, args, [](auto& stub, auto* context, const auto& request, auto* response) {

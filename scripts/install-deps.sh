@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   python3 python3-yaml curl
+  openssl
   postgresql
   docker-compose
 )

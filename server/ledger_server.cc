@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/authz_policy.h"
 
 namespace ledger {
 namespace {
@@ -35,6 +36,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   // Validated before the store is opened and before the metrics, which are sized by the shard
   // count.
   if (absl::Status status = Router::ValidateOptions(router_options); !status.ok()) return status;
+  // Before the store: a mistyped certificate path fails at once.
+  absl::StatusOr<std::unique_ptr<ServerTransportSecurity>> transport_security =
+      ServerTransportSecurity::Create(options.transport_security);
+  if (!transport_security.ok()) return transport_security.status();
 
   std::unique_ptr<storage::RocksDbStore> store;
   if (durable) {
@@ -77,6 +82,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
                                                         service_options));
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
+  server->transport_security_ = *std::move(transport_security);
+  if (AuthzPolicyWatcher* policy = server->transport_security_->policy_watcher()) {
+    policy->CountDenialsIn(server->metrics_);
+  }
   if (!options.metrics_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);
@@ -92,7 +101,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options.listen_address, server->transport_security_->credentials(),
                            &server->port_);
   builder.RegisterService(&server->service_);
 

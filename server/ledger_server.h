@@ -14,6 +14,7 @@
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
+#include "server/transport_security.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
@@ -37,6 +38,9 @@ struct ServerOptions {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Refuse Deposits and Withdraws that carry no request_id (see ServiceOptions).
   bool require_request_id = false;
+  // TLS, mutual TLS and the authorization policy of the gRPC port; the default is plaintext.
+  // Metrics are plain HTTP whatever this says.
+  TransportSecurityOptions transport_security;
 };
 
 // How often a durable server checks that its data directory is still in place.
@@ -47,7 +51,8 @@ inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
 class LedgerServer {
  public:
   // Opens the data directory and loads every account from it, starts the metrics endpoint and
-  // the shards, then serves. InvalidArgument for an option out of range; FailedPrecondition for a
+  // the shards, then serves. InvalidArgument for an option out of range, or a TLS or policy file
+  // that is missing or malformed (checked before the store is opened); FailedPrecondition for a
   // data directory that is refused (see RocksDbStore::Open) or cannot be read; Unavailable when
   // an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
@@ -68,6 +73,7 @@ class LedgerServer {
   int64_t recovered_accounts() const { return recovered_accounts_; }
   absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
+  const ServerTransportSecurity& transport_security() const { return *transport_security_; }
 
   // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; refuse new
   // calls (callers get UNAVAILABLE); wait up to shutdown_grace for calls in flight, then cancel the
@@ -95,6 +101,7 @@ class LedgerServer {
   absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
   LedgerService service_;
+  std::unique_ptr<ServerTransportSecurity> transport_security_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Notification stop_watching_;

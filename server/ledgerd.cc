@@ -74,6 +74,22 @@ ABSL_FLAG(bool, require_request_id, false,
           "refuse (INVALID_ARGUMENT) every Deposit and Withdraw that carries no request_id, so "
           "that any write whose outcome is unknown (deadline, storage failure) can be retried "
           "safely with the same request_id");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain the gRPC port presents; with --tls_key_file, gRPC is served over "
+          "TLS only (empty: plaintext). Re-read every --tls_refresh_interval: a rotated "
+          "certificate is served to new connections without a restart");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle for mutual TLS: every client must present a certificate it verifies, "
+          "else the handshake fails (empty: clients present none). Re-read like the certificate");
+ABSL_FLAG(std::string, authz_policy_file, "",
+          "gRPC authorization policy (JSON, gRFC A43; see deploy/authz/policy.example.json): which "
+          "client certificates may call which methods, every other call is PERMISSION_DENIED. "
+          "Needs mutual TLS. Re-read every --tls_refresh_interval; a file that does not parse is "
+          "logged and the previous policy kept");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
+          "how often the TLS and policy files are read again for changes (1s to 24h, whole "
+          "seconds)");
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -145,6 +161,12 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace must not be negative");
   }
+  // Checked, and the files read, by LedgerServer::Start.
+  options.transport_security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.transport_security.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.transport_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.transport_security.authz_policy_file = absl::GetFlag(FLAGS_authz_policy_file);
+  options.transport_security.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
   return options;
 }
 
@@ -271,11 +293,12 @@ int main(int argc, char** argv) {
                 "/metrics");
   std::cout << absl::StrFormat(
                    "ledgerd %s: listening on %s, %s, %d shards, mailbox capacity %d, max batch "
-                   "%d, overdraft limit %d, %s",
+                   "%d, overdraft limit %d, %s, gRPC %s",
                    LEDGER_VERSION,
                    ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
                    options->router.num_shards, shard.mailbox_capacity, shard.max_batch,
-                   shard.policy.overdraft_limit, storage)
+                   shard.policy.overdraft_limit, storage,
+                   (*server)->transport_security().description())
             << std::endl;
 
   signals.shutdown_requested().WaitForNotification();
