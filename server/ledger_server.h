@@ -12,6 +12,7 @@
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
+#include "server/reflection_service.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
@@ -83,6 +84,7 @@ class LedgerServer {
   absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
   LedgerService service_;
+  ReflectionService reflection_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
