@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -175,6 +176,24 @@ TEST(ReflectionServiceTest, AnswersAFileWithEveryFileItImportsOnce) {
   }
   EXPECT_THAT(Names(Files(stream.Ask(Symbol("google.protobuf.Timestamp")))),
               ElementsAre("google/protobuf/timestamp.proto"));
+  EXPECT_TRUE(stream.Close().ok());
+}
+
+// What one answer can cost: the largest is a file with all it imports, comments included.
+TEST(ReflectionServiceTest, EveryFileAnswerStaysUnder32KiB) {
+  ReflectionStream stream;
+  size_t largest_bytes = 0;
+  for (const char* name :
+       {"ledger/v1/ledger.proto", "grpc/health/v1/health.proto",
+        "grpc/reflection/v1alpha/reflection.proto", "google/protobuf/timestamp.proto"}) {
+    ServerReflectionRequest request;
+    request.set_file_by_filename(name);
+    const ServerReflectionResponse response = stream.Ask(request);
+    ASSERT_TRUE(response.has_file_descriptor_response()) << name;
+    std::cout << name << ": " << response.ByteSizeLong() << " bytes\n";
+    largest_bytes = std::max(largest_bytes, response.ByteSizeLong());
+  }
+  EXPECT_LT(largest_bytes, 32u * 1024);
   EXPECT_TRUE(stream.Close().ok());
 }
 
