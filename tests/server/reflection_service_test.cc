@@ -295,5 +295,20 @@ TEST(ReflectionServiceTest, AnswersEveryRequestOfALongStreamOnceAndInOrder) {
   EXPECT_TRUE(stream.Close().ok());
 }
 
+// The embedded set is build output: a broken one is a bug, and it stops the process in every
+// build instead of serving a reflection that cannot answer.
+TEST(ReflectionServiceDeathTest, ABrokenDescriptorSetStopsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(ReflectionService("\xff not a FileDescriptorSet"),
+               "the embedded descriptor set is unusable: it is not a FileDescriptorSet");
+  // A file whose import is missing from the set does not build.
+  google::protobuf::FileDescriptorSet set;
+  FileDescriptorProto* file = set.add_file();
+  file->set_name("orphan.proto");
+  file->add_dependency("missing.proto");
+  EXPECT_DEATH(ReflectionService(set.SerializeAsString()),
+               "the embedded descriptor set is unusable: orphan.proto does not build");
+}
+
 }  // namespace
 }  // namespace ledger
