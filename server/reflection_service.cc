@@ -94,79 +94,71 @@ ReflectionService::Response ReflectionService::Answer(const Request& request) co
                  absl::StrCat("reflection request of ", request_bytes,
                               " bytes is larger than the limit of ", kMaxRequestBytes, " bytes"));
   }
-  Response response;
-  switch (request.message_request_case()) {
-    case Request::kListServices:
-      for (const std::string& name : services_) {
-        response.mutable_list_services_response()->add_service()->set_name(name);
-      }
-      break;
-    case Request::kFileByFilename: {
-      const FileDescriptor* file = pool_.FindFileByName(request.file_by_filename());
-      if (file == nullptr) {
-        response = Error(grpc::StatusCode::NOT_FOUND,
-                         absl::StrCat("no file named \"", request.file_by_filename(), "\""));
-        break;
-      }
-      AddFileAndImports(*file, response);
-      break;
-    }
-    case Request::kFileContainingSymbol: {
-      const FileDescriptor* file = pool_.FindFileContainingSymbol(request.file_containing_symbol());
-      if (file == nullptr) {
-        response =
-            Error(grpc::StatusCode::NOT_FOUND,
-                  absl::StrCat("no symbol named \"", request.file_containing_symbol(), "\""));
-        break;
-      }
-      AddFileAndImports(*file, response);
-      break;
-    }
-    case Request::kFileContainingExtension: {
-      const auto& wanted = request.file_containing_extension();
-      const Descriptor* type = pool_.FindMessageTypeByName(wanted.containing_type());
-      const FieldDescriptor* extension =
-          type == nullptr ? nullptr : pool_.FindExtensionByNumber(type, wanted.extension_number());
-      if (extension == nullptr) {
-        response = Error(grpc::StatusCode::NOT_FOUND,
-                         absl::StrCat("no extension ", wanted.extension_number(), " of \"",
-                                      wanted.containing_type(), "\""));
-        break;
-      }
-      AddFileAndImports(*extension->file(), response);
-      break;
-    }
-    case Request::kAllExtensionNumbersOfType: {
-      const Descriptor* type = pool_.FindMessageTypeByName(request.all_extension_numbers_of_type());
-      if (type == nullptr) {
-        response = Error(grpc::StatusCode::NOT_FOUND,
-                         absl::StrCat("no message type named \"",
-                                      request.all_extension_numbers_of_type(), "\""));
-        break;
-      }
-      std::vector<const FieldDescriptor*> extensions;
-      pool_.FindAllExtensions(type, &extensions);
-      auto* numbers = response.mutable_all_extension_numbers_response();
-      numbers->set_base_type_name(type->full_name());
-      for (const FieldDescriptor* extension : extensions) {
-        numbers->add_extension_number(extension->number());
-      }
-      break;
-    }
-    case Request::MESSAGE_REQUEST_NOT_SET:
-      response = Error(grpc::StatusCode::INVALID_ARGUMENT,
-                       "the reflection request names no question (message_request is not set)");
-      break;
-  }
+  Response response = AnswerQuestion(request);
   response.set_valid_host(request.host());
   *response.mutable_original_request() = request;
   return response;
 }
 
-void ReflectionService::AddFileAndImports(const FileDescriptor& file, Response& response) const {
+ReflectionService::Response ReflectionService::AnswerQuestion(const Request& request) const {
+  switch (request.message_request_case()) {
+    case Request::kListServices: {
+      Response response;
+      for (const std::string& name : services_) {
+        response.mutable_list_services_response()->add_service()->set_name(name);
+      }
+      return response;
+    }
+    case Request::kFileByFilename:
+      return FileAndImports(pool_.FindFileByName(request.file_by_filename()),
+                            absl::StrCat("no file named \"", request.file_by_filename(), "\""));
+    case Request::kFileContainingSymbol:
+      return FileAndImports(
+          pool_.FindFileContainingSymbol(request.file_containing_symbol()),
+          absl::StrCat("no symbol named \"", request.file_containing_symbol(), "\""));
+    case Request::kFileContainingExtension: {
+      const auto& wanted = request.file_containing_extension();
+      const Descriptor* type = pool_.FindMessageTypeByName(wanted.containing_type());
+      const FieldDescriptor* extension =
+          type == nullptr ? nullptr : pool_.FindExtensionByNumber(type, wanted.extension_number());
+      return FileAndImports(extension == nullptr ? nullptr : extension->file(),
+                            absl::StrCat("no extension ", wanted.extension_number(), " of \"",
+                                         wanted.containing_type(), "\""));
+    }
+    case Request::kAllExtensionNumbersOfType:
+      return ExtensionNumbers(request.all_extension_numbers_of_type());
+    case Request::MESSAGE_REQUEST_NOT_SET:
+      break;
+  }
+  return Error(grpc::StatusCode::INVALID_ARGUMENT,
+               "the reflection request names no question (message_request is not set)");
+}
+
+ReflectionService::Response ReflectionService::ExtensionNumbers(
+    const std::string& type_name) const {
+  const Descriptor* type = pool_.FindMessageTypeByName(type_name);
+  if (type == nullptr) {
+    return Error(grpc::StatusCode::NOT_FOUND,
+                 absl::StrCat("no message type named \"", type_name, "\""));
+  }
+  std::vector<const FieldDescriptor*> extensions;
+  pool_.FindAllExtensions(type, &extensions);
+  Response response;
+  auto* numbers = response.mutable_all_extension_numbers_response();
+  numbers->set_base_type_name(type->full_name());
+  for (const FieldDescriptor* extension : extensions) {
+    numbers->add_extension_number(extension->number());
+  }
+  return response;
+}
+
+ReflectionService::Response ReflectionService::FileAndImports(const FileDescriptor* file,
+                                                              std::string not_found) const {
+  if (file == nullptr) return Error(grpc::StatusCode::NOT_FOUND, std::move(not_found));
   // Depth-first over the imports, each file once; the set is a few files deep.
+  Response response;
   absl::flat_hash_set<std::string_view> added;
-  std::vector<const FileDescriptor*> pending = {&file};
+  std::vector<const FileDescriptor*> pending = {file};
   auto* files = response.mutable_file_descriptor_response();
   while (!pending.empty()) {
     const FileDescriptor* next = pending.back();
@@ -178,6 +170,7 @@ void ReflectionService::AddFileAndImports(const FileDescriptor& file, Response& 
       pending.push_back(next->dependency(i));
     }
   }
+  return response;
 }
 
 grpc::ServerBidiReactor<ReflectionService::Request, ReflectionService::Response>*

@@ -60,8 +60,13 @@ class ReflectionService final
       grpc::CallbackServerContext* context) override;
 
  private:
-  // Adds `file` and, after it, what it imports that `response` does not hold yet.
-  void AddFileAndImports(const google::protobuf::FileDescriptor& file, Response& response) const;
+  // The answer to the question the request asks (its message_request).
+  Response AnswerQuestion(const Request& request) const;
+  // all_extension_numbers_of_type: NOT_FOUND for an unknown message type.
+  Response ExtensionNumbers(const std::string& type_name) const;
+  // `file` and, after it, every file it imports, each once; NOT_FOUND with `not_found` for null.
+  Response FileAndImports(const google::protobuf::FileDescriptor* file,
+                          std::string not_found) const;
 
   google::protobuf::DescriptorPool pool_;
   // File name → the FileDescriptorProto as protoc wrote it (with source info), serialized.
