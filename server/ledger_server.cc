@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
 
@@ -97,13 +96,13 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen_address, server->transport_security_->credentials(),
                            &server->port_);
   builder.RegisterService(&server->service_);
+  builder.RegisterService(&server->reflection_);  // Not gRPC's plugin: see reflection_service.h.
 
   server->router_->Start();
   server->server_ = builder.BuildAndStart();

@@ -15,6 +15,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
 #include "server/transport_security.h"
+#include "server/reflection_service.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
@@ -102,6 +103,7 @@ class LedgerServer {
   const absl::Duration shutdown_grace_;
   LedgerService service_;
   std::unique_ptr<ServerTransportSecurity> transport_security_;
+  ReflectionService reflection_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Notification stop_watching_;
