@@ -20,8 +20,11 @@ build: deps
 	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(RELEASE) -j $(JOBS)
 
-# Starts ledgerd on the defaults in the foreground; pass flags with ARGS="--shards=4".
+# Starts ledgerd on the defaults in the foreground; pass flags with ARGS="--shards=4". The first
+# run creates the ledger in ./data with `ledgerd init`; later runs serve it (a server never
+# creates a ledger itself, so a lost directory is refused, not replaced by an empty one).
 run: build
+	@test -e data || $(RELEASE)/server/ledgerd init --data_dir=./data
 	$(RELEASE)/server/ledgerd $(ARGS)
 
 # Every test, three ways: Release; shard/ under ThreadSanitizer; the unit and integration tests

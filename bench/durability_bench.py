@@ -41,6 +41,9 @@ def start_ledgerd(build, durability, data_dir, extra=()):
     """Starts ledgerd; returns (process, grpc port, metrics port, stderr lines before the start)."""
     command = [f"{build}/server/ledgerd", "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
                f"--durability={durability}", f"--data_dir={data_dir}", *extra]
+    if durability != "none" and not os.path.exists(data_dir):
+        subprocess.run([f"{build}/server/ledgerd", "init", f"--data_dir={data_dir}"], check=True,
+                       stdout=subprocess.DEVNULL)
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []

@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
   options.data_dir = data_dir;
   options.durability = ledger::storage::Durability::kAsync;
   options.created_by = "ledger-populate";
+  if (absl::StatusOr<std::string> created = ledger::storage::RocksDbStore::Init(options);
+      !created.ok()) {
+    std::cerr << "ledger-populate: " << created.status().message() << "\n";
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<ledger::storage::RocksDbStore>> store =
       ledger::storage::RocksDbStore::Open(options);
   if (!store.ok()) {

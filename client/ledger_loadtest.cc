@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/channel_credentials.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
 #include "client/workload.h"
@@ -68,6 +69,14 @@ ABSL_FLAG(absl::Duration, resolve_for, absl::Seconds(60),
           "UNAVAILABLE) with its request_id for up to this long, so that verification is exact; "
           "0 disables. Needs a server that deduplicates request_ids (--durability sync or async)");
 ABSL_FLAG(std::string, json, "", "also write the report as JSON to this file");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
+          "this one: the system's roots). No --tls_* flag: plaintext");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM client certificate, for a ledgerd that requires one (mutual TLS)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name ledgerd's certificate must carry when it is not --target's host");
 ABSL_FLAG(bool, progress, false, "progress once a second on stderr even when it is not a terminal");
 
 namespace ledger {
@@ -97,6 +106,10 @@ struct Options {
   absl::Duration resolve_for;
   std::string json;
   bool progress;
+  // Set after the flags above (kept out of their initializer list).
+  ClientTlsOptions tls = {};
+  // From NewChannelCredentials(tls): plaintext or TLS.
+  std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
 };
 
 absl::StatusOr<Options> OptionsFromFlags() {
@@ -111,6 +124,12 @@ absl::StatusOr<Options> OptionsFromFlags() {
             absl::GetFlag(FLAGS_shards),         absl::GetFlag(FLAGS_verify),
             absl::GetFlag(FLAGS_resolve_for),    absl::GetFlag(FLAGS_json),
             absl::GetFlag(FLAGS_progress)};
+  o.tls = {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+           absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      NewChannelCredentials(o.tls);
+  if (!credentials.ok()) return credentials.status();
+  o.credentials = *std::move(credentials);
   absl::StatusOr<OperationMix> mix = ParseOperationMix(absl::GetFlag(FLAGS_mix));
   if (!mix.ok()) return mix.status();
   o.mix = *mix;
@@ -199,8 +218,8 @@ class Driver {
       arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
       arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      stubs_.push_back(v1::Ledger::NewStub(grpc::CreateCustomChannel(
-          options.target, grpc::InsecureChannelCredentials(), arguments)));
+      stubs_.push_back(v1::Ledger::NewStub(
+          NewLedgerChannel(options.target, options.tls, options.credentials, arguments)));
     }
     for (int64_t i = 0; i < options.accounts; ++i) {
       names_.push_back(absl::StrCat(options.run_id, "-acct-", i));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/channel_credentials.h"
 #include "client/exit_codes.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -29,6 +30,14 @@ ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
           "call's result");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
+          "this one: the system's roots). No --tls_* flag: plaintext");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM client certificate, for a ledgerd that requires one (mutual TLS)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name ledgerd's certificate must carry when it is not --target's host");
 ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
 ABSL_FLAG(std::string, page_token, "",
           "history: the next_page_token of an earlier page, for older entries");
@@ -56,8 +65,10 @@ constexpr char kUsage[] =
     "     ALREADY_EXISTS): retrying the same call will not help\n"
     "  4  NOT_FOUND: the account has never received a deposit\n"
     "     (history on a server with --durability=none is FAILED_PRECONDITION: 3)\n"
-    "  5  overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE, DEADLINE_EXCEEDED), or\n"
-    "     health is not SERVING: retry later, with a back-off";
+    "  5  overloaded (RESOURCE_EXHAUSTED: nothing was applied; retry after a back-off), outcome\n"
+    "     unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit or withdraw may have been applied;\n"
+    "     retry with the same --request_id, which applies it at most once), or health is not\n"
+    "     SERVING";
 
 // A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
 std::string JsonString(const std::string& text) {
@@ -83,6 +94,12 @@ int UsageError(const std::string& problem) {
                "history ACCOUNT | health\n`ledgerctl --help` explains the flags and the exit "
                "codes\n";
   return ledger::kExitUsage;
+}
+
+// Codes after which a deposit or withdraw may or may not have been applied.
+bool OutcomeUnknown(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED;
 }
 
 int Failed(const grpc::Status& status) {
@@ -128,7 +145,19 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   Response response;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = call(*stub, NewContext().get(), request, &response);
-  if (!status.ok()) return Failed(status);
+  if (!status.ok()) {
+    const int exit_code = Failed(status);
+    if (OutcomeUnknown(status.error_code()) && !absl::GetFlag(FLAGS_json)) {
+      std::cerr << "ledgerctl: outcome unknown: the " << args[1] << " may have been applied. "
+                << (request.request_id().empty()
+                        ? "It carried no --request_id, so a retry could apply it twice: check "
+                          "the balance or history first"
+                        : absl::StrCat("Retry with the same --request_id=", request.request_id(),
+                                       " to apply it at most once"))
+                << "\n";
+    }
+    return exit_code;
+  }
   return PrintBalance(request.account_id(), response.balance());
 }
 
@@ -230,8 +259,13 @@ int main(int argc, char** argv) {
   if (!request_id.empty() && command != "deposit" && command != "withdraw") {
     return UsageError("--request_id applies to deposit and withdraw only");
   }
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+  const ledger::ClientTlsOptions tls{
+      absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
+      absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ledger::NewChannelCredentials(tls);
+  if (!credentials.ok()) return UsageError(std::string(credentials.status().message()));
+  auto channel = ledger::NewLedgerChannel(absl::GetFlag(FLAGS_target), tls, *credentials);
   if (command == "deposit") {
     return Mutate<ledger::v1::DepositRequest, ledger::v1::DepositResponse>(
         channel, args, [](auto& stub, auto* context, const auto& request, auto* response) {

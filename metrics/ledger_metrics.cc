@@ -67,6 +67,13 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
                          prometheus::MetricType::Gauge);
   AddMetric(recovery, {}).gauge.value = recovery_seconds_.load(std::memory_order_relaxed);
   families.push_back(std::move(recovery));
+  auto lost = Family("ledger_data_directory_lost",
+                     "1 once the data directory was found deleted, replaced or unmounted while "
+                     "serving: writes are refused and health is NOT_SERVING until a restart on "
+                     "the restored directory.",
+                     prometheus::MetricType::Gauge);
+  AddMetric(lost, {}).gauge.value = data_directory_lost_.load(std::memory_order_relaxed) ? 1 : 0;
+  families.push_back(std::move(lost));
   return families;
 }
 

@@ -122,6 +122,10 @@ class LedgerMetrics final : public prometheus::Collectable {
     recovery_seconds_.store(seconds, std::memory_order_relaxed);
   }
 
+  // The data directory was found deleted, replaced or unmounted while serving
+  // (ledger_data_directory_lost = 1 from then on). Any thread.
+  void SetDataDirectoryLost() { data_directory_lost_.store(true, std::memory_order_relaxed); }
+
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
@@ -133,6 +137,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   std::atomic<const Router*> router_{nullptr};
   std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kRpcMethodCount> requests_{};
   std::atomic<double> recovery_seconds_{0};
+  std::atomic<bool> data_directory_lost_{false};
 };
 
 }  // namespace ledger

@@ -26,6 +26,7 @@ packages=(
   libbenchmark-dev
   clang-format clang-tidy
   python3 python3-yaml curl
+  openssl
   postgresql
   docker-compose
 )

@@ -1,11 +1,12 @@
 #include "server/ledger_server.h"
 
 #include <cassert>
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/authz_policy.h"
 
 namespace ledger {
 namespace {
@@ -34,6 +35,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   // Validated before the store is opened and before the metrics, which are sized by the shard
   // count.
   if (absl::Status status = Router::ValidateOptions(router_options); !status.ok()) return status;
+  // Before the store: a mistyped certificate path fails at once.
+  absl::StatusOr<std::unique_ptr<ServerTransportSecurity>> transport_security =
+      ServerTransportSecurity::Create(options.transport_security);
+  if (!transport_security.ok()) return transport_security.status();
 
   std::unique_ptr<storage::RocksDbStore> store;
   if (durable) {
@@ -68,11 +73,18 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   }
 
   metrics->AttachRouter(router->get());
-  std::unique_ptr<LedgerServer> server(
-      new LedgerServer(std::move(metrics), std::move(store), *std::move(router),
-                       options.shutdown_grace, options.router.shard.policy.overdraft_limit));
+  const ServiceOptions service_options{
+      .overdraft_limit = options.router.shard.policy.overdraft_limit,
+      .require_request_id = options.require_request_id};
+  std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
+                                                        *std::move(router), options.shutdown_grace,
+                                                        service_options));
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
+  server->transport_security_ = *std::move(transport_security);
+  if (AuthzPolicyWatcher* policy = server->transport_security_->policy_watcher()) {
+    policy->CountDenialsIn(server->metrics_);
+  }
   if (!options.metrics_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);
@@ -84,13 +96,13 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options.listen_address, server->transport_security_->credentials(),
                            &server->port_);
   builder.RegisterService(&server->service_);
+  builder.RegisterService(&server->reflection_);  // Not gRPC's plugin: see reflection_service.h.
 
   server->router_->Start();
   server->server_ = builder.BuildAndStart();
@@ -101,24 +113,41 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
                      ": the port is in use or the address is not one of this machine's"));
   }
   SetServing(*server->server_, true);
+  if (server->store_ != nullptr) {
+    server->watcher_ = std::thread([raw = server.get()] { raw->WatchDataDirectory(); });
+  }
   return server;
 }
 
 LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
                            std::unique_ptr<storage::RocksDbStore> store,
                            std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-                           int64_t overdraft_limit)
+                           const ServiceOptions& service_options)
     : metrics_(std::move(metrics)),
       store_(std::move(store)),
       router_(std::move(router)),
       shutdown_grace_(shutdown_grace),
-      service_(router_.get(), metrics_.get(), overdraft_limit, store_.get()) {}
+      service_(router_.get(), metrics_.get(), store_.get(), service_options) {}
 
 LedgerServer::~LedgerServer() { assert(shut_down_); }
+
+void LedgerServer::WatchDataDirectory() {
+  while (!stop_watching_.WaitForNotificationWithTimeout(kDataDirectoryCheckInterval)) {
+    absl::Status in_place = store_->CheckDataDirectory();
+    if (in_place.ok()) continue;
+    metrics_->SetDataDirectoryLost();
+    SetServing(*server_, false);
+    std::cerr << "ledgerd: " << in_place.message()
+              << ". Health is NOT_SERVING; reads are still served from memory\n";
+    return;
+  }
+}
 
 void LedgerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  stop_watching_.Notify();
+  if (watcher_.joinable()) watcher_.join();
   if (server_ != nullptr) {
     SetServing(*server_, false);
     // Returns once every call has finished: shards are still running and answer the calls in

@@ -5,13 +5,17 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
+#include "server/reflection_service.h"
+#include "server/transport_security.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
@@ -33,14 +37,23 @@ struct ServerOptions {
   storage::StoreOptions storage;
   // How long a graceful shutdown waits for calls in flight before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Refuse Deposits and Withdraws that carry no request_id (see ServiceOptions).
+  bool require_request_id = false;
+  // TLS, mutual TLS and the authorization policy of the gRPC port; the default is plaintext.
+  // Metrics are plain HTTP whatever this says.
+  TransportSecurityOptions transport_security;
 };
+
+// How often a durable server checks that its data directory is still in place.
+inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
 
 // Thread-safe: port() from any thread; Shutdown from one controlling thread. Shutdown is
 // mandatory before destruction.
 class LedgerServer {
  public:
   // Opens the data directory and loads every account from it, starts the metrics endpoint and
-  // the shards, then serves. InvalidArgument for an option out of range; FailedPrecondition for a
+  // the shards, then serves. InvalidArgument for an option out of range, or a TLS or policy file
+  // that is missing or malformed (checked before the store is opened); FailedPrecondition for a
   // data directory that is refused (see RocksDbStore::Open) or cannot be read; Unavailable when
   // an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
@@ -61,17 +74,23 @@ class LedgerServer {
   int64_t recovered_accounts() const { return recovered_accounts_; }
   absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
+  const ServerTransportSecurity& transport_security() const { return *transport_security_; }
 
-  // Graceful stop, in this order: health NOT_SERVING; refuse new calls (callers get
-  // UNAVAILABLE); wait up to shutdown_grace for calls in flight, then cancel the rest; drain every
-  // mailbox (every accepted message is applied and answered); join the shard threads; stop
-  // serving metrics. Idempotent.
+  // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; refuse new
+  // calls (callers get UNAVAILABLE); wait up to shutdown_grace for calls in flight, then cancel the
+  // rest; drain every mailbox (every accepted message is applied and answered); join the shard
+  // threads; stop serving metrics. Idempotent.
   void Shutdown();
 
  private:
   LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<storage::RocksDbStore> store,
                std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-               int64_t overdraft_limit);
+               const ServiceOptions& service_options);
+
+  // Runs on watcher_ until Shutdown: checks the data directory every
+  // kDataDirectoryCheckInterval, and the first time it is gone turns health NOT_SERVING, sets
+  // ledger_data_directory_lost and logs why. (The store itself refuses the writes.)
+  void WatchDataDirectory();
 
   // Shared with the metrics endpoint, which holds it weakly while serving scrapes.
   const std::shared_ptr<LedgerMetrics> metrics_;
@@ -83,8 +102,12 @@ class LedgerServer {
   absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
   LedgerService service_;
+  std::unique_ptr<ServerTransportSecurity> transport_security_;
+  ReflectionService reflection_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  absl::Notification stop_watching_;
+  std::thread watcher_;
   bool shut_down_ = false;
 };
 

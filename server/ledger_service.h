@@ -16,41 +16,57 @@
 
 namespace ledger {
 
+// Every method of ledger.v1.Ledger on the callback API, taking the request's raw bytes: the
+// service parses them itself, so that bytes that are not a valid request (truncated, or a string
+// that is not UTF-8) get INVALID_ARGUMENT with a message, where gRPC's own parse would answer
+// with no message at all.
+using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Deposit<
+    v1::Ledger::WithRawCallbackMethod_Withdraw<v1::Ledger::WithRawCallbackMethod_Balance<
+        v1::Ledger::WithRawCallbackMethod_History<v1::Ledger::Service>>>>;
+
+struct ServiceOptions {
+  // Only words messages: the shards apply the limit.
+  int64_t overdraft_limit = 0;
+  // Refuse a Deposit or Withdraw without a request_id (INVALID_ARGUMENT), so that every write
+  // whose outcome is unknown can be retried safely.
+  bool require_request_id = false;
+};
+
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
 // either finished at once (bad input, shed, shutting down) or handed to a shard.
-class LedgerService final : public v1::Ledger::CallbackService {
+class LedgerService final : public RawLedgerService {
  public:
   // `router`, `metrics` and `store` are not owned and must outlive the service; `store` is null
-  // when the server keeps no journal (--durability=none). `overdraft_limit` only words messages.
-  LedgerService(Router* router, LedgerMetrics* metrics, int64_t overdraft_limit,
-                storage::RocksDbStore* store);
+  // when the server keeps no journal (--durability=none).
+  LedgerService(Router* router, LedgerMetrics* metrics, storage::RocksDbStore* store,
+                const ServiceOptions& options);
 
   grpc::ServerUnaryReactor* Deposit(grpc::CallbackServerContext* context,
-                                    const v1::DepositRequest* request,
-                                    v1::DepositResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Withdraw(grpc::CallbackServerContext* context,
-                                     const v1::WithdrawRequest* request,
-                                     v1::WithdrawResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Balance(grpc::CallbackServerContext* context,
-                                    const v1::BalanceRequest* request,
-                                    v1::BalanceResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   // Reads the journal from the store on the calling gRPC thread: it is already on disk and the
   // store is thread-safe, so History never queues behind a shard's writes.
   grpc::ServerUnaryReactor* History(grpc::CallbackServerContext* context,
-                                    const v1::HistoryRequest* request,
-                                    v1::HistoryResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
 
  private:
-  template <typename Response>
+  template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
-                                   const std::string& account_id, int64_t amount,
-                                   const std::string& request_id, Response* response);
+                                   const grpc::ByteBuffer& request_bytes,
+                                   grpc::ByteBuffer* response_bytes);
   grpc::Status ReadHistory(const v1::HistoryRequest& request, v1::HistoryResponse& response);
 
   Router* const router_;
   LedgerMetrics* const metrics_;
-  const int64_t overdraft_limit_;
   storage::RocksDbStore* const store_;
+  const ServiceOptions options_;
 };
 
 }  // namespace ledger

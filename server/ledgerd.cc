@@ -12,6 +12,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -23,8 +24,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/ledger_server.h"
+#include "server/library_logs.h"
 
 namespace {
+
+// A command line that is not ledgerd's (an unknown command or a stray argument).
+constexpr int kExitUsage = 2;
 
 int32_t DefaultShards() {
   return std::max<int32_t>(ledger::kMinShards,
@@ -52,9 +57,10 @@ ABSL_FLAG(int64_t, overdraft_limit, 0,
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGINT/SIGTERM, how long to wait for calls in flight before cancelling them");
 ABSL_FLAG(std::string, data_dir, "./data",
-          "directory of the RocksDB database that holds the accounts, their journal and the "
-          "idempotency records; created when missing or empty. A directory ledgerd cannot read "
-          "as its own is refused, never overwritten");
+          "directory of the ledger: a RocksDB database that holds the accounts, their journal "
+          "and the idempotency records. `ledgerd init` creates it; the server only opens an "
+          "existing ledger and refuses a missing or empty directory (so a lost or unmounted "
+          "volume never becomes an empty ledger) and anything it cannot read as its own");
 ABSL_FLAG(std::string, durability, "sync",
           "when a Deposit or Withdraw is answered OK: sync = after its batch is fsynced to disk "
           "(survives a power loss); async = after it is written to the OS, without fsync (survives "
@@ -64,6 +70,26 @@ ABSL_FLAG(std::string, durability, "sync",
 ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
           "how long a request_id's outcome is remembered: a retry within it is answered with the "
           "recorded result instead of being applied again");
+ABSL_FLAG(bool, require_request_id, false,
+          "refuse (INVALID_ARGUMENT) every Deposit and Withdraw that carries no request_id, so "
+          "that any write whose outcome is unknown (deadline, storage failure) can be retried "
+          "safely with the same request_id");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain the gRPC port presents; with --tls_key_file, gRPC is served over "
+          "TLS only (empty: plaintext). Re-read every --tls_refresh_interval: a rotated "
+          "certificate is served to new connections without a restart");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle for mutual TLS: every client must present a certificate it verifies, "
+          "else the handshake fails (empty: clients present none). Re-read like the certificate");
+ABSL_FLAG(std::string, authz_policy_file, "",
+          "gRPC authorization policy (JSON, gRFC A43; see deploy/authz/policy.example.json): which "
+          "client certificates may call which methods, every other call is PERMISSION_DENIED. "
+          "Needs mutual TLS. Re-read every --tls_refresh_interval; a file that does not parse is "
+          "logged and the previous policy kept");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
+          "how often the TLS and policy files are read again for changes (1s to 24h, whole "
+          "seconds)");
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -130,21 +156,31 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
                      absl::FormatDuration(options.storage.idempotency_ttl)));
   }
   options.storage.created_by = absl::StrCat("ledgerd ", LEDGER_VERSION);
+  options.require_request_id = absl::GetFlag(FLAGS_require_request_id);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace must not be negative");
   }
+  // Checked, and the files read, by LedgerServer::Start.
+  options.transport_security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.transport_security.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.transport_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.transport_security.authz_policy_file = absl::GetFlag(FLAGS_authz_policy_file);
+  options.transport_security.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
   return options;
 }
 
-// Waits for SIGINT/SIGTERM on its own thread (the signals are blocked in every other thread):
-// the first starts a graceful shutdown, a second one exits at once.
+// Waits for SIGINT, SIGTERM and SIGHUP on its own thread (the signals are blocked in every other
+// thread): the first starts a graceful shutdown, a second one exits at once. SIGHUP drains like
+// SIGTERM: ledgerd has nothing a reload would re-read (TLS material and policies are watched and
+// reloaded by themselves), and a hang-up must never kill it without a drain.
 class SignalWatcher {
  public:
   SignalWatcher() {
     sigemptyset(&signals_);
     sigaddset(&signals_, SIGINT);
     sigaddset(&signals_, SIGTERM);
+    sigaddset(&signals_, SIGHUP);
     // Before any other thread starts, so that every thread inherits the mask.
     pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
   }
@@ -182,6 +218,22 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// `ledgerd init`: creates a new, empty ledger and says so; exit 0, or 1 with the reason.
+int InitLedger(const ledger::storage::StoreOptions& storage) {
+  if (storage.durability == ledger::storage::Durability::kNone) {
+    std::cerr << "ledgerd: init creates a ledger on disk; --durability=none keeps none\n";
+    return EXIT_FAILURE;
+  }
+  absl::StatusOr<std::string> ledger_id = ledger::storage::RocksDbStore::Init(storage);
+  if (!ledger_id.ok()) {
+    std::cerr << "ledgerd: init: " << ledger_id.status().message() << "\n";
+    return EXIT_FAILURE;
+  }
+  std::cout << "ledgerd: created a new, empty ledger " << *ledger_id << " in " << storage.data_dir
+            << "\n";
+  return EXIT_SUCCESS;
+}
+
 std::string ListenAddressWithPort(const std::string& address, int port) {
   const size_t colon = address.rfind(':');
   return absl::StrCat(colon == std::string::npos ? address : address.substr(0, colon), ":", port);
@@ -192,14 +244,26 @@ std::string ListenAddressWithPort(const std::string& address, int port) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "a sharded account ledger served over gRPC (ledger.v1.Ledger).\n"
-      "Usage: ledgerd [--listen=HOST:PORT] [--data_dir=DIR] [--durability=sync|async|none] ...");
-  absl::ParseCommandLine(argc, argv);
+      "Usage:\n"
+      "  ledgerd init --data_dir=DIR   create a new, empty ledger in DIR (missing or empty) and "
+      "exit\n"
+      "  ledgerd [--listen=HOST:PORT] [--data_dir=DIR] [--durability=sync|async|none] ...\n"
+      "                                serve the ledger in DIR (made by `ledgerd init`)");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const bool init = positional.size() >= 2 && std::string(positional[1]) == "init";
+  if (positional.size() > (init ? 2 : 1)) {
+    std::cerr << "ledgerd: unexpected argument \"" << positional[init ? 2 : 1]
+              << "\"; the only command is `init` (see --help)\n";
+    return kExitUsage;
+  }
 
   absl::StatusOr<ledger::ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
     std::cerr << "ledgerd: " << options.status().message() << "\n";
     return EXIT_FAILURE;
   }
+  ledger::LimitLibraryLogs();
+  if (init) return InitLedger(options->storage);
   SignalWatcher signals;
   absl::StatusOr<std::unique_ptr<ledger::LedgerServer>> server =
       ledger::LedgerServer::Start(*options);
@@ -210,8 +274,8 @@ int main(int argc, char** argv) {
   signals.Start();
   const ledger::storage::Durability durability = options->storage.durability;
   if (durability != ledger::storage::Durability::kNone) {
-    std::cerr << "ledgerd: recovered " << (*server)->recovered_accounts() << " accounts from "
-              << options->storage.data_dir << " in "
+    std::cerr << "ledgerd: recovered " << (*server)->recovered_accounts() << " accounts of ledger "
+              << (*server)->store()->ledger_id() << " from " << options->storage.data_dir << " in "
               << absl::FormatDuration((*server)->recovery_time()) << "\n";
   }
   const std::string storage =
@@ -229,11 +293,12 @@ int main(int argc, char** argv) {
                 "/metrics");
   std::cout << absl::StrFormat(
                    "ledgerd %s: listening on %s, %s, %d shards, mailbox capacity %d, max batch "
-                   "%d, overdraft limit %d, %s",
+                   "%d, overdraft limit %d, %s, gRPC %s",
                    LEDGER_VERSION,
                    ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
                    options->router.num_shards, shard.mailbox_capacity, shard.max_batch,
-                   shard.policy.overdraft_limit, storage)
+                   shard.policy.overdraft_limit, storage,
+                   (*server)->transport_security().description())
             << std::endl;
 
   signals.shutdown_requested().WaitForNotification();

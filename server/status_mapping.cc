@@ -83,10 +83,15 @@ grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
                            facts.amount,
                            ". Nothing was applied: use a new request_id for a new operation")};
     case Outcome::kStorageFailed:
-      return {grpc::StatusCode::UNAVAILABLE,
-              absl::StrCat("storage failed to write this call on shard ", facts.shard,
-                           "; it was not acknowledged and the server does not show it applied. "
-                           "Retry later with the same request_id to apply it exactly once")};
+      return {
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("storage failed while writing this call on shard ", facts.shard,
+                       ": outcome unknown (a failed write can still reach the disk). ",
+                       facts.request_id.empty()
+                           ? "This call carried no request_id, so a retry could apply it twice: "
+                             "read the balance or History before retrying"
+                           : absl::StrCat("Retry with the same request_id \"", facts.request_id,
+                                          "\" to apply it exactly once or learn its result"))};
     case Outcome::kInternal:
       break;
   }

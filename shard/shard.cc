@@ -205,17 +205,21 @@ void Shard::RollBackBatch() {
 }
 
 void Shard::LogStorageError(const absl::Status& status, absl::string_view what) {
-  // A failing disk fails every batch: log the first error and then at most one line a second.
-  ++storage_errors_since_log_;
-  const SteadyClock::time_point now = SteadyClock::now();
-  const bool logged_before = last_storage_log_ != SteadyClock::time_point();
-  if (logged_before && now - last_storage_log_ < std::chrono::seconds(1)) return;
+  const std::optional<int64_t> dropped = storage_error_log_.Admit();
+  if (!dropped.has_value()) return;
   std::cerr << "ledgerd: shard " << options_.index << ": storage failed " << what << ": "
-            << status.message() << " (" << storage_errors_since_log_
-            << " storage error(s) since the last report); the affected calls were answered "
-               "UNAVAILABLE and nothing of them was applied\n";
-  storage_errors_since_log_ = 0;
-  last_storage_log_ = now;
+            << status.message() << " (" << *dropped
+            << " more storage error(s) since the last report); the affected calls were "
+               "answered UNAVAILABLE with their outcome unknown (retry with the same "
+               "request_id)\n";
+}
+
+void Shard::LogInternalError(Op op, absl::string_view what) {
+  const std::optional<int64_t> dropped = internal_error_log_.Admit();
+  if (!dropped.has_value()) return;
+  std::cerr << "ledgerd: shard " << options_.index << ": " << OpName(op)
+            << " failed unexpectedly: " << what << "; answered INTERNAL (" << *dropped
+            << " more such line(s) dropped)\n";
 }
 
 Reply Shard::Handle(const Message& message) {
@@ -226,11 +230,9 @@ Reply Shard::Handle(const Message& message) {
     }
     return ApplyToAccounts(message);
   } catch (const std::exception& error) {
-    std::cerr << "ledgerd: shard " << options_.index << ": " << OpName(message.op)
-              << " failed unexpectedly: " << error.what() << "; answered INTERNAL\n";
+    LogInternalError(message.op, error.what());
   } catch (...) {
-    std::cerr << "ledgerd: shard " << options_.index << ": " << OpName(message.op)
-              << " failed unexpectedly; answered INTERNAL\n";
+    LogInternalError(message.op, "an exception that is not a std::exception");
   }
   observer_->OnInternalError();
   return {.outcome = Outcome::kInternal};

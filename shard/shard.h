@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "shard/ledger_rules.h"
 #include "shard/ledger_store.h"
+#include "shard/log_rate_limiter.h"
 #include "shard/mailbox.h"
 #include "shard/message.h"
 #include "shard/shard_observer.h"
@@ -128,6 +129,7 @@ class Shard {
   // Reloads an account of a failed batch from the store. False when the store cannot say.
   bool SettleAccount(absl::string_view account_id);
   void LogStorageError(const absl::Status& status, absl::string_view what);
+  void LogInternalError(Op op, absl::string_view what);
 
   const ShardOptions options_;
   ShardObserver* const observer_;
@@ -155,8 +157,10 @@ class Shard {
   // sync can fail after the data did), so each is reloaded from the store before its next use.
   absl::flat_hash_set<std::string> unsettled_accounts_;
   absl::Time batch_time_;
-  SteadyClock::time_point last_storage_log_;
-  uint64_t storage_errors_since_log_ = 0;
+  // A failing disk fails every batch: the first error is logged, then at most one a second.
+  LogRateLimiter storage_error_log_{1};
+  // A handler fault is a bug; the lines say which op, at most five a second.
+  LogRateLimiter internal_error_log_{5};
 };
 
 }  // namespace ledger

@@ -1,14 +1,17 @@
 #include "storage/rocksdb_store.h"
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <system_error>
+#include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/compaction_filter.h"
@@ -84,6 +87,40 @@ std::string Refusal(const std::string& dir, absl::string_view problem) {
                       "read); move the directory away or pass another --data_dir");
 }
 
+// RocksDB reports why it cannot open a directory only as text; this names the cause from it.
+absl::Status OpenRefusal(const std::string& dir, const rocksdb::Status& status) {
+  const std::string text = status.ToString();
+  const auto says = [&text](const char* words) { return absl::StrContains(text, words); };
+  if (says("Resource temporarily unavailable") || says("lock hold by current process")) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data directory ", dir, " is in use by another process (", text,
+                     "); stop it first or pass another --data_dir"));
+  }
+  std::string cause;
+  if (status.IsNoSpace() || says("No space left")) {
+    cause = DescribeErrno(ENOSPC);
+  } else if (says("Read-only file system")) {
+    cause = DescribeErrno(EROFS);
+  } else if (says("Permission denied")) {
+    cause = DescribeErrno(EACCES);
+  } else if (says("Input/output error")) {
+    cause = DescribeErrno(EIO);
+  } else if (status.IsCorruption()) {
+    cause = "it is corrupt";
+  } else {
+    cause = "RocksDB cannot open it; it may be corrupt or incomplete";
+  }
+  return absl::FailedPreconditionError(Refusal(dir, absl::StrCat(cause, " (", text, ")")));
+}
+
+// 128 random bits in hex, from the kernel's random source.
+std::string NewLedgerId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += absl::StrFormat("%08x", random());
+  return id;
+}
+
 }  // namespace
 
 absl::string_view DurabilityName(Durability durability) {
@@ -110,6 +147,7 @@ struct RocksDbStore::Handles {
   std::unique_ptr<ExpiredRequestFilter> request_filter;
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> families;  // Indexed by Family.
+  std::string ledger_id;                               // From the format marker.
 
   ~Handles() {
     if (db == nullptr) return;
@@ -118,15 +156,28 @@ struct RocksDbStore::Handles {
   }
 };
 
-absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options) {
-  absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options);
+absl::StatusOr<std::string> RocksDbStore::Init(const StoreOptions& options) {
+  if (absl::Status prepared = PrepareDirectoryForInit(options.data_dir); !prepared.ok()) {
+    return prepared;
+  }
+  absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/true);
   if (!handles.ok()) return handles.status();
-  return std::unique_ptr<RocksDbStore>(new RocksDbStore(options, *std::move(handles)));
+  return (*handles)->ledger_id;
+}
+
+absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options) {
+  if (absl::Status usable = CheckDirectoryForOpen(options.data_dir); !usable.ok()) return usable;
+  absl::StatusOr<std::unique_ptr<DataDirectoryGuard>> guard =
+      DataDirectoryGuard::Open(options.data_dir);
+  if (!guard.ok()) return guard.status();
+  absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/false);
+  if (!handles.ok()) return handles.status();
+  return std::unique_ptr<RocksDbStore>(
+      new RocksDbStore(options, *std::move(guard), *std::move(handles)));
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles(
-    const StoreOptions& options) {
-  namespace fs = std::filesystem;
+    const StoreOptions& options, bool create) {
   const std::string& dir = options.data_dir;
   if (options.durability == Durability::kNone) {
     return absl::InvalidArgumentError("durability none keeps no store");
@@ -134,27 +185,10 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   if (options.idempotency_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idempotency TTL must be greater than zero");
   }
-  std::error_code error;
-  const bool exists = fs::exists(dir, error);
-  if (exists && !fs::is_directory(dir, error)) {
-    return absl::FailedPreconditionError(Refusal(dir, "it is not a directory"));
-  }
-  const bool fresh = !exists || fs::is_empty(dir, error);
-  if (!fresh && !fs::exists(fs::path(dir) / "CURRENT", error)) {
-    return absl::FailedPreconditionError(
-        Refusal(dir, "it holds files but no ledgerd database (no RocksDB CURRENT file)"));
-  }
-  if (error) {
-    return absl::FailedPreconditionError(Refusal(dir, error.message()));
-  }
-  if (!exists && !fs::create_directories(dir, error) && error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create data directory ", dir, ": ", error.message()));
-  }
-
   rocksdb::DBOptions db_options;
-  db_options.create_if_missing = fresh;
-  db_options.create_missing_column_families = fresh;
+  db_options.create_if_missing = create;
+  db_options.create_missing_column_families = create;
+  db_options.error_if_exists = create;
   db_options.paranoid_checks = true;
   // A torn write at the end of the log is a write that was never acknowledged: recovery stops
   // before it. Anything else that fails a checksum refuses the open.
@@ -169,13 +203,10 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   // 7.8's own resume can leave the log writer unusable (facebook/rocksdb#11643).
   db_options.max_bgerror_resume_count = 0;
 
-  if (!fresh) {
+  if (!create) {
     std::vector<std::string> names;
     rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, dir, &names);
-    if (!listed.ok()) {
-      return absl::FailedPreconditionError(
-          Refusal(dir, absl::StrCat("it is corrupt or unreadable: ", listed.ToString())));
-    }
+    if (!listed.ok()) return OpenRefusal(dir, listed);
     std::vector<std::string> expected(kFamilyNames.begin(), kFamilyNames.end());
     std::sort(names.begin(), names.end());
     std::sort(expected.begin(), expected.end());
@@ -206,63 +237,71 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, descriptors, &handles->families, &db);
-  if (!opened.ok()) {
-    if (opened.IsIOError() && opened.ToString().find("lock") != std::string::npos) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("data directory ", dir, " is in use by another process (", opened.ToString(),
-                       "); stop it first or pass another --data_dir"));
-    }
-    return absl::FailedPreconditionError(
-        Refusal(dir, absl::StrCat("it is corrupt or unreadable: ", opened.ToString())));
-  }
+  if (!opened.ok()) return OpenRefusal(dir, opened);
   handles->db.reset(db);
-
-  std::string marker_bytes;
-  rocksdb::Status marker_read = handles->db->Get(
-      rocksdb::ReadOptions(), handles->families[kDefault], ToSlice(kFormatKey), &marker_bytes);
-  if (marker_read.IsNotFound()) {
-    // Only a directory this store just created may lack the marker (or one whose creation was
-    // interrupted before the marker was written, which holds no accounts yet).
-    std::unique_ptr<rocksdb::Iterator> any(
-        handles->db->NewIterator(rocksdb::ReadOptions(), handles->families[kAccounts]));
-    any->SeekToFirst();
-    if (!fresh && any->Valid()) {
+  if (create) {
+    if (absl::Status written = WriteFormatMarker(*handles, options); !written.ok()) {
       return absl::FailedPreconditionError(
-          Refusal(dir, "it holds accounts but no ledgerd format marker"));
+          absl::StrCat("cannot initialise data directory ", dir, ": ", written.message()));
     }
-    v1::FormatMarker marker;
-    marker.set_magic(std::string(kMagic));
-    marker.set_format_version(kFormatVersion);
-    marker.set_created_by(options.created_by);
-    marker.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    if (rocksdb::Status put = handles->db->Put(sync, handles->families[kDefault],
-                                               ToSlice(kFormatKey), marker.SerializeAsString());
-        !put.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot initialise data directory ", dir, ": ", put.ToString()));
-    }
-  } else if (!marker_read.ok()) {
-    return absl::FailedPreconditionError(
-        Refusal(dir, absl::StrCat("its format marker cannot be read: ", marker_read.ToString())));
-  } else {
-    v1::FormatMarker marker;
-    if (!marker.ParseFromString(marker_bytes) || marker.magic() != kMagic) {
-      return absl::FailedPreconditionError(Refusal(dir, "its format marker is not ledgerd's"));
-    }
-    if (marker.format_version() != kFormatVersion) {
-      return absl::FailedPreconditionError(
-          Refusal(dir, absl::StrCat("it has data format version ", marker.format_version(),
-                                    " (written by ", marker.created_by(),
-                                    "); this ledgerd reads only version ", kFormatVersion)));
-    }
+    return handles;
   }
+  if (absl::Status checked = ReadFormatMarker(*handles, dir); !checked.ok()) return checked;
   return handles;
 }
 
-RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<Handles> handles)
-    : options_(options), handles_(std::move(handles)) {}
+absl::Status RocksDbStore::WriteFormatMarker(Handles& handles, const StoreOptions& options) {
+  v1::FormatMarker marker;
+  marker.set_magic(std::string(kMagic));
+  marker.set_format_version(kFormatVersion);
+  marker.set_created_by(options.created_by);
+  marker.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
+  marker.set_ledger_id(NewLedgerId());
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  rocksdb::Status put = handles.db->Put(sync, handles.families[kDefault], ToSlice(kFormatKey),
+                                        marker.SerializeAsString());
+  if (!put.ok()) return FromRocks(put, "writing the format marker");
+  handles.ledger_id = marker.ledger_id();
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbStore::ReadFormatMarker(Handles& handles, const std::string& dir) {
+  std::string marker_bytes;
+  rocksdb::Status marker_read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kDefault],
+                                                ToSlice(kFormatKey), &marker_bytes);
+  if (marker_read.IsNotFound()) {
+    // Init writes the marker right after creating the database; without it, this directory's
+    // creation never finished or it is not ledgerd's.
+    return absl::FailedPreconditionError(
+        Refusal(dir,
+                "it has no ledgerd format marker (its `ledgerd init` did not finish, or it "
+                "is not a ledgerd data directory)"));
+  }
+  if (!marker_read.ok()) {
+    return absl::FailedPreconditionError(
+        Refusal(dir, absl::StrCat("its format marker cannot be read: ", marker_read.ToString())));
+  }
+  v1::FormatMarker marker;
+  if (!marker.ParseFromString(marker_bytes) || marker.magic() != kMagic) {
+    return absl::FailedPreconditionError(Refusal(dir, "its format marker is not ledgerd's"));
+  }
+  if (marker.format_version() != kFormatVersion) {
+    return absl::FailedPreconditionError(Refusal(
+        dir,
+        absl::StrCat("it has data format version ", marker.format_version(), " (written by ",
+                     marker.created_by(), "); this ledgerd reads only version ", kFormatVersion)));
+  }
+  handles.ledger_id = marker.ledger_id();
+  return absl::OkStatus();
+}
+
+RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<DataDirectoryGuard> guard,
+                           std::unique_ptr<Handles> handles)
+    : options_(options),
+      guard_(std::move(guard)),
+      ledger_id_(handles->ledger_id),
+      handles_(std::move(handles)) {}
 
 RocksDbStore::~RocksDbStore() = default;
 
@@ -270,6 +309,9 @@ absl::Status RocksDbStore::Write(const BatchWrite& batch) {
   if (options_.test_write_fault) {
     if (absl::Status fault = options_.test_write_fault(); !fault.ok()) return fault;
   }
+  // Before RocksDB: a deleted directory still takes writes into its unlinked files, which no
+  // restart would ever read.
+  if (absl::Status in_place = guard_->Check(); !in_place.ok()) return in_place;
   uint64_t generation = 0;
   absl::Status failed;
   {
@@ -332,7 +374,13 @@ absl::Status RocksDbStore::ReopenLocked() {
   const absl::Time now = absl::Now();
   if (now - last_reopen_attempt_ < kReopenInterval) return ClosedError();
   last_reopen_attempt_ = now;
-  absl::StatusOr<std::unique_ptr<Handles>> reopened = OpenHandles(options_);
+  if (absl::Status in_place = guard_->Check(); !in_place.ok()) return in_place;
+  absl::StatusOr<std::unique_ptr<Handles>> reopened = OpenHandles(options_, /*create=*/false);
+  if (reopened.ok() && (*reopened)->ledger_id != ledger_id_) {
+    reopened = absl::FailedPreconditionError(
+        absl::StrCat("the directory now holds another ledger (id ", (*reopened)->ledger_id,
+                     ", not ", ledger_id_, ")"));
+  }
   if (!reopened.ok()) {
     reopen_failure_ = reopened.status();
     return ClosedError();
@@ -346,9 +394,14 @@ absl::Status RocksDbStore::ReopenLocked() {
   return absl::OkStatus();
 }
 
-void RocksDbStore::ReopenIfClosed() {
-  absl::MutexLock lock(&mu_);
-  if (handles_ == nullptr) ReopenLocked().IgnoreError();
+absl::Status RocksDbStore::ReadWith(const std::function<absl::Status(Handles& handles)>& read) {
+  if (closed_.load(std::memory_order_acquire)) {
+    absl::MutexLock lock(&mu_);
+    if (handles_ == nullptr) ReopenLocked().IgnoreError();
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
+  return read(*handles_);
 }
 
 absl::Status RocksDbStore::ClosedError() const {
@@ -361,111 +414,114 @@ absl::Status RocksDbStore::ClosedError() const {
 
 absl::StatusOr<std::optional<RequestRecord>> RocksDbStore::FindRequest(
     absl::string_view account_id, absl::string_view request_id) {
-  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
-  absl::ReaderMutexLock lock(&mu_);
-  if (handles_ == nullptr) return ClosedError();
-  std::string value;
-  rocksdb::Status read = handles_->db->Get(rocksdb::ReadOptions(), handles_->families[kRequests],
+  std::optional<RequestRecord> found;
+  absl::Status status = ReadWith([&](Handles& handles) {
+    std::string value;
+    rocksdb::Status read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kRequests],
                                            RequestKey(account_id, request_id), &value);
-  if (read.IsNotFound()) return std::nullopt;
-  if (!read.ok()) return FromRocks(read, "reading an idempotency record");
-  absl::StatusOr<RequestRecord> record = DecodeRequest(value);
-  if (!record.ok()) return record.status();
-  return *std::move(record);
+    if (read.IsNotFound()) return absl::OkStatus();
+    if (!read.ok()) return FromRocks(read, "reading an idempotency record");
+    absl::StatusOr<RequestRecord> record = DecodeRequest(value);
+    if (!record.ok()) return record.status();
+    found = *std::move(record);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return found;
 }
 
 absl::Status RocksDbStore::ForEachAccount(
     const std::function<void(std::string account_id, const AccountState& state)>& load) {
-  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
-  absl::ReaderMutexLock lock(&mu_);
-  if (handles_ == nullptr) return ClosedError();
-  rocksdb::ReadOptions read_options;
-  read_options.verify_checksums = true;
-  read_options.fill_cache = false;  // One pass at start-up: do not evict what serving needs.
-  std::unique_ptr<rocksdb::Iterator> it(
-      handles_->db->NewIterator(read_options, handles_->families[kAccounts]));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    absl::StatusOr<AccountState> state = DecodeAccount(View(it->value()));
-    if (!state.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("account ", View(it->key()), ": ", state.status().message()));
+  return ReadWith([&](Handles& handles) {
+    rocksdb::ReadOptions read_options;
+    read_options.verify_checksums = true;
+    read_options.fill_cache = false;  // One pass at start-up: do not evict what serving needs.
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles.db->NewIterator(read_options, handles.families[kAccounts]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      absl::StatusOr<AccountState> state = DecodeAccount(View(it->value()));
+      if (!state.ok()) {
+        return absl::DataLossError(
+            absl::StrCat("account ", View(it->key()), ": ", state.status().message()));
+      }
+      load(it->key().ToString(), *state);
     }
-    load(it->key().ToString(), *state);
-  }
-  return FromRocks(it->status(), "reading the accounts");
+    return FromRocks(it->status(), "reading the accounts");
+  });
 }
 
 absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
     absl::string_view account_id) {
-  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
-  absl::ReaderMutexLock lock(&mu_);
-  if (handles_ == nullptr) return ClosedError();
-  std::string value;
-  rocksdb::Status read = handles_->db->Get(rocksdb::ReadOptions(), handles_->families[kAccounts],
+  std::optional<AccountState> found;
+  absl::Status status = ReadWith([&](Handles& handles) {
+    std::string value;
+    rocksdb::Status read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kAccounts],
                                            AccountKey(account_id), &value);
-  if (read.IsNotFound()) return std::nullopt;
-  if (!read.ok()) return FromRocks(read, "reading an account");
-  absl::StatusOr<AccountState> state = DecodeAccount(value);
-  if (!state.ok()) return state.status();
-  return *state;
+    if (read.IsNotFound()) return absl::OkStatus();
+    if (!read.ok()) return FromRocks(read, "reading an account");
+    absl::StatusOr<AccountState> state = DecodeAccount(value);
+    if (!state.ok()) return state.status();
+    found = *state;
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return found;
 }
 
 absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_id, uint64_t start,
                                                       int32_t limit) {
-  const std::string prefix = JournalPrefix(account_id);
-  rocksdb::ReadOptions read_options;
-  rocksdb::Slice lower_bound(prefix);
-  read_options.iterate_lower_bound = &lower_bound;
-  std::unique_ptr<rocksdb::Iterator> it(
-      handles_->db->NewIterator(read_options, handles_->families[kJournal]));
-  it->SeekForPrev(JournalKey(account_id, start == 0 ? UINT64_MAX : start));
   HistoryPage page;
-  for (; it->Valid() && it->key().starts_with(prefix); it->Prev()) {
-    std::optional<uint64_t> sequence = JournalKeySequence(View(it->key()));
-    if (!sequence.has_value() || it->key().size() != prefix.size() + 8) continue;
-    if (static_cast<int32_t>(page.entries.size()) == limit) {
-      page.next_sequence = *sequence;
-      break;
+  absl::Status status = ReadWith([&](Handles& handles) {
+    const std::string prefix = JournalPrefix(account_id);
+    rocksdb::ReadOptions read_options;
+    rocksdb::Slice lower_bound(prefix);
+    read_options.iterate_lower_bound = &lower_bound;
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles.db->NewIterator(read_options, handles.families[kJournal]));
+    it->SeekForPrev(JournalKey(account_id, start == 0 ? UINT64_MAX : start));
+    for (; it->Valid() && it->key().starts_with(prefix); it->Prev()) {
+      std::optional<uint64_t> sequence = JournalKeySequence(View(it->key()));
+      if (!sequence.has_value() || it->key().size() != prefix.size() + 8) continue;
+      if (static_cast<int32_t>(page.entries.size()) == limit) {
+        page.next_sequence = *sequence;
+        break;
+      }
+      absl::StatusOr<JournalEntry> entry = DecodeJournal(View(it->value()));
+      if (!entry.ok()) return entry.status();
+      entry->account_id = std::string(account_id);
+      entry->sequence = *sequence;
+      page.entries.push_back(*std::move(entry));
     }
-    absl::StatusOr<JournalEntry> entry = DecodeJournal(View(it->value()));
-    if (!entry.ok()) return entry.status();
-    entry->account_id = std::string(account_id);
-    entry->sequence = *sequence;
-    page.entries.push_back(*std::move(entry));
-  }
-  if (absl::Status status = FromRocks(it->status(), "reading the journal"); !status.ok()) {
-    return status;
-  }
+    return FromRocks(it->status(), "reading the journal");
+  });
+  if (!status.ok()) return status;
   return page;
 }
 
 absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {
-  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
-  absl::ReaderMutexLock lock(&mu_);
-  if (handles_ == nullptr) return ClosedError();
-  std::unique_ptr<rocksdb::Iterator> it(
-      handles_->db->NewIterator(rocksdb::ReadOptions(), handles_->families[kRequests]));
   int64_t count = 0;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
-  if (absl::Status status = FromRocks(it->status(), "counting requests"); !status.ok()) {
-    return status;
-  }
+  absl::Status status = ReadWith([&](Handles& handles) {
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kRequests]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
+    return FromRocks(it->status(), "counting requests");
+  });
+  if (!status.ok()) return status;
   return count;
 }
 
 absl::Status RocksDbStore::PurgeExpiredRequests() {
-  if (closed_.load(std::memory_order_acquire)) ReopenIfClosed();
-  absl::ReaderMutexLock lock(&mu_);
-  if (handles_ == nullptr) return ClosedError();
-  rocksdb::CompactRangeOptions compact;
-  // Rewrite even the bottommost files, where expired records would otherwise stay.
-  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  rocksdb::Status flushed =
-      handles_->db->Flush(rocksdb::FlushOptions(), handles_->families[kRequests]);
-  if (!flushed.ok()) return FromRocks(flushed, "flushing requests");
-  return FromRocks(
-      handles_->db->CompactRange(compact, handles_->families[kRequests], nullptr, nullptr),
-      "compacting requests");
+  return ReadWith([&](Handles& handles) {
+    rocksdb::CompactRangeOptions compact;
+    // Rewrite even the bottommost files, where expired records would otherwise stay.
+    compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    rocksdb::Status flushed =
+        handles.db->Flush(rocksdb::FlushOptions(), handles.families[kRequests]);
+    if (!flushed.ok()) return FromRocks(flushed, "flushing requests");
+    return FromRocks(
+        handles.db->CompactRange(compact, handles.families[kRequests], nullptr, nullptr),
+        "compacting requests");
+  });
 }
 
 }  // namespace ledger::storage

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shard/ledger_store.h"
+#include "storage/data_directory.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
@@ -66,9 +67,16 @@ struct HistoryPage {
 // Thread-safe.
 class RocksDbStore final : public LedgerStore {
  public:
-  // Opens `options.data_dir`, creating it when it is missing or empty. FailedPrecondition, with a
-  // message that says what to do, when the directory holds anything other than a ledgerd data
-  // directory of format kFormatVersion, is corrupt, or is in use by another process.
+  // Creates a new, empty ledger in `options.data_dir` (created when missing) and closes it: what
+  // `ledgerd init` does. FailedPrecondition, naming the cause, when the directory holds anything
+  // at all or cannot be written: a ledger is never created over files, so that a lost or
+  // unmounted data directory is never mistaken for a new one. Returns the new ledger's id.
+  static absl::StatusOr<std::string> Init(const StoreOptions& options);
+
+  // Opens the ledger in `options.data_dir`; never creates one. FailedPrecondition, with a message
+  // that names the cause and says what to do, when the directory is missing or empty (run
+  // `ledgerd init`), holds anything other than a ledgerd data directory of format kFormatVersion,
+  // is corrupt, cannot be read or written, or is in use by another process.
   static absl::StatusOr<std::unique_ptr<RocksDbStore>> Open(const StoreOptions& options);
 
   ~RocksDbStore() override;
@@ -94,21 +102,41 @@ class RocksDbStore final : public LedgerStore {
   // Compacts the idempotency records, purging the expired ones now.
   absl::Status PurgeExpiredRequests();
 
+  // OK while the data directory is in place; from the first check that finds it deleted,
+  // replaced or unmounted, Unavailable for good, and every write is refused. Cheap (a few system
+  // calls); any thread.
+  absl::Status CheckDataDirectory() { return guard_->Check(); }
+
+  // The random id `ledgerd init` gave this ledger.
+  const std::string& ledger_id() const { return ledger_id_; }
+
  private:
   struct Handles;
-  RocksDbStore(const StoreOptions& options, std::unique_ptr<Handles> handles);
+  RocksDbStore(const StoreOptions& options, std::unique_ptr<DataDirectoryGuard> guard,
+               std::unique_ptr<Handles> handles);
 
-  static absl::StatusOr<std::unique_ptr<Handles>> OpenHandles(const StoreOptions& options);
+  // Opens the database; with `create`, makes a new one in a directory already checked to be
+  // empty, and writes its format marker.
+  static absl::StatusOr<std::unique_ptr<Handles>> OpenHandles(const StoreOptions& options,
+                                                              bool create);
+  // A new ledger's format marker, with a new ledger id, written and synced.
+  static absl::Status WriteFormatMarker(Handles& handles, const StoreOptions& options);
+  // Refuses a database whose format marker is missing or not this version's.
+  static absl::Status ReadFormatMarker(Handles& handles, const std::string& dir);
+  // The one way every read reaches the database: reopens it first when a failed write closed
+  // it, then runs `read` under the shared lock. Unavailable while it stays closed.
+  absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteWith(Handles& handles, const BatchWrite& batch);
   // Closes the database after `failure`; a later use reopens it.
   void CloseAfterFailureLocked(const absl::Status& failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to reopen the closed database, at most once per kReopenInterval.
   absl::Status ReopenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // For reads: a closed database is reopened by whichever use comes first, read or write.
-  void ReopenIfClosed() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ClosedError() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;
+  const std::unique_ptr<DataDirectoryGuard> guard_;
+  const std::string ledger_id_;
   // Shared by every read and write; exclusive to close the database after a failed write and to
   // reopen it.
   mutable absl::Mutex mu_;

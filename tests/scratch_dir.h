@@ -37,14 +37,6 @@ class ScratchDir {
   std::string path_;
 };
 
-// "--data_dir=DIR" naming a new, not yet existing directory for one ledgerd; every such
-// directory is removed when the test program exits. Not thread-safe.
-inline std::string FreshDataDirFlag() {
-  static ScratchDir root;
-  static int next = 0;
-  return "--data_dir=" + root.Sub("data-" + std::to_string(next++));
-}
-
 }  // namespace ledger::testing_util
 
 #endif  // LEDGER_TESTS_SCRATCH_DIR_H_

@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 
@@ -39,6 +40,8 @@ std::string ReadFile(const std::string& path) {
 
 class CrashTest : public testing::Test {
  protected:
+  void SetUp() override { testing_util::InitLedgerDir(scratch_.Sub("data")); }
+
   // Starts ledgerd on `port` (0: any); returns the port it listens on, 0 on failure. A port just
   // freed by a killed ledgerd can take a moment to be bindable again, so a refused start is
   // retried briefly.
@@ -106,27 +109,23 @@ TEST(DataDirectoryTest, LedgerdRefusesADirectoryThatIsNotItsOwnAndLeavesItAlone)
       {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--data_dir=" + scratch.path()});
   EXPECT_EQ(ledgerd.WaitForExit(), 1);
   EXPECT_THAT(ledgerd.output(),
-              HasSubstr("ledgerd: refusing data directory " + scratch.path() +
-                        ": it holds files but no ledgerd database (no RocksDB CURRENT file)"));
+              HasSubstr("ledgerd: data directory " + scratch.path() +
+                        ": it holds files (such as \"accounts.csv\") but no ledgerd database (no "
+                        "RocksDB CURRENT file)"));
   EXPECT_EQ(ReadFile(scratch.Sub("accounts.csv")), "alice,100\n");
 }
 
 TEST(DataDirectoryTest, LedgerdRefusesACorruptDatabase) {
   ScratchDir scratch;
   const std::string data_dir = scratch.Sub("data");
-  {
-    Subprocess ledgerd(
-        {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--data_dir=" + data_dir});
-    ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
-    ledgerd.Signal(SIGTERM);
-    ASSERT_EQ(ledgerd.WaitForExit(), 0);
-  }
+  testing_util::InitLedgerDir(data_dir);
   std::ofstream(data_dir + "/CURRENT", std::ios::trunc) << "MANIFEST-999999\n";
   Subprocess ledgerd(
       {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--data_dir=" + data_dir});
   EXPECT_EQ(ledgerd.WaitForExit(), 1);
   EXPECT_THAT(ledgerd.output(), HasSubstr("ledgerd: refusing data directory " + data_dir +
-                                          ": it is corrupt or unreadable"));
+                                          ": RocksDB cannot open it; it may be corrupt or "
+                                          "incomplete"));
 }
 
 }  // namespace

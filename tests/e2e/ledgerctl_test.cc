@@ -11,6 +11,7 @@
 #include "client/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 
@@ -29,7 +30,7 @@ class LedgerctlTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags = {}) {
     flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=",
-                                 "--shards=2", testing_util::FreshDataDirFlag()});
+                                 "--shards=2", testing_util::NewLedgerDirFlag()});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
     target_ = "--target=127.0.0.1:" + std::to_string(testing_util::PortAfter(
@@ -55,6 +56,19 @@ class LedgerctlTest : public testing::Test {
   std::unique_ptr<Subprocess> ledgerd_;
   std::string target_;
 };
+
+TEST_F(LedgerctlTest, AnUnknownOutcomeSaysSoAndHowToRetrySafely) {
+  StartLedgerd({"--debug_handler_delay=300ms"});
+  Result named = Run({"--deadline=50ms", "deposit", "carol", "5", "--request_id=r-slow"});
+  EXPECT_EQ(named.exit_code, kExitUnavailable);
+  EXPECT_THAT(named.output, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_THAT(named.output, HasSubstr("ledgerctl: outcome unknown: the deposit may have been "
+                                      "applied. Retry with the same --request_id=r-slow"));
+  Result unnamed = Run({"--deadline=50ms", "deposit", "carol", "5"});
+  EXPECT_EQ(unnamed.exit_code, kExitUnavailable);
+  EXPECT_THAT(unnamed.output, HasSubstr("It carried no --request_id, so a retry could apply it "
+                                        "twice"));
+}
 
 TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
   StartLedgerd();
@@ -85,9 +99,9 @@ TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) 
   EXPECT_THAT(history.output,
               ::testing::StartsWith("SEQ    TIME (UTC)               OPERATION       AMOUNT  "
                                     "BALANCE AFTER  REQUEST ID\n"));
-  EXPECT_THAT(history.output, ::testing::ContainsRegex(
-                                  "\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  \n1 +20[0-9-]+T"
-                                  "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
+  EXPECT_THAT(history.output,
+              ::testing::ContainsRegex("\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  \n1 +20[0-9-]+T"
+                                       "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
   EXPECT_THAT(Run({"history", "dave", "--page_size=1"}).output,
               HasSubstr("older entries: ledgerctl history dave --page_token=1\n"));
   EXPECT_THAT(Run({"--json", "history", "dave", "--page_size=1"}, true).output,

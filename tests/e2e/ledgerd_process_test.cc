@@ -6,15 +6,18 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 
@@ -27,7 +30,7 @@ using testing_util::Subprocess;
 // ledgerd with `flags`, serving metrics on a free port so that tests can run side by side.
 std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
   flags.insert(flags.begin(),
-               {LEDGERD_PATH, "--metrics_listen=127.0.0.1:0", testing_util::FreshDataDirFlag()});
+               {LEDGERD_PATH, "--metrics_listen=127.0.0.1:0", testing_util::NewLedgerDirFlag()});
   return flags;
 }
 
@@ -91,6 +94,59 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
   EXPECT_EQ(ok.load(), kCalls);
+}
+
+TEST(LedgerdProcessTest, SighupDrainsLikeSigterm) {
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0"}));
+  const int port = StartAndReadPort(ledgerd);
+  ASSERT_GT(port, 0) << ledgerd.output();
+  auto stub = StubFor(port);
+  ASSERT_TRUE(Deposit(*stub, "hangup", 3).ok());
+  ledgerd.Signal(SIGHUP);
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr("received HUP, shutting down"));
+  EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
+}
+
+TEST(LedgerdProcessTest, AFloodOfUndecodableRequestsLogsAtMostAFewLinesASecond) {
+  constexpr int kCalls = 2000;
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0"}));
+  const int port = StartAndReadPort(ledgerd);
+  ASSERT_GT(port, 0) << ledgerd.output();
+  grpc::GenericStub generic(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  const std::string not_utf8("\x0a\x02\xff\xfe\x10\x05", 6);
+  int invalid = 0;
+  const auto send_one = [&] {
+    grpc::Slice slice(not_utf8);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&context, "/ledger.v1.Ledger/Deposit", grpc::StubOptions(), &request,
+                      &response, [&done](grpc::Status status) { done.set_value(status); });
+    if (done.get_future().get().error_code() == grpc::StatusCode::INVALID_ARGUMENT) ++invalid;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) send_one();
+  // The next line let through after the flood says how many were dropped.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  send_one();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ledgerd.Signal(SIGTERM);
+  ASSERT_EQ(ledgerd.WaitForExit(), 0);
+  EXPECT_EQ(invalid, kCalls + 1);
+  // protobuf logs each invalid string; ledgerd lets 20 lines a second through and says how many
+  // it dropped.
+  size_t lines = 0;
+  for (size_t at = 0; (at = ledgerd.output().find("ledgerd: protobuf: ", at)) != std::string::npos;
+       ++at) {
+    ++lines;
+  }
+  EXPECT_LE(lines, static_cast<size_t>(2 * 21 * (seconds + 2))) << seconds << " s";
+  EXPECT_LT(lines, static_cast<size_t>(kCalls) / 4);
+  EXPECT_THAT(ledgerd.output(), HasSubstr("more log line(s) dropped (rate limit 20/s)"));
 }
 
 TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
@@ -173,9 +229,13 @@ TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   Subprocess ledgerd(LedgerdArgs({"--help"}));
   ledgerd.WaitForExit();
   for (const char* flag : {"--listen", "--shards", "--mailbox_capacity", "--max_batch",
-                           "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay"}) {
+                           "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay",
+                           "--data_dir", "--durability", "--require_request_id"}) {
     EXPECT_THAT(ledgerd.output(), HasSubstr(flag)) << flag;
   }
+  // Both forms: creating a ledger, and serving one.
+  EXPECT_THAT(ledgerd.output(), HasSubstr("ledgerd init --data_dir=DIR"));
+  EXPECT_THAT(ledgerd.output(), HasSubstr("serve the ledger in DIR (made by `ledgerd init`)"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 
@@ -31,7 +32,7 @@ class LoadtestTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags) {
     flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
-                                 "--metrics_listen=", testing_util::FreshDataDirFlag()});
+                                 "--metrics_listen=", testing_util::NewLedgerDirFlag()});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
     target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),

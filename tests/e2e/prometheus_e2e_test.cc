@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
@@ -33,8 +34,8 @@
 namespace ledger {
 namespace {
 
-using testing_util::FreshDataDirFlag;
 using testing_util::HttpGet;
+using testing_util::NewLedgerDirFlag;
 using testing_util::PortAfter;
 using testing_util::Subprocess;
 
@@ -118,7 +119,7 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
   constexpr int kMaxCalls = 20'000;
   ledgerd_ = std::make_unique<Subprocess>(
       std::vector<std::string>{LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                               FreshDataDirFlag(), "--shards=2"});
+                               NewLedgerDirFlag(), "--shards=2"});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
   const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
   const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
@@ -175,7 +176,7 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
 
 TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
   ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", FreshDataDirFlag()});
+      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
   const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
   const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
@@ -262,7 +263,7 @@ std::set<std::string> RecordedNames(const std::string& text, bool definitions) {
 // A rename in ledgerd must break the build, not silently empty a dashboard panel or an alert.
 TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports) {
   ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", FreshDataDirFlag()});
+      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
   auto scrape = HttpGet(PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:"), "/metrics");
   ASSERT_TRUE(scrape.has_value());

@@ -1,9 +1,10 @@
 // Cross-language end-to-end test: a Node.js client that knows ledgerd only by address discovers
-// ledger.v1.Ledger through server reflection (as grpcurl does), then calls it.
+// ledger.v1.Ledger and grpc.health.v1.Health through server reflection (as grpcurl does), then
+// calls them.
 // Usage: node reflection_client_test.js PATH_TO_LEDGERD
 'use strict';
 
-const { spawn } = require('child_process');
+const { execFileSync, spawn } = require('child_process');
 const assert = require('assert');
 const fs = require('fs');
 const os = require('os');
@@ -38,6 +39,8 @@ function call(client, method, request) {
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledgerd-node-test-'));
+  // A new ledger, made the way an operator makes one.
+  execFileSync(process.argv[2], ['init', `--data_dir=${dataDir}`], { stdio: 'ignore' });
   const { ledgerd, port } = await startLedgerd(process.argv[2], dataDir);
   const target = `127.0.0.1:${port}`;
   const results = { passed: 0, failed: 0 };
@@ -98,6 +101,23 @@ async function main() {
       assert.strictEqual(zero.error.code, grpc.status.INVALID_ARGUMENT));
     const after = await call(ledger, 'Balance', { account_id: 'node-alice' });
     check('refused calls changed nothing', () => assert.strictEqual(after.response.balance, '1100'));
+
+    // The health service is gRPC's own, not generated from a .proto, yet `grpcurl list` shows it:
+    // resolve it by reflection alone (file_containing_symbol), as grpcurl does, and call it.
+    const healthDescriptor = await reflection.getDescriptorBySymbol('grpc.health.v1.Health');
+    const healthPackage = healthDescriptor.getPackageObject({ keepCase: true, enums: String, defaults: true });
+    const health = new healthPackage.grpc.health.v1.Health(target, grpc.ChannelCredentials.createInsecure());
+    const serving = await call(health, 'Check', { service: '' });
+    check('grpc.health.v1.Health resolves by reflection and Check answers SERVING', () => {
+      assert.ifError(serving.error);
+      assert.strictEqual(serving.response.status, 'SERVING');
+    });
+    const ledgerHealth = await call(health, 'Check', { service: 'ledger.v1.Ledger' });
+    check('Check of ledger.v1.Ledger answers SERVING', () => {
+      assert.ifError(ledgerHealth.error);
+      assert.strictEqual(ledgerHealth.response.status, 'SERVING');
+    });
+    health.close();
   } catch (error) {
     results.failed++;
     console.log(`FAIL unexpected: ${error.stack}`);

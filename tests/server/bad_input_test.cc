@@ -91,17 +91,19 @@ TEST_F(BadInputTest, MaxAmountTwiceOverflowsOnTheSecondDeposit) {
   EXPECT_EQ(Balance(*stub_, "max").balance, kMax);
 }
 
-// Raw bytes that no generated client would send. Protobuf rejects them before the service runs;
-// NOTE: gRPC 1.51's callback API then answers UNIMPLEMENTED with an empty message (newer gRPC
-// passes the decoding error on). This pins that behaviour so an upgrade that improves it shows.
+// Raw bytes that no generated client would send: each is answered INVALID_ARGUMENT with a
+// message that names the message type, and nothing is applied.
 TEST_F(BadInputTest, UndecodableRequestBytesAreRejectedAndChangeNothing) {
   grpc::GenericStub generic(server_.NewChannel());
-  const std::vector<std::string> payloads = {
-      std::string("\x0a\x02\xff\xfe\x10\x05", 6),  // account_id that is not UTF-8, amount 5.
-      std::string("\x0a\x7f", 2),                  // account_id longer than the message.
-      std::string("\xff\xff\xff", 3),              // not a protobuf message at all.
+  const std::vector<std::pair<std::string, std::string>> calls = {
+      // account_id that is not UTF-8, amount 5.
+      {"Deposit", std::string("\x0a\x02\xff\xfe\x10\x05", 6)},
+      {"Withdraw", std::string("\x0a\x7f", 2)},     // account_id longer than the message.
+      {"Balance", std::string("\xff\xff\xff", 3)},  // not a protobuf message at all.
+      {"History", std::string("\x0a\x01\xc3", 3)},  // a truncated UTF-8 sequence.
   };
-  for (const std::string& payload : payloads) {
+  for (const auto& [method, payload] : calls) {
+    SCOPED_TRACE(method);
     grpc::Slice slice(payload);
     grpc::ByteBuffer request(&slice, 1);
     grpc::ByteBuffer response;
@@ -110,7 +112,7 @@ TEST_F(BadInputTest, UndecodableRequestBytesAreRejectedAndChangeNothing) {
     std::condition_variable cv;
     bool done = false;
     grpc::Status status;
-    generic.UnaryCall(context.get(), "/ledger.v1.Ledger/Deposit", grpc::StubOptions(), &request,
+    generic.UnaryCall(context.get(), "/ledger.v1.Ledger/" + method, grpc::StubOptions(), &request,
                       &response, [&](grpc::Status s) {
                         std::lock_guard<std::mutex> lock(mu);
                         status = std::move(s);
@@ -119,7 +121,10 @@ TEST_F(BadInputTest, UndecodableRequestBytesAreRejectedAndChangeNothing) {
                       });
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("the request is not a valid ledger.v1." + method + "Request: its " +
+                          std::to_string(payload.size()) + " bytes are not well-formed"));
   }
   ExpectVictimUnchanged();
   EXPECT_EQ(Deposit(*stub_, "victim", 1).balance, 1001);  // And the server still serves.

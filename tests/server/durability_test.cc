@@ -20,6 +20,7 @@
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
 
 namespace ledger {
@@ -30,6 +31,7 @@ using testing_util::Balance;
 using testing_util::Deposit;
 using testing_util::History;
 using testing_util::ScratchDir;
+using testing_util::ScratchLedger;
 using testing_util::TestServer;
 using testing_util::Withdraw;
 
@@ -80,7 +82,7 @@ std::vector<std::string> MakeLoad(v1::Ledger::Stub& stub, int accounts) {
 }
 
 TEST(DurabilityTest, AGracefulRestartBringsBackEveryBalanceAndHistory) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   std::vector<std::string> ids;
   std::map<std::string, AccountView> before;
   {
@@ -101,7 +103,7 @@ TEST(DurabilityTest, AGracefulRestartBringsBackEveryBalanceAndHistory) {
 }
 
 TEST(DurabilityTest, ARestartWithAnotherShardCountKeepsEveryAccountOnItsNewShard) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   std::vector<std::string> ids;
   std::map<std::string, AccountView> before;
   {
@@ -120,7 +122,7 @@ TEST(DurabilityTest, ARestartWithAnotherShardCountKeepsEveryAccountOnItsNewShard
 }
 
 TEST(DurabilityTest, ARetryWithTheSameRequestIdIsAppliedOnceEvenAcrossARestart) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   {
     TestServer server(DurableOptions(scratch.path()));
     auto stub = server.NewStub();
@@ -141,7 +143,7 @@ TEST(DurabilityTest, ARetryWithTheSameRequestIdIsAppliedOnceEvenAcrossARestart) 
 }
 
 TEST(DurabilityTest, ARequestIdUsedForAnotherAmountIsAlreadyExistsAndSaysWhatDiffers) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   TestServer server(DurableOptions(scratch.path()));
   auto stub = server.NewStub();
   ASSERT_TRUE(Deposit(*stub, "alice", 100, "pay-1").status.ok());
@@ -157,7 +159,7 @@ TEST(DurabilityTest, ARequestIdUsedForAnotherAmountIsAlreadyExistsAndSaysWhatDif
 }
 
 TEST(DurabilityTest, AMalformedRequestIdIsInvalidArgumentAndChangesNothing) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   TestServer server(DurableOptions(scratch.path()));
   auto stub = server.NewStub();
   ASSERT_TRUE(Deposit(*stub, "alice", 100).status.ok());
@@ -173,7 +175,7 @@ TEST(DurabilityTest, AMalformedRequestIdIsInvalidArgumentAndChangesNothing) {
 }
 
 TEST(DurabilityTest, HistoryPagesNewestFirstWithEveryField) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   TestServer server(DurableOptions(scratch.path()));
   auto stub = server.NewStub();
   const int64_t start = absl::ToUnixSeconds(absl::Now());
@@ -211,7 +213,7 @@ TEST(DurabilityTest, HistoryPagesNewestFirstWithEveryField) {
 }
 
 TEST(DurabilityTest, HistoryRefusesBadPagesAndUnknownAccounts) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   TestServer server(DurableOptions(scratch.path()));
   auto stub = server.NewStub();
   ASSERT_TRUE(Deposit(*stub, "bob", 1).status.ok());
@@ -224,6 +226,48 @@ TEST(DurabilityTest, HistoryRefusesBadPagesAndUnknownAccounts) {
   EXPECT_EQ(bad_token.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(bad_token.status.error_message(), HasSubstr("is not one this server issued"));
   EXPECT_EQ(History(*stub, "bad id!").status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(DurabilityTest, HistoryParsesPageTokensStrictlyAndQuotesOnlyAShortPrefix) {
+  ScratchLedger scratch;
+  TestServer server(DurableOptions(scratch.path()));
+  auto stub = server.NewStub();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Deposit(*stub, "bob", 1).status.ok());
+  const testing_util::HistoryResult first = History(*stub, "bob", 1);
+  ASSERT_TRUE(first.status.ok());
+  ASSERT_EQ(first.response.next_page_token(), "2");
+  EXPECT_EQ(History(*stub, "bob", 1, "2").response.entries(0).sequence(), 2u);
+  // Each of these would have been read as page 2 (or 3) by a lenient parser.
+  for (const std::string token :
+       {" 2", "+2", "2\n", "02", "2x", "0", "-2", "18446744073709551616"}) {
+    const testing_util::HistoryResult refused = History(*stub, "bob", 1, token);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << token;
+  }
+  // A huge token is refused with a short message: it must not grow the trailers past gRPC's
+  // metadata limit (which turned it into RESOURCE_EXHAUSTED) nor echo megabytes back.
+  const std::string huge(1 << 20, '7');
+  const testing_util::HistoryResult refused = History(*stub, "bob", 1, huge);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(),
+              HasSubstr("page_token \"777777777777777777777777...\" (1048576 bytes)"));
+  EXPECT_LT(refused.status.error_message().size(), 300u);
+  const testing_util::HistoryResult binary = History(*stub, "bob", 1, std::string("\x01\"x", 3));
+  EXPECT_THAT(binary.status.error_message(), HasSubstr("page_token \"\\x01\\\"x\" (3 bytes)"));
+}
+
+TEST(DurabilityTest, RequireRequestIdRefusesWritesWithoutOneAndAppliesNothing) {
+  ScratchLedger scratch;
+  ServerOptions options = DurableOptions(scratch.path());
+  options.require_request_id = true;
+  TestServer server(options);
+  auto stub = server.NewStub();
+  ASSERT_EQ(Deposit(*stub, "erin", 100, "first").balance, 100);
+  const testing_util::CallResult unnamed = Deposit(*stub, "erin", 5);
+  EXPECT_EQ(unnamed.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(unnamed.status.error_message(),
+              HasSubstr("request_id is required by this server (--require_request_id)"));
+  EXPECT_EQ(Withdraw(*stub, "erin", 5).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Balance(*stub, "erin").balance, 100);  // Reads need no request_id.
 }
 
 TEST(DurabilityTest, WithoutDurabilityHistoryIsFailedPrecondition) {
@@ -242,7 +286,7 @@ double StorageErrors(TestServer& server) {
 }
 
 TEST(DurabilityTest, AnInjectedWriteFailureIsUnavailableCountedAndLeavesReadsServed) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   auto failing = std::make_shared<std::atomic<bool>>(false);
   ServerOptions options = DurableOptions(scratch.path());
   options.storage.test_write_fault = [failing] {
@@ -255,8 +299,12 @@ TEST(DurabilityTest, AnInjectedWriteFailureIsUnavailableCountedAndLeavesReadsSer
     failing->store(true);
     const testing_util::CallResult failed = Deposit(*stub, "carol", 50, "during-outage");
     EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-    EXPECT_THAT(failed.status.error_message(), HasSubstr("storage failed to write this call"));
-    EXPECT_EQ(Withdraw(*stub, "carol", 10).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(failed.status.error_message(), HasSubstr("outcome unknown"));
+    EXPECT_THAT(failed.status.error_message(),
+                HasSubstr("Retry with the same request_id \"during-outage\""));
+    const testing_util::CallResult unnamed = Withdraw(*stub, "carol", 10);
+    EXPECT_EQ(unnamed.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(unnamed.status.error_message(), HasSubstr("carried no request_id"));
     EXPECT_EQ(Balance(*stub, "carol").balance, 100);
     EXPECT_EQ(StorageErrors(server), 2);
     failing->store(false);
@@ -302,6 +350,7 @@ class FullFilesystemTest : public testing::Test {
 
 TEST_F(FullFilesystemTest, NoCallIsAcknowledgedThatIsNotOnDiskAndWritesResumeWhenSpaceReturns) {
   const std::string data_dir = mount_point_ + "/data";
+  testing_util::InitLedger(data_dir);
   int64_t acknowledged = 0;
   {
     TestServer server(DurableOptions(data_dir));
@@ -324,6 +373,18 @@ TEST_F(FullFilesystemTest, NoCallIsAcknowledgedThatIsNotOnDiskAndWritesResumeWhe
     EXPECT_EQ(failures, 5) << "the full filesystem never failed a write";
     EXPECT_GE(StorageErrors(server), 5);
     EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);  // Reads are still served.
+    // The failed write closed the database: History reads through the same guarded way as
+    // every other read (it used to dereference the closed handle and crash the server).
+    const testing_util::HistoryResult history = History(*stub, "dave", 1000);
+    const testing_util::HistoryResult unknown = History(*stub, "nobody", 10);
+    if (history.status.ok()) {
+      EXPECT_GE(history.response.entries_size(), 1);
+    } else {
+      EXPECT_EQ(history.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    }
+    EXPECT_THAT(unknown.status.error_code(),
+                testing::AnyOf(grpc::StatusCode::NOT_FOUND, grpc::StatusCode::UNAVAILABLE));
+    EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);  // Still alive.
 
     std::filesystem::remove(filler_path());
     bool resumed = false;
@@ -351,7 +412,8 @@ TEST(DurabilityTest, ARefusedDataDirectoryFailsTheStartWithTheReason) {
       LedgerServer::Start(DurableOptions(scratch.path()));
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(server.status().message(), HasSubstr("refusing data directory"));
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("it holds files (such as \"thesis.tex\") but no ledgerd database"));
   EXPECT_TRUE(std::filesystem::exists(scratch.Sub("thesis.tex")));
 }
 

@@ -9,6 +9,7 @@
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
 #include "tests/shard/shard_test_util.h"
 
@@ -72,7 +73,7 @@ TEST(MetricsTest, EveryFamilyIsServedWithHelpAndType) {
 
 TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
   constexpr int kDeposits = 12;
-  testing_util::ScratchDir scratch;
+  testing_util::ScratchLedger scratch;
   ServerOptions options = WithMetrics();
   options.storage.durability = storage::Durability::kSync;
   options.storage.data_dir = scratch.path();

@@ -13,12 +13,14 @@
 #include "rocksdb/db.h"
 #include "storage/ledger_records.pb.h"
 #include "tests/scratch_dir.h"
+#include "tests/scratch_ledger.h"
 
 namespace ledger::storage {
 namespace {
 
 using ::testing::HasSubstr;
 using testing_util::ScratchDir;
+using testing_util::ScratchLedger;
 
 StoreOptions OptionsFor(const std::string& dir) {
   StoreOptions options;
@@ -54,8 +56,8 @@ std::map<std::string, AccountState> AllAccounts(RocksDbStore& store) {
 }
 
 TEST(RocksDbStoreTest, WhatIsWrittenIsReadBackAfterReopening) {
-  ScratchDir scratch;
-  const StoreOptions options = OptionsFor(scratch.Sub("data"));
+  ScratchLedger scratch;
+  const StoreOptions options = OptionsFor(scratch.path());
   const RequestRecord record{.op = Op::kWithdraw,
                              .amount = 500,
                              .outcome = Outcome::kInsufficientFunds,
@@ -134,8 +136,7 @@ TEST(RocksDbStoreTest, RefusesTheRocksDbOfAnotherProgram) {
 }
 
 TEST(RocksDbStoreTest, RefusesAnotherFormatVersion) {
-  ScratchDir scratch;
-  ASSERT_NE(OpenOrDie(OptionsFor(scratch.path())), nullptr);
+  ScratchLedger scratch;
   {
     // Rewrite the marker as a future ledgerd would.
     std::vector<rocksdb::ColumnFamilyDescriptor> families;
@@ -164,7 +165,7 @@ TEST(RocksDbStoreTest, RefusesAnotherFormatVersion) {
 }
 
 TEST(RocksDbStoreTest, RefusesACorruptDirectory) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   {
     std::unique_ptr<RocksDbStore> store = OpenOrDie(OptionsFor(scratch.path()));
     ASSERT_NE(store, nullptr);
@@ -188,7 +189,7 @@ TEST(RocksDbStoreTest, RefusesACorruptDirectory) {
 }
 
 TEST(RocksDbStoreTest, RefusesADirectoryInUse) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   std::unique_ptr<RocksDbStore> first = OpenOrDie(OptionsFor(scratch.path()));
   ASSERT_NE(first, nullptr);
   absl::StatusOr<std::unique_ptr<RocksDbStore>> second =
@@ -198,7 +199,7 @@ TEST(RocksDbStoreTest, RefusesADirectoryInUse) {
 }
 
 TEST(RocksDbStoreTest, CompactionPurgesExpiredRequestRecordsOnly) {
-  ScratchDir scratch;
+  ScratchLedger scratch;
   std::atomic<int64_t> now{1'800'000'000};
   StoreOptions options = OptionsFor(scratch.path());
   options.idempotency_ttl = absl::Hours(24);
@@ -219,6 +220,70 @@ TEST(RocksDbStoreTest, CompactionPurgesExpiredRequestRecordsOnly) {
   ASSERT_TRUE(store->PurgeExpiredRequests().ok());
   EXPECT_EQ(store->CountRequestRecords().value(), 1);
   EXPECT_TRUE(store->FindRequest("a", "recent").value().has_value());
+}
+
+TEST(RocksDbStoreTest, InitCreatesALedgerOnlyInAMissingOrEmptyDirectory) {
+  ScratchDir scratch;
+  absl::StatusOr<std::string> created = RocksDbStore::Init(OptionsFor(scratch.Sub("new")));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->size(), 32u);  // 128 random bits in hex.
+  std::unique_ptr<RocksDbStore> store = OpenOrDie(OptionsFor(scratch.Sub("new")));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->ledger_id(), *created);
+
+  absl::StatusOr<std::string> again = RocksDbStore::Init(OptionsFor(scratch.Sub("new")));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  std::ofstream(scratch.Sub("notes.txt")) << "mine\n";
+  absl::StatusOr<std::string> over_files = RocksDbStore::Init(OptionsFor(scratch.path()));
+  ASSERT_FALSE(over_files.ok());
+  EXPECT_THAT(over_files.status().message(), HasSubstr("it is not empty"));
+}
+
+TEST(RocksDbStoreTest, OpenNeverCreatesALedger) {
+  ScratchDir scratch;
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> missing =
+      RocksDbStore::Open(OptionsFor(scratch.Sub("missing")));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("ledgerd init --data_dir="));
+  EXPECT_FALSE(std::filesystem::exists(scratch.Sub("missing")));
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> empty =
+      RocksDbStore::Open(OptionsFor(scratch.path()));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(), HasSubstr("it is empty, so it holds no ledger"));
+  EXPECT_TRUE(std::filesystem::is_empty(scratch.path()));
+}
+
+TEST(RocksDbStoreTest, ADeletedDirectoryFailsEveryWriteAndStaysFailed) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.Sub("ledger"));
+  std::unique_ptr<RocksDbStore> store = OpenOrDie(OptionsFor(scratch.Sub("ledger")));
+  ASSERT_NE(store, nullptr);
+  BatchWrite batch;
+  batch.accounts = {{"a", {.balance = 5, .sequence = 1}}};
+  ASSERT_TRUE(store->Write(batch).ok());
+  EXPECT_TRUE(store->CheckDataDirectory().ok());
+
+  std::filesystem::remove_all(scratch.Sub("ledger"));
+  const absl::Status write = store->Write(batch);
+  EXPECT_EQ(write.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(write.message(), HasSubstr("was deleted"));
+  EXPECT_EQ(store->CheckDataDirectory().code(), absl::StatusCode::kUnavailable);
+  // A new directory at the same path is another directory: still refused.
+  std::filesystem::create_directories(scratch.Sub("ledger"));
+  EXPECT_EQ(store->Write(batch).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(RocksDbStoreTest, AReplacedDirectoryIsNoticed) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.Sub("ledger"));
+  std::unique_ptr<RocksDbStore> store = OpenOrDie(OptionsFor(scratch.Sub("ledger")));
+  ASSERT_NE(store, nullptr);
+  std::filesystem::rename(scratch.Sub("ledger"), scratch.Sub("moved"));
+  std::filesystem::create_directories(scratch.Sub("ledger"));
+  const absl::Status check = store->CheckDataDirectory();
+  EXPECT_EQ(check.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(check.message(), HasSubstr("was replaced"));
 }
 
 TEST(DurabilityTest, ParsesTheThreeNamesAndRefusesOthers) {

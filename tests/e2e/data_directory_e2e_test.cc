@@ -1,0 +1,234 @@
+// The ledgerd binary and its data directory as an operator meets them: `ledgerd init` creates a
+// ledger and refuses anything else, the server refuses a directory without a ledger, and a
+// directory deleted while serving stops the writes instead of losing them.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "ledger/v1/ledger.grpc.pb.h"
+#include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/http_get.h"
+#include "tests/scratch_dir.h"
+
+namespace ledger {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::InitLedgerDir;
+using testing_util::PortAfter;
+using testing_util::ScratchDir;
+using testing_util::Subprocess;
+
+// Runs ledgerd with `args` to its exit; its exit code (nullopt when killed) and its output.
+struct Finished {
+  std::optional<int> exit_code;
+  std::string output;
+};
+Finished RunLedgerd(std::vector<std::string> args) {
+  args.insert(args.begin(), LEDGERD_PATH);
+  Subprocess ledgerd(args);
+  Finished run;
+  run.exit_code = ledgerd.WaitForExit();
+  run.output = ledgerd.output();
+  return run;
+}
+
+std::vector<std::string> ServeFlags(const std::string& data_dir) {
+  return {"--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--data_dir=" + data_dir};
+}
+
+grpc::Status Deposit(const std::shared_ptr<grpc::Channel>& channel, const std::string& account,
+                     int64_t amount, int64_t* balance = nullptr) {
+  v1::DepositRequest request;
+  request.set_account_id(account);
+  request.set_amount(amount);
+  request.set_request_id("deposit-" + account + "-" + std::to_string(amount));
+  v1::DepositResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Status status = v1::Ledger::NewStub(channel)->Deposit(&context, request, &response);
+  if (balance != nullptr) *balance = response.balance();
+  return status;
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+    const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.status();
+}
+
+TEST(LedgerdInitTest, CreatesANewLedgerThatTheServerThenServes) {
+  ScratchDir scratch;
+  const std::string data_dir = scratch.Sub("ledger");
+  const Finished init = RunLedgerd({"init", "--data_dir=" + data_dir});
+  EXPECT_EQ(init.exit_code, 0) << init.output;
+  EXPECT_THAT(init.output, HasSubstr("created a new, empty ledger "));
+  EXPECT_THAT(init.output, HasSubstr(" in " + data_dir));
+  EXPECT_TRUE(std::filesystem::exists(data_dir + "/CURRENT"));
+
+  Subprocess ledgerd([&] {
+    std::vector<std::string> args = ServeFlags(data_dir);
+    args.insert(args.begin(), LEDGERD_PATH);
+    return args;
+  }());
+  ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr("recovered 0 accounts of ledger "));
+  ledgerd.Signal(SIGTERM);
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+}
+
+TEST(LedgerdInitTest, RefusesADirectoryThatHoldsAnythingAndChangesNothing) {
+  ScratchDir scratch;
+  std::ofstream(scratch.Sub("notes.txt")) << "keep me\n";
+  const Finished over_files = RunLedgerd({"init", "--data_dir=" + scratch.path()});
+  EXPECT_EQ(over_files.exit_code, 1);
+  EXPECT_THAT(over_files.output, HasSubstr("it is not empty (it holds \"notes.txt\")"));
+  EXPECT_FALSE(std::filesystem::exists(scratch.Sub("CURRENT")));
+
+  const std::string ledger_dir = scratch.Sub("ledger");
+  InitLedgerDir(ledger_dir);
+  const Finished over_ledger = RunLedgerd({"init", "--data_dir=" + ledger_dir});
+  EXPECT_EQ(over_ledger.exit_code, 1);
+  EXPECT_THAT(over_ledger.output, HasSubstr("it already holds a database"));
+}
+
+TEST(LedgerdInitTest, AStrayArgumentIsAUsageError) {
+  const Finished run = RunLedgerd({"inti", "--data_dir=/nonexistent"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.output, HasSubstr("unexpected argument \"inti\""));
+}
+
+TEST(LedgerdDataDirectoryTest, ServerRefusesAMissingOrEmptyDirectoryAndSaysToInit) {
+  ScratchDir scratch;
+  const std::string missing = scratch.Sub("not-mounted");
+  const Finished on_missing = RunLedgerd(ServeFlags(missing));
+  EXPECT_EQ(on_missing.exit_code, 1);
+  EXPECT_THAT(on_missing.output, HasSubstr("it does not exist, so it holds no ledger"));
+  EXPECT_THAT(on_missing.output, HasSubstr("ledgerd init --data_dir=" + missing));
+  EXPECT_FALSE(std::filesystem::exists(missing));  // Nothing was created.
+
+  const Finished on_empty = RunLedgerd(ServeFlags(scratch.path()));
+  EXPECT_EQ(on_empty.exit_code, 1);
+  EXPECT_THAT(on_empty.output, HasSubstr("it is empty, so it holds no ledger"));
+  EXPECT_TRUE(std::filesystem::is_empty(scratch.path()));
+}
+
+TEST(LedgerdDataDirectoryTest, ReadOnlyFilesystemIsNamedAsSuch) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a read-only tmpfs";
+  ScratchDir scratch;
+  const std::string mount_point = scratch.Sub("ro");
+  std::filesystem::create_directories(mount_point);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=1m,ro tmpfs " + mount_point).c_str()), 0);
+  const Finished init = RunLedgerd({"init", "--data_dir=" + mount_point});
+  const Finished serve = RunLedgerd(ServeFlags(mount_point));
+  EXPECT_EQ(std::system(("umount " + mount_point).c_str()), 0);
+  EXPECT_EQ(init.exit_code, 1);
+  EXPECT_THAT(init.output, HasSubstr("read-only filesystem (EROFS)"));
+  EXPECT_EQ(serve.exit_code, 1);
+  EXPECT_THAT(serve.output, HasSubstr("read-only filesystem (EROFS)"));
+}
+
+TEST(LedgerdDataDirectoryTest, AFullFilesystemAtStartIsNamedAsSuch) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  ScratchDir scratch;
+  const std::string mount_point = scratch.Sub("tiny");
+  std::filesystem::create_directories(mount_point);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=2m tmpfs " + mount_point).c_str()), 0);
+  const std::string data_dir = mount_point + "/ledger";
+  InitLedgerDir(data_dir);
+  // Fill what is left, so that opening (which writes a new log and manifest) fails.
+  const int filled = std::system(
+      ("dd if=/dev/zero of=" + mount_point + "/filler bs=64k 2>/dev/null; sync").c_str());
+  (void)filled;  // dd exits 1 when the disk is full, which is the point.
+  const Finished serve = RunLedgerd(ServeFlags(data_dir));
+  EXPECT_EQ(std::system(("umount " + mount_point).c_str()), 0);
+  EXPECT_EQ(serve.exit_code, 1);
+  EXPECT_THAT(serve.output, HasSubstr("the filesystem is full (ENOSPC)"));
+  EXPECT_THAT(serve.output, ::testing::Not(HasSubstr("corrupt")));
+}
+
+TEST(LedgerdDataDirectoryTest, PermissionDeniedIsNamedWithTheUid) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run ledgerd as another user";
+  ScratchDir scratch;
+  const std::string data_dir = scratch.Sub("ledger");
+  InitLedgerDir(data_dir);
+  std::filesystem::permissions(scratch.path(), std::filesystem::perms::owner_all);
+  std::filesystem::permissions(data_dir, std::filesystem::perms::owner_all);
+  // ledgerd as uid 65534 ("nobody"), which may not enter root's 0700 directories; from a copy
+  // that it may run wherever the build tree is.
+  ScratchDir bin;
+  const std::string ledgerd_copy = bin.Sub("ledgerd");
+  std::filesystem::copy_file(LEDGERD_PATH, ledgerd_copy);
+  std::filesystem::permissions(
+      bin.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                      std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                      std::filesystem::perms::others_exec);
+  Subprocess ledgerd({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                      ledgerd_copy, "--listen=127.0.0.1:0",
+                      "--metrics_listen=", "--data_dir=" + data_dir});
+  EXPECT_EQ(ledgerd.WaitForExit(), 1) << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr("permission denied (Permission denied): ledgerd runs as "
+                                          "uid 65534"));
+  EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("in use by another process")));
+}
+
+TEST(LedgerdDataDirectoryTest, ADirectoryDeletedWhileServingRefusesWritesAndTurnsNotServing) {
+  ScratchDir scratch;
+  const std::string data_dir = scratch.Sub("ledger");
+  InitLedgerDir(data_dir);
+  std::vector<std::string> args = ServeFlags(data_dir);
+  args.insert(args.begin(), LEDGERD_PATH);
+  Subprocess ledgerd(args);
+  ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
+  const int port = PortAfter(ledgerd.output(), "listening on 127.0.0.1:");
+  const int metrics_port = PortAfter(ledgerd.output(), "metrics on http://127.0.0.1:");
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  int64_t balance = 0;
+  ASSERT_TRUE(Deposit(channel, "alice", 700, &balance).ok());
+  ASSERT_EQ(balance, 700);
+
+  std::filesystem::remove_all(data_dir);
+  // The next write finds the directory gone before it writes anything.
+  const grpc::Status refused = Deposit(channel, "alice", 5);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(), HasSubstr("outcome unknown"));
+  // The watcher looks once a second.
+  ASSERT_TRUE(ledgerd.WaitForOutput("Health is NOT_SERVING", std::chrono::seconds(5)))
+      << ledgerd.output();
+  EXPECT_THAT(ledgerd.output(), HasSubstr("data directory " + data_dir + " was deleted"));
+  EXPECT_EQ(Health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  const std::optional<testing_util::HttpResponse> scrape =
+      testing_util::HttpGet(metrics_port, "/metrics");
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_THAT(scrape->body, HasSubstr("\nledger_data_directory_lost 1\n"));
+  EXPECT_EQ(Deposit(channel, "bob", 1).error_code(), grpc::StatusCode::UNAVAILABLE);
+  ledgerd.Signal(SIGTERM);
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+
+  // Restarted on the same path, it does not start an empty ledger.
+  const Finished restarted = RunLedgerd(ServeFlags(data_dir));
+  EXPECT_EQ(restarted.exit_code, 1);
+  EXPECT_THAT(restarted.output, HasSubstr("it does not exist, so it holds no ledger"));
+  EXPECT_FALSE(std::filesystem::exists(data_dir));
+}
+
+}  // namespace
+}  // namespace ledger

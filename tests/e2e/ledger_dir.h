@@ -1,0 +1,33 @@
+// Test helper for end-to-end tests: data directories made the way an operator makes them, by
+// running `ledgerd init`. Needs LEDGERD_PATH, which every e2e test target defines.
+#ifndef LEDGER_TESTS_E2E_LEDGER_DIR_H_
+#define LEDGER_TESTS_E2E_LEDGER_DIR_H_
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/scratch_dir.h"
+
+namespace ledger::testing_util {
+
+// Runs `ledgerd init --data_dir=DIR`; a failed init fails the test that called it.
+inline void InitLedgerDir(const std::string& dir) {
+  Subprocess init({LEDGERD_PATH, "init", "--data_dir=" + dir});
+  const std::optional<int> exit_code = init.WaitForExit();
+  EXPECT_EQ(exit_code, 0) << init.output();
+}
+
+// "--data_dir=DIR" naming a new ledger made by `ledgerd init`, for one ledgerd; every such
+// directory is removed when the test program exits. Not thread-safe.
+inline std::string NewLedgerDirFlag() {
+  static ScratchDir root;
+  static int next = 0;
+  const std::string dir = root.Sub("data-" + std::to_string(next++));
+  InitLedgerDir(dir);
+  return "--data_dir=" + dir;
+}
+
+}  // namespace ledger::testing_util
+
+#endif  // LEDGER_TESTS_E2E_LEDGER_DIR_H_

@@ -1,0 +1,192 @@
+// The binaries over mutual TLS with an authorization policy: ledgerd started with the TLS flags,
+// ledgerctl and ledger-loadtest calling it with theirs. Certificates are made at test time.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_pki.h"
+
+namespace ledger {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::Subprocess;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+class TlsE2eTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    pki_.MakeCa("ca");
+    pki_.MakeServerCert("server", "ca");
+    pki_.MakeClientCert("reporting", "ca");
+    pki_.MakeClientCert("payments", "ca");
+  }
+  void TearDown() override {
+    if (ledgerd_ != nullptr) {
+      ledgerd_->Signal(SIGTERM);
+      ledgerd_->WaitForExit();
+    }
+  }
+
+  std::vector<std::string> ServerTlsFlags() const {
+    return {"--tls_cert_file=" + pki_.Cert("server"), "--tls_key_file=" + pki_.Key("server"),
+            "--tls_client_ca_file=" + pki_.Cert("ca"),
+            std::string("--authz_policy_file=") + LEDGER_SOURCE_DIR +
+                "/deploy/authz/policy.example.json"};
+  }
+
+  void StartLedgerd(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
+                                 "--metrics_listen=", "--shards=2", "--durability=none"});
+    ledgerd_ = std::make_unique<Subprocess>(flags);
+    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+    port_ = testing_util::PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
+  }
+
+  // Flags that make a client `identity` ("" for none) that trusts the test CA.
+  std::vector<std::string> ClientTlsFlags(const std::string& identity) const {
+    std::vector<std::string> flags = {"--tls_ca_file=" + pki_.Cert("ca")};
+    if (!identity.empty()) {
+      flags.push_back("--tls_cert_file=" + pki_.Cert(identity));
+      flags.push_back("--tls_key_file=" + pki_.Key(identity));
+    }
+    return flags;
+  }
+
+  Result Ledgerctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {LEDGERCTL_PATH, "--target=127.0.0.1:" + std::to_string(port_)});
+    Subprocess ledgerctl(args);
+    const std::optional<int> exit_code = ledgerctl.WaitForExit();
+    return {exit_code.value_or(-1), ledgerctl.output()};
+  }
+  Result Ledgerctl(const std::string& identity, std::vector<std::string> args) {
+    std::vector<std::string> flags = ClientTlsFlags(identity);
+    flags.insert(flags.end(), args.begin(), args.end());
+    return Ledgerctl(flags);
+  }
+
+  testing_util::TestPki pki_;
+  std::unique_ptr<Subprocess> ledgerd_;
+  int port_ = 0;
+};
+
+TEST_F(TlsE2eTest, LedgerctlCallsWhatThePolicyAllowsItsCertificate) {
+  StartLedgerd(ServerTlsFlags());
+  EXPECT_THAT(ledgerd_->output(),
+              HasSubstr(", gRPC mutual TLS, authorization policy \"ledger\" (files re-read "
+                        "every 1m)\n"));
+
+  Result deposit = Ledgerctl("payments", {"deposit", "alice", "1500"});
+  EXPECT_EQ(deposit.exit_code, 0) << deposit.output;
+  EXPECT_EQ(deposit.output, "alice: 1500\n");
+
+  Result balance = Ledgerctl("reporting", {"balance", "alice"});
+  EXPECT_EQ(balance.exit_code, 0) << balance.output;
+  EXPECT_EQ(balance.output, "alice: 1500\n");
+
+  Result denied = Ledgerctl("reporting", {"withdraw", "alice", "100"});
+  EXPECT_EQ(denied.exit_code, 1) << denied.output;
+  EXPECT_EQ(denied.output,
+            "ledgerctl: PERMISSION_DENIED: authorization policy \"ledger\" does not allow "
+            "reporting to call /ledger.v1.Ledger/Withdraw (no allow rule matches)\n");
+
+  Result health = Ledgerctl("reporting", {"health"});
+  EXPECT_EQ(health.exit_code, 0) << health.output;
+  EXPECT_EQ(health.output, "SERVING\n");
+
+  // Nothing the refused call did: the balance is what payments left.
+  EXPECT_EQ(Ledgerctl("payments", {"balance", "alice"}).output, "alice: 1500\n");
+}
+
+TEST_F(TlsE2eTest, ClientsWithoutACertificateOrWithoutTlsAreRefused) {
+  StartLedgerd(ServerTlsFlags());
+  Result no_certificate = Ledgerctl("", {"--deadline=2s", "balance", "alice"});
+  EXPECT_EQ(no_certificate.exit_code, 5) << no_certificate.output;
+  EXPECT_THAT(no_certificate.output, HasSubstr("ledgerctl: UNAVAILABLE: "));
+
+  Result plaintext = Ledgerctl({"--deadline=2s", "balance", "alice"});
+  EXPECT_EQ(plaintext.exit_code, 5) << plaintext.output;
+  EXPECT_THAT(plaintext.output, HasSubstr("ledgerctl: UNAVAILABLE: "));
+}
+
+TEST_F(TlsE2eTest, ServerNameVerifiesACertificateThatDoesNotListTheTargetsHost) {
+  pki_.MakeCert("internal", "ca", "ledger.internal", "DNS:ledger.internal");
+  StartLedgerd(
+      {"--tls_cert_file=" + pki_.Cert("internal"), "--tls_key_file=" + pki_.Key("internal")});
+  const std::string target = "--target=127.0.0.1:" + std::to_string(port_);
+  Result by_ip = Ledgerctl({target, "--tls_ca_file=" + pki_.Cert("ca"), "--deadline=2s", "health"});
+  EXPECT_EQ(by_ip.exit_code, 5) << by_ip.output;
+  Result by_name = Ledgerctl(
+      {target, "--tls_ca_file=" + pki_.Cert("ca"), "--tls_server_name=ledger.internal", "health"});
+  EXPECT_EQ(by_name.exit_code, 0) << by_name.output;
+  EXPECT_EQ(by_name.output, "SERVING\n");
+}
+
+TEST_F(TlsE2eTest, LedgerctlNamesAClientFlagThatCannotWork) {
+  Result no_key = Ledgerctl({"--tls_cert_file=" + pki_.Cert("payments"), "balance", "alice"});
+  EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
+  EXPECT_THAT(no_key.output, HasSubstr("ledgerctl: --tls_cert_file and --tls_key_file go "
+                                       "together (a client certificate and its key)\n"));
+  Result missing_ca = Ledgerctl({"--tls_ca_file=" + pki_.Path("nope.pem"), "balance", "alice"});
+  EXPECT_EQ(missing_ca.exit_code, 2) << missing_ca.output;
+  EXPECT_THAT(missing_ca.output, HasSubstr("ledgerctl: --tls_ca_file: cannot read " +
+                                           pki_.Path("nope.pem") + ": No such file or directory"));
+}
+
+TEST_F(TlsE2eTest, LedgerdRefusesAMissingCertificateAtStart) {
+  Subprocess ledgerd(
+      {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--durability=none",
+       "--tls_cert_file=" + pki_.Path("typo.pem"), "--tls_key_file=" + pki_.Key("server")});
+  EXPECT_EQ(ledgerd.WaitForExit(), 1);
+  EXPECT_EQ(ledgerd.output(), "ledgerd: --tls_cert_file: cannot read " + pki_.Path("typo.pem") +
+                                  ": No such file or directory\n");
+}
+
+TEST_F(TlsE2eTest, LedgerdRefusesAPolicyWithoutMutualTls) {
+  Subprocess ledgerd(
+      {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--durability=none",
+       "--tls_cert_file=" + pki_.Cert("server"), "--tls_key_file=" + pki_.Key("server"),
+       std::string("--authz_policy_file=") + LEDGER_SOURCE_DIR +
+           "/deploy/authz/policy.example.json"});
+  EXPECT_EQ(ledgerd.WaitForExit(), 1);
+  EXPECT_THAT(ledgerd.output(),
+              HasSubstr("ledgerd: --authz_policy_file needs mutual TLS (--tls_client_ca_file)"));
+}
+
+TEST_F(TlsE2eTest, LoadtestRunsOverMutualTlsAndVerifiesEveryBalance) {
+  StartLedgerd(ServerTlsFlags());
+  std::vector<std::string> args = {LOADTEST_PATH,     "--target=127.0.0.1:" + std::to_string(port_),
+                                   "--duration=1s",   "--warmup=0s",
+                                   "--concurrency=8", "--accounts=50",
+                                   "--channels=2"};
+  for (const std::string& flag : ClientTlsFlags("payments")) args.push_back(flag);
+  Subprocess loadtest(args);
+  EXPECT_EQ(loadtest.WaitForExit(std::chrono::seconds(60)), 0) << loadtest.output();
+  EXPECT_THAT(loadtest.output(), HasSubstr("PASS"));
+  EXPECT_THAT(loadtest.output(), ::testing::Not(HasSubstr("PERMISSION_DENIED")));
+
+  // The reporting certificate may not write: every Deposit and Withdraw is refused.
+  args = {LOADTEST_PATH,   "--target=127.0.0.1:" + std::to_string(port_),
+          "--requests=50", "--duration=0s",
+          "--warmup=0s",   "--concurrency=4",
+          "--verify=false"};
+  for (const std::string& flag : ClientTlsFlags("reporting")) args.push_back(flag);
+  Subprocess reporting(args);
+  reporting.WaitForExit(std::chrono::seconds(60));
+  EXPECT_THAT(reporting.output(), HasSubstr("PERMISSION_DENIED")) << reporting.output();
+}
+
+}  // namespace
+}  // namespace ledger

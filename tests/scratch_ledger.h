@@ -1,0 +1,31 @@
+// Test helper: a scratch directory holding a new, empty ledger, made as `ledgerd init` makes it
+// (the server and the store only open existing ledgers).
+#ifndef LEDGER_TESTS_SCRATCH_LEDGER_H_
+#define LEDGER_TESTS_SCRATCH_LEDGER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "storage/rocksdb_store.h"
+#include "tests/scratch_dir.h"
+
+namespace ledger::testing_util {
+
+// Creates a new, empty ledger in `dir` (missing or empty); a failure fails the calling test.
+inline void InitLedger(const std::string& dir) {
+  storage::StoreOptions options;
+  options.data_dir = dir;
+  absl::StatusOr<std::string> ledger_id = storage::RocksDbStore::Init(options);
+  EXPECT_TRUE(ledger_id.ok()) << ledger_id.status();
+}
+
+// Not thread-safe.
+class ScratchLedger : public ScratchDir {
+ public:
+  ScratchLedger() { InitLedger(path()); }
+};
+
+}  // namespace ledger::testing_util
+
+#endif  // LEDGER_TESTS_SCRATCH_LEDGER_H_
