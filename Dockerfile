@@ -15,7 +15,7 @@ COPY . .
 # shard/, metrics/, storage/ and client/ before it ships the binaries.
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=OFF \
       -DPROMTOOL=/bin/false -DPROMTOOL_BINARY=/bin/false -DPROMETHEUS_BINARY=/bin/false \
-      -DNODE=/bin/false \
+      -DNODE=/bin/false -DOPENSSL_BINARY=/bin/false \
     && cmake --build build -j "$(nproc)" --target ledgerd ledgerctl ledger-loadtest \
        shard_tests metrics_concurrency_tests metrics_tests storage_tests client_tests \
     && for t in shard_tests metrics_concurrency_tests metrics_tests storage_tests client_tests; do \
