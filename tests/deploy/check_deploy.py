@@ -156,6 +156,18 @@ check("grafana's admin password comes from a compose secret, not the compose fil
       and "GF_SECURITY_ADMIN_PASSWORD" not in grafana_env
       and "grafana_admin_password" in compose.get("secrets", {}), grafana_env)
 
+# Every variable README's Docker section names is one docker-compose.yml reads.
+with open(os.path.join(source, "README.md")) as file:
+    readme = file.read()
+docker_section = readme[readme.index("## Running it with Docker"):]
+docker_section = docker_section[:docker_section.index("\n## ", 1)]
+named = set(re.findall(r"\b(?:LEDGER|GRAFANA|PROMETHEUS)_[A-Z_]+\b", docker_section))
+with open(os.path.join(source, "docker-compose.yml")) as file:
+    compose_text = file.read()
+unknown = sorted(n for n in named if "${" + n + ":" not in compose_text and n + ":" not in compose_text)
+check(f"the {len(named)} variables README's Docker section names are all read by compose",
+      len(named) >= 10 and not unknown, unknown)
+
 # Prometheus, as mounted: deploy/prometheus is /etc/prometheus.
 promtool = run(["promtool", "check", "config", "deploy/prometheus/prometheus.yml"])
 check("promtool check config accepts prometheus.yml and its rule files",

@@ -231,6 +231,13 @@ def test_image():
     run(["docker", "exec", "-d", container, "ledger-loadtest", "--target=127.0.0.1:50051",
          "--duration=60s", "--concurrency=16", "--accounts=200"], check_rc=True)
     time.sleep(3)
+    metrics = run(["docker", "exec", container, "bash", "-c",
+                   "exec 3<>/dev/tcp/127.0.0.1/9464 && printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3"
+                   " && cat <&3"]).stdout
+    answered = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("ledger_requests_total{") and 'code="OK"' in line)
+    check("the load run is in flight when docker stop comes (> 100 calls answered OK)",
+          answered > 100, answered)
     stop_started = time.monotonic()
     run(["docker", "stop", "--time=20", container], timeout=60)
     stop_seconds = time.monotonic() - stop_started
