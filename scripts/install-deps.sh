@@ -48,6 +48,11 @@ case "$mode" in
   *) echo "install-deps: unknown mode '$mode' (none, --build-only or --image)" >&2; exit 2 ;;
 esac
 
+# An engine already here (Docker's own docker-ce, say) is used as it is: docker.io would conflict.
+if [ "$mode" = --image ] && { command -v dockerd >/dev/null 2>&1 || docker info >/dev/null 2>&1; }; then
+  wanted=("${wanted[@]/docker.io}")
+fi
+
 # Node.js runs the cross-language test; the machine may ship its own, else Debian's.
 if [ "$mode" = all ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
   wanted+=(nodejs npm)
@@ -55,6 +60,7 @@ fi
 
 missing=()
 for pkg in "${wanted[@]}"; do
+  [ -n "$pkg" ] || continue
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
