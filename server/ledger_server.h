@@ -12,6 +12,7 @@
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
+#include "server/transport_limits.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
@@ -33,6 +34,9 @@ struct ServerOptions {
   storage::StoreOptions storage;
   // How long a graceful shutdown waits for calls in flight before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // What one client's connections may cost (streams, memory, lifetime, pings): see
+  // transport_limits.h.
+  TransportLimits transport;
 };
 
 // Thread-safe: port() from any thread; Shutdown from one controlling thread. Shutdown is

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/ledger_server.h"
+#include "server/transport_limits.h"
 
 namespace {
 
@@ -64,6 +65,40 @@ ABSL_FLAG(std::string, durability, "sync",
 ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
           "how long a request_id's outcome is remembered: a retry within it is answered with the "
           "recorded result instead of being applied again");
+
+// What one client's connections may cost; bounds in server/transport_limits.h. gRPC 1.51 cannot
+// defend against every hostile client by itself: README, "Exposure", says which need the proxy.
+ABSL_FLAG(int32_t, max_concurrent_streams, ledger::TransportLimits{}.max_concurrent_streams,
+          "calls one HTTP/2 connection may have open at once (1 to 100000); a client must wait "
+          "for one to finish before starting another");
+ABSL_FLAG(int64_t, transport_memory_mb, ledger::TransportLimits{}.memory_bytes >> 20,
+          "memory, in MiB, that gRPC's connections and calls may hold together (16 to 65536); "
+          "near it gRPC slows reads, refuses new connections and closes the busiest one");
+ABSL_FLAG(int32_t, grpc_max_threads, ledger::TransportLimits{}.max_threads,
+          "threads gRPC's synchronous services (reflection) may use (2 to 10000)");
+ABSL_FLAG(int32_t, max_receive_message_bytes, ledger::TransportLimits{}.max_receive_message_bytes,
+          "largest request message accepted, in bytes (1024 to 67108864); larger ones fail with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(absl::Duration, max_connection_idle, ledger::TransportLimits{}.max_connection_idle,
+          "a connection with no call in flight for this long is closed (clients reconnect)");
+ABSL_FLAG(absl::Duration, max_connection_age, ledger::TransportLimits{}.max_connection_age,
+          "every connection is closed after this long (GOAWAY; clients reconnect), so that none "
+          "is held forever");
+ABSL_FLAG(absl::Duration, max_connection_age_grace,
+          ledger::TransportLimits{}.max_connection_age_grace,
+          "how long calls in flight on a connection past --max_connection_age may still finish");
+ABSL_FLAG(absl::Duration, handshake_timeout, ledger::TransportLimits{}.handshake_timeout,
+          "a connection that has not completed its HTTP/2 handshake within this is closed (an "
+          "idle TCP connection holds a file descriptor no longer)");
+ABSL_FLAG(absl::Duration, keepalive_time, ledger::TransportLimits{}.keepalive_time,
+          "the server pings a connection that has been silent this long, to find dead peers");
+ABSL_FLAG(absl::Duration, keepalive_timeout, ledger::TransportLimits{}.keepalive_timeout,
+          "a connection whose ping is not answered within this is closed");
+ABSL_FLAG(absl::Duration, min_client_ping_interval,
+          ledger::TransportLimits{}.min_client_ping_interval,
+          "clients may ping at most this often; the third ping sooner closes the connection "
+          "(GOAWAY ENHANCE_YOUR_CALM)");
+
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -73,6 +108,59 @@ namespace {
 absl::Status OutOfRange(absl::string_view flag, int64_t value, int64_t min, uint64_t max) {
   return absl::InvalidArgumentError(
       absl::StrCat(flag, " must be ", min, " to ", max, "; got ", value));
+}
+
+// Reads the transport flags; InvalidArgument names the flag that is out of range.
+absl::StatusOr<ledger::TransportLimits> TransportLimitsFromFlags() {
+  ledger::TransportLimits limits;
+  limits.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (limits.max_concurrent_streams < ledger::kMaxConcurrentStreamsMin ||
+      limits.max_concurrent_streams > ledger::kMaxConcurrentStreamsMax) {
+    return OutOfRange("--max_concurrent_streams", limits.max_concurrent_streams,
+                      ledger::kMaxConcurrentStreamsMin, ledger::kMaxConcurrentStreamsMax);
+  }
+  const int64_t memory_mb = absl::GetFlag(FLAGS_transport_memory_mb);
+  if (memory_mb < (ledger::kTransportMemoryBytesMin >> 20) ||
+      memory_mb > (ledger::kTransportMemoryBytesMax >> 20)) {
+    return OutOfRange("--transport_memory_mb", memory_mb, ledger::kTransportMemoryBytesMin >> 20,
+                      ledger::kTransportMemoryBytesMax >> 20);
+  }
+  limits.memory_bytes = memory_mb << 20;
+  limits.max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
+  if (limits.max_threads < ledger::kMaxThreadsMin || limits.max_threads > ledger::kMaxThreadsMax) {
+    return OutOfRange("--grpc_max_threads", limits.max_threads, ledger::kMaxThreadsMin,
+                      ledger::kMaxThreadsMax);
+  }
+  limits.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  if (limits.max_receive_message_bytes < ledger::kMaxReceiveMessageBytesMin ||
+      limits.max_receive_message_bytes > ledger::kMaxReceiveMessageBytesMax) {
+    return OutOfRange("--max_receive_message_bytes", limits.max_receive_message_bytes,
+                      ledger::kMaxReceiveMessageBytesMin, ledger::kMaxReceiveMessageBytesMax);
+  }
+  const struct {
+    absl::string_view flag;
+    absl::Duration value;
+    absl::Duration* field;
+  } durations[] = {
+      {"--max_connection_idle", absl::GetFlag(FLAGS_max_connection_idle),
+       &limits.max_connection_idle},
+      {"--max_connection_age", absl::GetFlag(FLAGS_max_connection_age), &limits.max_connection_age},
+      {"--max_connection_age_grace", absl::GetFlag(FLAGS_max_connection_age_grace),
+       &limits.max_connection_age_grace},
+      {"--handshake_timeout", absl::GetFlag(FLAGS_handshake_timeout), &limits.handshake_timeout},
+      {"--keepalive_time", absl::GetFlag(FLAGS_keepalive_time), &limits.keepalive_time},
+      {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), &limits.keepalive_timeout},
+      {"--min_client_ping_interval", absl::GetFlag(FLAGS_min_client_ping_interval),
+       &limits.min_client_ping_interval},
+  };
+  for (const auto& [flag, value, field] : durations) {
+    if (value < absl::Milliseconds(1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " must be at least 1ms; got ", absl::FormatDuration(value)));
+    }
+    *field = value;
+  }
+  return limits;
 }
 
 // Reads the flags into options; InvalidArgument names the flag that is out of range.
@@ -134,6 +222,9 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--shutdown_grace must not be negative");
   }
+  absl::StatusOr<ledger::TransportLimits> transport = TransportLimitsFromFlags();
+  if (!transport.ok()) return transport.status();
+  options.transport = *transport;
   return options;
 }
 
@@ -199,6 +290,18 @@ int main(int argc, char** argv) {
   if (!options.ok()) {
     std::cerr << "ledgerd: " << options.status().message() << "\n";
     return EXIT_FAILURE;
+  }
+  // Before any connection: each is a descriptor, and gRPC 1.51 stops accepting for good once
+  // accept() fails with EMFILE.
+  absl::StatusOr<ledger::OpenFileLimit> files = ledger::RaiseOpenFileLimit();
+  if (!files.ok()) {
+    std::cerr << "ledgerd: " << files.status().message() << "; continuing with the limit as is\n";
+  } else {
+    std::cerr << "ledgerd: open-file limit " << files->before
+              << (files->after == files->before
+                      ? " (already the hard limit)"
+                      : absl::StrCat(", raised to ", files->after, " (the hard limit)"))
+              << "\n";
   }
   SignalWatcher signals;
   absl::StatusOr<std::unique_ptr<ledger::LedgerServer>> server =
