@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   python3 python3-yaml curl
+  nghttp2-client python3-h2 haproxy
   postgresql
   docker-compose
 )

@@ -51,10 +51,11 @@ def start_ledgerd(path, nofile, extra_flags):
     def limit():
         if nofile:
             soft, _, hard = nofile.partition(":")
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1] if hard == "max" else hard
             resource.setrlimit(resource.RLIMIT_NOFILE, (int(soft), int(hard or soft)))
     process = subprocess.Popen(
         [path, f"--listen={HOST}:0", f"--metrics_listen={HOST}:0", "--durability=none",
-         "--shards=2"] + extra_flags,
+         "--shards=2", "--shutdown_grace=1s"] + extra_flags,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limit)
     lines, deadline = [], time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -159,7 +160,8 @@ def main():
     parser.add_argument("--haproxy_cfg", default="")
     parser.add_argument("--nofile", default="",
                         help="SOFT[:HARD]: start ledgerd with this RLIMIT_NOFILE (as `ulimit -n`, "
-                        "which sets both, when HARD is not given)")
+                        "which sets both, when HARD is not given; HARD `max` keeps this "
+                        "process's hard limit)")
     parser.add_argument("--rss_limit_mb", type=float, default=256)
     parser.add_argument("--recover_seconds", type=float, default=10)
     parser.add_argument("--check", action="store_true")
@@ -202,6 +204,8 @@ def main():
                 recovered_after = time.monotonic() - probe_end
                 break
             time.sleep(0.25)
+        if held.connection is not None:
+            held.connection.close()
         time.sleep(1)
         settled_rss = h2grpc.rss_bytes(ledgerd.pid)
         alive = ledgerd.poll() is None
