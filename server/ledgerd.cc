@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/ledger_server.h"
+#include "server/listener_watchdog.h"
 #include "server/transport_limits.h"
 
 namespace {
@@ -273,9 +274,41 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// How often the listener watchdog looks at the accept queue, and how long connections may wait
+// there unaccepted before ledgerd declares its listener lost. gRPC accepts within microseconds
+// while it works.
+constexpr absl::Duration kWatchdogInterval = absl::Seconds(1);
+constexpr absl::Duration kListenerStuckFor = absl::Seconds(5);
+
 std::string ListenAddressWithPort(const std::string& address, int port) {
   const size_t colon = address.rfind(':');
   return absl::StrCat(colon == std::string::npos ? address : address.substr(0, colon), ":", port);
+}
+
+// Exit status when gRPC stopped accepting connections: a supervisor restarts ledgerd.
+constexpr int kExitListenerLost = 3;
+
+// Returns once SIGINT/SIGTERM arrived (false) or gRPC stopped accepting connections on `port`
+// (true; see ListenerWatchdog). Then the caller drains as on SIGTERM: health turns NOT_SERVING
+// at once on the connections that still work, and the process exits so that a supervisor starts
+// a fresh listener, instead of answering SERVING while no new client can connect.
+bool WaitForShutdownOrLostListener(SignalWatcher& signals, int port) {
+  std::atomic<bool> lost{false};
+  absl::StatusOr<std::unique_ptr<ledger::ListenerWatchdog>> watchdog =
+      ledger::ListenerWatchdog::Start(port, kWatchdogInterval, kListenerStuckFor, [&lost] {
+        std::cerr << "ledgerd: gRPC has stopped accepting connections (clients have waited "
+                  << absl::FormatDuration(kListenerStuckFor)
+                  << " in the accept queue; gRPC 1.51 stops for good after accept() fails, "
+                     "typically with EMFILE when the open-file limit is reached). Draining and "
+                     "exiting with status "
+                  << kExitListenerLost << " so that a supervisor restarts ledgerd\n";
+        lost.store(true);
+      });
+  if (!watchdog.ok()) std::cerr << "ledgerd: " << watchdog.status().message() << "\n";
+  while (!signals.shutdown_requested().WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    if (lost.load()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -339,10 +372,10 @@ int main(int argc, char** argv) {
                    shard.policy.overdraft_limit, storage)
             << std::endl;
 
-  signals.shutdown_requested().WaitForNotification();
+  const bool listener_lost = WaitForShutdownOrLostListener(signals, (*server)->port());
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
   std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
             << "\n";
-  return EXIT_SUCCESS;
+  return listener_lost ? kExitListenerLost : EXIT_SUCCESS;
 }

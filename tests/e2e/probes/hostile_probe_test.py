@@ -165,6 +165,10 @@ def main():
     parser.add_argument("--rss_limit_mb", type=float, default=256)
     parser.add_argument("--recover_seconds", type=float, default=10)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--expect_listener_lost", action="store_true",
+                        help="with --check: expect ledgerd to notice that gRPC stopped accepting "
+                        "and exit with status 3 (for a supervisor to restart it), instead of "
+                        "recovering in place")
     parser.add_argument("flags", nargs="*", help="extra ledgerd flags (after --)")
     args = parser.parse_args()
     if args.probe.startswith("stream_flood") and shutil.which("h2load") is None:
@@ -208,12 +212,19 @@ def main():
             held.connection.close()
         time.sleep(1)
         settled_rss = h2grpc.rss_bytes(ledgerd.pid)
+        if args.expect_listener_lost:
+            try:
+                ledgerd.wait(args.recover_seconds)
+            except subprocess.TimeoutExpired:
+                pass
         alive = ledgerd.poll() is None
+        exit_status = ledgerd.returncode
     finally:
         if haproxy is not None:
             haproxy.terminate()
             haproxy.wait(10)
-        ledgerd.terminate()
+        if ledgerd.poll() is None:
+            ledgerd.terminate()
         try:
             ledgerd.wait(15)
         except subprocess.TimeoutExpired:
@@ -239,12 +250,24 @@ def main():
         "metrics_failures": sum(1 for s in during if s["metrics"] != 200),
         "recovered_after_s": None if recovered_after is None else round(recovered_after, 2),
         "ledgerd_alive": alive,
+        "ledgerd_exit_status": exit_status,
         "first_held_failure": held_failures[0] if held_failures else "",
     }
     print(json.dumps(report))
     if not args.check:
         return 0
-    goals = {
+    if args.expect_listener_lost:
+        goals = {
+            "ledgerd exited by itself with status 3": exit_status == 3,
+            "its log names the cause": "stopped accepting connections" in ledgerd_tail,
+            "it drained before exiting": "stopped cleanly" in ledgerd_tail,
+            f"RSS stayed under {args.rss_limit_mb} MB": report["rss_max_mb"] < args.rss_limit_mb,
+            "the held client's Balance succeeded within 1 s at every sample":
+                report["held_balance_failures"] == 0 and report["samples"] > 0,
+        }
+    else:
+        goals = {}
+    goals = goals or {
         "ledgerd is still running": alive,
         f"RSS stayed under {args.rss_limit_mb} MB": report["rss_max_mb"] < args.rss_limit_mb
         and report["rss_after_mb"] < args.rss_limit_mb,
