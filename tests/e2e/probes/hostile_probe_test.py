@@ -16,6 +16,7 @@ Probes: rapid_reset, stream_flood (h2load, 1 connection x 50,000 streams), strea
 Prints one JSON line of figures; with --check exits 1 when a goal is missed.
 """
 import argparse
+import collections
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,7 +68,10 @@ def start_ledgerd(path, nofile, extra_flags):
         if "listening on" in line:
             grpc = int(re.search(r"listening on [\d.]+:(\d+)", line).group(1))
             metrics = int(re.search(r"metrics on http://[\d.]+:(\d+)", line).group(1))
-            return process, grpc, metrics, lines
+            # Keep reading its output, so that a chatty ledgerd never blocks on a full pipe.
+            tail = collections.deque(lines, maxlen=200)
+            threading.Thread(target=lambda: tail.extend(process.stdout), daemon=True).start()
+            return process, grpc, metrics, tail
     process.kill()
     raise SystemExit("ledgerd did not start:\n" + "".join(lines))
 
@@ -74,12 +79,14 @@ def start_ledgerd(path, nofile, extra_flags):
 def start_haproxy(path, cfg, backend_port):
     port = free_port()
     env = dict(os.environ, LEDGER_BACKEND=f"{HOST}:{backend_port}", LEDGER_PROXY_BIND=f"{HOST}:{port}")
-    process = subprocess.Popen([path, "-f", cfg, "-db"], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    # Its log (stdout) is not read: discarded, so that a full pipe never matters. Alerts go to
+    # stderr, read only when it fails to start.
+    process = subprocess.Popen([path, "-f", cfg, "-db"], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit("haproxy exited:\n" + process.stdout.read())
+            raise SystemExit("haproxy exited:\n" + process.stderr.read())
         try:
             socket.create_connection((HOST, port), timeout=0.2).close()
             return process, port
@@ -174,7 +181,7 @@ def main():
     if args.probe.startswith("stream_flood") and shutil.which("h2load") is None:
         raise SystemExit("h2load not found: install nghttp2-client (scripts/install-deps.sh)")
 
-    ledgerd, grpc_port, metrics_port, _ = start_ledgerd(args.ledgerd, args.nofile, args.flags)
+    ledgerd, grpc_port, metrics_port, output = start_ledgerd(args.ledgerd, args.nofile, args.flags)
     haproxy = None
     port = grpc_port
     try:
@@ -229,7 +236,8 @@ def main():
             ledgerd.wait(15)
         except subprocess.TimeoutExpired:
             ledgerd.kill()
-        ledgerd_tail = ledgerd.stdout.read()[-2000:]
+        time.sleep(0.2)  # The reader thread takes the last lines.
+        ledgerd_tail = "".join(output)[-2000:]
 
     mb = 2**20
     held_failures = [s["held_detail"] for s in during if not s["held_ok"]]
