@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,14 @@ absl::Status OutOfBounds(absl::string_view field, int64_t value, int64_t min, in
 absl::Status NotPositive(absl::string_view field, absl::Duration value) {
   return absl::InvalidArgumentError(
       absl::StrCat(field, " must be at least 1ms; got ", absl::FormatDuration(value)));
+}
+
+// The kernel's ceiling on a process's descriptors (/proc/sys/fs/nr_open; 1048576 when unreadable,
+// the kernel's default).
+rlim_t NrOpen() {
+  std::ifstream file("/proc/sys/fs/nr_open");
+  rlim_t value = 0;
+  return (file >> value) && value > 0 ? value : rlim_t{1} << 20;
 }
 
 }  // namespace
@@ -101,8 +110,11 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
         absl::StrCat("cannot read the open-file limit: ", std::strerror(errno)));
   }
   OpenFileLimit result{limit.rlim_cur, limit.rlim_cur, limit.rlim_max};
-  if (limit.rlim_cur == limit.rlim_max) return result;
-  limit.rlim_cur = limit.rlim_max;
+  rlim_t target = limit.rlim_max;
+  // An unlimited hard limit cannot be the soft one: the kernel caps descriptors at nr_open.
+  if (target == RLIM_INFINITY) target = NrOpen();
+  if (limit.rlim_cur >= target) return result;
+  limit.rlim_cur = target;
   if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
     return absl::InternalError(absl::StrCat("cannot raise the open-file limit from ", result.before,
                                             " to ", result.hard, ": ", std::strerror(errno)));

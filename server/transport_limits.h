@@ -69,7 +69,8 @@ struct OpenFileLimit {
   uint64_t hard = 0;
 };
 
-// Raises this process's soft RLIMIT_NOFILE to its hard limit: each connection is a descriptor,
+// Raises this process's soft RLIMIT_NOFILE to its hard limit (to the kernel's nr_open when the
+// hard limit is unlimited): each connection is a descriptor,
 // and gRPC 1.51 stops accepting for good once accept() fails with EMFILE. Internal when the
 // limit cannot be read or set.
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();

@@ -2,6 +2,8 @@
 // enforces them on real connections.
 #include "server/transport_limits.h"
 
+#include <sys/resource.h>
+
 #include <string>
 
 #include "gmock/gmock.h"
@@ -90,6 +92,26 @@ TEST(TransportLimitsTest, AMessageOverTheReceiveLimitIsRefusedBeforeTheService) 
   request.set_account_id(std::string(2100, 'a'));  // Over it: gRPC refuses the message.
   grpc::Status over = stub->Deposit(testing_util::ContextWithDeadline().get(), request, &response);
   EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
+}
+
+TEST(RaiseOpenFileLimitTest, RaisesTheSoftLimitToTheHardLimitAndReportsBoth) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max <= 256) {
+    GTEST_SKIP() << "needs a finite hard limit above 256; it is " << limit.rlim_max;
+  }
+  const rlimit original = limit;
+  limit.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+
+  absl::StatusOr<OpenFileLimit> raised = RaiseOpenFileLimit();
+  ASSERT_TRUE(raised.ok()) << raised.status();
+  EXPECT_EQ(raised->before, 256u);
+  EXPECT_EQ(raised->after, original.rlim_max);
+  EXPECT_EQ(raised->hard, original.rlim_max);
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  EXPECT_EQ(limit.rlim_cur, original.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &original);
 }
 
 }  // namespace
