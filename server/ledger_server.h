@@ -15,8 +15,8 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
 #include "server/reflection_service.h"
-#include "server/transport_security.h"
 #include "server/transport_limits.h"
+#include "server/transport_security.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
 
