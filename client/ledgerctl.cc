@@ -194,10 +194,10 @@ int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
       ledger::v1::Ledger::NewStub(channel)->History(NewContext().get(), request, &response);
   if (!status.ok()) return Failed(status);
   auto time_of = [](const ledger::v1::HistoryEntry& entry) {
-    return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
-                            absl::FromUnixSeconds(entry.time().seconds()) +
-                                absl::Nanoseconds(entry.time().nanos()),
-                            absl::UTCTimeZone());
+    return absl::FormatTime(
+        "%Y-%m-%dT%H:%M:%E3SZ",
+        absl::FromUnixSeconds(entry.time().seconds()) + absl::Nanoseconds(entry.time().nanos()),
+        absl::UTCTimeZone());
   };
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << "{\"account_id\":" << JsonString(request.account_id()) << ",\"entries\":[";
@@ -212,8 +212,8 @@ int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
     std::cout << "],\"next_page_token\":" << JsonString(response.next_page_token()) << "}\n";
     return ledger::kExitOk;
   }
-  std::cout << absl::StrFormat("%-6s %-24s %-9s %12s %14s  %s\n", "SEQ", "TIME (UTC)",
-                               "OPERATION", "AMOUNT", "BALANCE AFTER", "REQUEST ID");
+  std::cout << absl::StrFormat("%-6s %-24s %-9s %12s %14s  %s\n", "SEQ", "TIME (UTC)", "OPERATION",
+                               "AMOUNT", "BALANCE AFTER", "REQUEST ID");
   for (const ledger::v1::HistoryEntry& entry : response.entries()) {
     std::cout << absl::StrFormat("%-6d %-24s %-9s %12d %14d  %s\n", entry.sequence(),
                                  time_of(entry), OperationName(entry.operation()), entry.amount(),

@@ -1,20 +1,31 @@
 #include "metrics/metrics_endpoint.h"
 
 #include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace ledger {
+namespace {
+
+// civetweb serves one connection per thread. With 8 threads, 8 slow clients are needed to hold
+// every thread, and each is dropped when its request is not complete within the timeout (civetweb's
+// default, 30 s, let 2 slow connections keep /metrics blind: issue 10). A scrape reads atomics and
+// answers in milliseconds; Prometheus waits up to its scrape timeout (10 s by default).
+constexpr int kHttpThreads = 8;
+constexpr int kRequestTimeoutMs = 3000;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address, const std::weak_ptr<prometheus::Collectable>& collectable) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    // Two HTTP threads: a scrape in progress never delays the next one by much, and scrapes
-    // only read atomics.
-    exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", std::to_string(kHttpThreads),
+        "request_timeout_ms", std::to_string(kRequestTimeoutMs), "enable_keep_alive", "no"});
   } catch (const std::exception& error) {
     // civetweb reports a port in use (or a bad address) by failing to construct.
     return absl::UnavailableError(absl::StrCat(

@@ -27,6 +27,7 @@ packages=(
   clang-format clang-tidy
   python3 python3-yaml curl
   openssl
+  nghttp2-client python3-h2 haproxy
   postgresql
   docker-compose
 )

@@ -26,6 +26,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   if (options.shutdown_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("shutdown grace must not be negative");
   }
+  if (absl::Status status = ValidateTransportLimits(options.transport); !status.ok()) return status;
   RouterOptions router_options = options.router;
   router_options.shard.idempotency_ttl = options.storage.idempotency_ttl;
   router_options.shard.clock = options.storage.clock;
@@ -99,6 +100,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyTransportLimits(options.transport, builder);
   builder.AddListeningPort(options.listen_address, server->transport_security_->credentials(),
                            &server->port_);
   builder.RegisterService(&server->service_);

@@ -15,6 +15,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/ledger_service.h"
 #include "server/reflection_service.h"
+#include "server/transport_limits.h"
 #include "server/transport_security.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
@@ -42,6 +43,9 @@ struct ServerOptions {
   // TLS, mutual TLS and the authorization policy of the gRPC port; the default is plaintext.
   // Metrics are plain HTTP whatever this says.
   TransportSecurityOptions transport_security;
+  // What one client's connections may cost (streams, memory, lifetime, pings): see
+  // transport_limits.h.
+  TransportLimits transport;
 };
 
 // How often a durable server checks that its data directory is still in place.

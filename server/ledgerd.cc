@@ -25,6 +25,8 @@
 #include "absl/time/time.h"
 #include "server/ledger_server.h"
 #include "server/library_logs.h"
+#include "server/listener_watchdog.h"
+#include "server/transport_limits.h"
 
 namespace {
 
@@ -90,6 +92,40 @@ ABSL_FLAG(std::string, authz_policy_file, "",
 ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
           "how often the TLS and policy files are read again for changes (1s to 24h, whole "
           "seconds)");
+
+// What one client's connections may cost; bounds in server/transport_limits.h. gRPC 1.51 cannot
+// defend against every hostile client by itself: README, "Exposure", says which need the proxy.
+ABSL_FLAG(int32_t, max_concurrent_streams, ledger::TransportLimits{}.max_concurrent_streams,
+          "calls one HTTP/2 connection may have open at once (1 to 100000); a client must wait "
+          "for one to finish before starting another");
+ABSL_FLAG(int64_t, transport_memory_mb, ledger::TransportLimits{}.memory_bytes >> 20,
+          "memory, in MiB, that gRPC's connections and calls may hold together (16 to 65536); "
+          "near it gRPC slows reads, refuses new connections and closes the busiest one");
+ABSL_FLAG(int32_t, grpc_max_threads, ledger::TransportLimits{}.max_threads,
+          "threads gRPC's synchronous services (reflection) may use (2 to 10000)");
+ABSL_FLAG(int32_t, max_receive_message_bytes, ledger::TransportLimits{}.max_receive_message_bytes,
+          "largest request message accepted, in bytes (1024 to 67108864); larger ones fail with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(absl::Duration, max_connection_idle, ledger::TransportLimits{}.max_connection_idle,
+          "a connection with no call in flight for this long is closed (clients reconnect)");
+ABSL_FLAG(absl::Duration, max_connection_age, ledger::TransportLimits{}.max_connection_age,
+          "every connection is closed after this long (GOAWAY; clients reconnect), so that none "
+          "is held forever");
+ABSL_FLAG(absl::Duration, max_connection_age_grace,
+          ledger::TransportLimits{}.max_connection_age_grace,
+          "how long calls in flight on a connection past --max_connection_age may still finish");
+ABSL_FLAG(absl::Duration, handshake_timeout, ledger::TransportLimits{}.handshake_timeout,
+          "a connection that has not completed its HTTP/2 handshake within this is closed (an "
+          "idle TCP connection holds a file descriptor no longer)");
+ABSL_FLAG(absl::Duration, keepalive_time, ledger::TransportLimits{}.keepalive_time,
+          "the server pings a connection that has been silent this long, to find dead peers");
+ABSL_FLAG(absl::Duration, keepalive_timeout, ledger::TransportLimits{}.keepalive_timeout,
+          "a connection whose ping is not answered within this is closed");
+ABSL_FLAG(absl::Duration, min_client_ping_interval,
+          ledger::TransportLimits{}.min_client_ping_interval,
+          "clients may ping at most this often; the third ping sooner closes the connection "
+          "(GOAWAY ENHANCE_YOUR_CALM)");
+
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -99,6 +135,59 @@ namespace {
 absl::Status OutOfRange(absl::string_view flag, int64_t value, int64_t min, uint64_t max) {
   return absl::InvalidArgumentError(
       absl::StrCat(flag, " must be ", min, " to ", max, "; got ", value));
+}
+
+// Reads the transport flags; InvalidArgument names the flag that is out of range.
+absl::StatusOr<ledger::TransportLimits> TransportLimitsFromFlags() {
+  ledger::TransportLimits limits;
+  limits.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  if (limits.max_concurrent_streams < ledger::kMaxConcurrentStreamsMin ||
+      limits.max_concurrent_streams > ledger::kMaxConcurrentStreamsMax) {
+    return OutOfRange("--max_concurrent_streams", limits.max_concurrent_streams,
+                      ledger::kMaxConcurrentStreamsMin, ledger::kMaxConcurrentStreamsMax);
+  }
+  const int64_t memory_mb = absl::GetFlag(FLAGS_transport_memory_mb);
+  if (memory_mb < (ledger::kTransportMemoryBytesMin >> 20) ||
+      memory_mb > (ledger::kTransportMemoryBytesMax >> 20)) {
+    return OutOfRange("--transport_memory_mb", memory_mb, ledger::kTransportMemoryBytesMin >> 20,
+                      ledger::kTransportMemoryBytesMax >> 20);
+  }
+  limits.memory_bytes = memory_mb << 20;
+  limits.max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
+  if (limits.max_threads < ledger::kMaxThreadsMin || limits.max_threads > ledger::kMaxThreadsMax) {
+    return OutOfRange("--grpc_max_threads", limits.max_threads, ledger::kMaxThreadsMin,
+                      ledger::kMaxThreadsMax);
+  }
+  limits.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  if (limits.max_receive_message_bytes < ledger::kMaxReceiveMessageBytesMin ||
+      limits.max_receive_message_bytes > ledger::kMaxReceiveMessageBytesMax) {
+    return OutOfRange("--max_receive_message_bytes", limits.max_receive_message_bytes,
+                      ledger::kMaxReceiveMessageBytesMin, ledger::kMaxReceiveMessageBytesMax);
+  }
+  const struct {
+    absl::string_view flag;
+    absl::Duration value;
+    absl::Duration* field;
+  } durations[] = {
+      {"--max_connection_idle", absl::GetFlag(FLAGS_max_connection_idle),
+       &limits.max_connection_idle},
+      {"--max_connection_age", absl::GetFlag(FLAGS_max_connection_age), &limits.max_connection_age},
+      {"--max_connection_age_grace", absl::GetFlag(FLAGS_max_connection_age_grace),
+       &limits.max_connection_age_grace},
+      {"--handshake_timeout", absl::GetFlag(FLAGS_handshake_timeout), &limits.handshake_timeout},
+      {"--keepalive_time", absl::GetFlag(FLAGS_keepalive_time), &limits.keepalive_time},
+      {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), &limits.keepalive_timeout},
+      {"--min_client_ping_interval", absl::GetFlag(FLAGS_min_client_ping_interval),
+       &limits.min_client_ping_interval},
+  };
+  for (const auto& [flag, value, field] : durations) {
+    if (value < absl::Milliseconds(1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " must be at least 1ms; got ", absl::FormatDuration(value)));
+    }
+    *field = value;
+  }
+  return limits;
 }
 
 // Reads the flags into options; InvalidArgument names the flag that is out of range.
@@ -167,6 +256,9 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   options.transport_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.transport_security.authz_policy_file = absl::GetFlag(FLAGS_authz_policy_file);
   options.transport_security.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  absl::StatusOr<ledger::TransportLimits> transport = TransportLimitsFromFlags();
+  if (!transport.ok()) return transport.status();
+  options.transport = *transport;
   return options;
 }
 
@@ -233,10 +325,41 @@ int InitLedger(const ledger::storage::StoreOptions& storage) {
             << "\n";
   return EXIT_SUCCESS;
 }
+// How often the listener watchdog looks at the accept queue, and how long connections may wait
+// there unaccepted before ledgerd declares its listener lost. gRPC accepts within microseconds
+// while it works.
+constexpr absl::Duration kWatchdogInterval = absl::Seconds(1);
+constexpr absl::Duration kListenerStuckFor = absl::Seconds(5);
 
 std::string ListenAddressWithPort(const std::string& address, int port) {
   const size_t colon = address.rfind(':');
   return absl::StrCat(colon == std::string::npos ? address : address.substr(0, colon), ":", port);
+}
+
+// Exit status when gRPC stopped accepting connections: a supervisor restarts ledgerd.
+constexpr int kExitListenerLost = 3;
+
+// Returns once SIGINT/SIGTERM arrived (false) or gRPC stopped accepting connections on `port`
+// (true; see ListenerWatchdog). Then the caller drains as on SIGTERM: health turns NOT_SERVING
+// at once on the connections that still work, and the process exits so that a supervisor starts
+// a fresh listener, instead of answering SERVING while no new client can connect.
+bool WaitForShutdownOrLostListener(SignalWatcher& signals, int port) {
+  std::atomic<bool> lost{false};
+  absl::StatusOr<std::unique_ptr<ledger::ListenerWatchdog>> watchdog =
+      ledger::ListenerWatchdog::Start(port, kWatchdogInterval, kListenerStuckFor, [&lost] {
+        std::cerr << "ledgerd: gRPC has stopped accepting connections (clients have waited "
+                  << absl::FormatDuration(kListenerStuckFor)
+                  << " in the accept queue; gRPC 1.51 stops for good after accept() fails, "
+                     "typically with EMFILE when the open-file limit is reached). Draining and "
+                     "exiting with status "
+                  << kExitListenerLost << " so that a supervisor restarts ledgerd\n";
+        lost.store(true);
+      });
+  if (!watchdog.ok()) std::cerr << "ledgerd: " << watchdog.status().message() << "\n";
+  while (!signals.shutdown_requested().WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    if (lost.load()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -264,6 +387,10 @@ int main(int argc, char** argv) {
   }
   ledger::LimitLibraryLogs();
   if (init) return InitLedger(options->storage);
+  // Before any connection: each is a descriptor, and gRPC 1.51 stops accepting for good once
+  // accept() fails with EMFILE.
+  // (Logged once the server is up, so that a refused start prints only its reason.)
+  const absl::StatusOr<ledger::OpenFileLimit> files = ledger::RaiseOpenFileLimit();
   SignalWatcher signals;
   absl::StatusOr<std::unique_ptr<ledger::LedgerServer>> server =
       ledger::LedgerServer::Start(*options);
@@ -272,6 +399,15 @@ int main(int argc, char** argv) {
     return EXIT_FAILURE;
   }
   signals.Start();
+  if (!files.ok()) {
+    std::cerr << "ledgerd: " << files.status().message() << "; continuing with the limit as is\n";
+  } else {
+    std::cerr << "ledgerd: open-file limit " << files->before
+              << (files->after == files->before
+                      ? " (already the hard limit)"
+                      : absl::StrCat(", raised to ", files->after, " (the hard limit)"))
+              << "\n";
+  }
   const ledger::storage::Durability durability = options->storage.durability;
   if (durability != ledger::storage::Durability::kNone) {
     std::cerr << "ledgerd: recovered " << (*server)->recovered_accounts() << " accounts of ledger "
@@ -301,10 +437,10 @@ int main(int argc, char** argv) {
                    (*server)->transport_security().description())
             << std::endl;
 
-  signals.shutdown_requested().WaitForNotification();
+  const bool listener_lost = WaitForShutdownOrLostListener(signals, (*server)->port());
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
   std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
             << "\n";
-  return EXIT_SUCCESS;
+  return listener_lost ? kExitListenerLost : EXIT_SUCCESS;
 }

@@ -218,6 +218,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--shutdown_grace=soon", "Illegal value 'soon'"},
         BadFlagCase{"--debug_handler_delay=-5ms", "--debug_handler_delay must not be negative"},
         BadFlagCase{"--listen=", "--listen must be host:port; got an empty value"},
+        BadFlagCase{"--max_concurrent_streams=0",
+                    "--max_concurrent_streams must be 1 to 100000; got 0"},
+        BadFlagCase{"--max_concurrent_streams=100001",
+                    "--max_concurrent_streams must be 1 to 100000; got 100001"},
+        BadFlagCase{"--transport_memory_mb=15",
+                    "--transport_memory_mb must be 16 to 65536; got 15"},
+        BadFlagCase{"--max_receive_message_bytes=1023",
+                    "--max_receive_message_bytes must be 1024 to 67108864; got 1023"},
+        BadFlagCase{"--max_connection_age=0s", "--max_connection_age must be at least 1ms; got 0"},
+        BadFlagCase{"--handshake_timeout=-1s", "--handshake_timeout must be at least 1ms"},
         BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"}),
     [](const testing::TestParamInfo<BadFlagCase>& info) {
       std::string name;
@@ -228,9 +238,12 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   Subprocess ledgerd(LedgerdArgs({"--help"}));
   ledgerd.WaitForExit();
-  for (const char* flag : {"--listen", "--shards", "--mailbox_capacity", "--max_batch",
-                           "--overdraft_limit", "--shutdown_grace", "--debug_handler_delay",
-                           "--data_dir", "--durability", "--require_request_id"}) {
+  for (const char* flag :
+       {"--listen", "--shards", "--mailbox_capacity", "--max_batch", "--overdraft_limit",
+        "--shutdown_grace", "--debug_handler_delay", "--data_dir", "--durability",
+        "--require_request_id", "--max_concurrent_streams", "--transport_memory_mb",
+        "--max_receive_message_bytes", "--max_connection_idle", "--max_connection_age",
+        "--handshake_timeout", "--keepalive_time", "--min_client_ping_interval"}) {
     EXPECT_THAT(ledgerd.output(), HasSubstr(flag)) << flag;
   }
   // Both forms: creating a ledger, and serving one.

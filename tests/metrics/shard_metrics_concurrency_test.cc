@@ -51,7 +51,7 @@ TEST(ShardMetricsConcurrencyTest, CountsEveryMessageWhileScrapedByAnotherThread)
                         .account_id = id,
                         .completion = &completion,
                         .enqueued_at = {},
-                 .request_id = {}};
+                        .request_id = {}};
         ASSERT_EQ((*router)->TrySend((*router)->ShardFor(id), std::move(message)),
                   SendOutcome::kAccepted);
         completion.WaitForReply();

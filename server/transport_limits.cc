@@ -1,0 +1,126 @@
+#include "server/transport_limits.h"
+
+#include <sys/resource.h>
+
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/resource_quota.h"
+
+namespace ledger {
+namespace {
+
+// gRPC takes durations as int milliseconds.
+int Milliseconds(absl::Duration duration) {
+  const int64_t ms = absl::ToInt64Milliseconds(duration);
+  return ms > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                              : static_cast<int>(ms);
+}
+
+absl::Status OutOfBounds(absl::string_view field, int64_t value, int64_t min, int64_t max) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be ", min, " to ", max, "; got ", value));
+}
+
+absl::Status NotPositive(absl::string_view field, absl::Duration value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be at least 1ms; got ", absl::FormatDuration(value)));
+}
+
+// The kernel's ceiling on a process's descriptors (/proc/sys/fs/nr_open; 1048576 when unreadable,
+// the kernel's default).
+rlim_t NrOpen() {
+  std::ifstream file("/proc/sys/fs/nr_open");
+  rlim_t value = 0;
+  return (file >> value) && value > 0 ? value : rlim_t{1} << 20;
+}
+
+}  // namespace
+
+absl::Status ValidateTransportLimits(const TransportLimits& limits) {
+  if (limits.max_concurrent_streams < kMaxConcurrentStreamsMin ||
+      limits.max_concurrent_streams > kMaxConcurrentStreamsMax) {
+    return OutOfBounds("max concurrent streams", limits.max_concurrent_streams,
+                       kMaxConcurrentStreamsMin, kMaxConcurrentStreamsMax);
+  }
+  if (limits.memory_bytes < kTransportMemoryBytesMin ||
+      limits.memory_bytes > kTransportMemoryBytesMax) {
+    return OutOfBounds("transport memory bytes", limits.memory_bytes, kTransportMemoryBytesMin,
+                       kTransportMemoryBytesMax);
+  }
+  if (limits.max_threads < kMaxThreadsMin || limits.max_threads > kMaxThreadsMax) {
+    return OutOfBounds("max threads", limits.max_threads, kMaxThreadsMin, kMaxThreadsMax);
+  }
+  if (limits.max_receive_message_bytes < kMaxReceiveMessageBytesMin ||
+      limits.max_receive_message_bytes > kMaxReceiveMessageBytesMax) {
+    return OutOfBounds("max receive message bytes", limits.max_receive_message_bytes,
+                       kMaxReceiveMessageBytesMin, kMaxReceiveMessageBytesMax);
+  }
+  const struct {
+    absl::string_view name;
+    absl::Duration value;
+  } durations[] = {
+      {"max connection idle", limits.max_connection_idle},
+      {"max connection age", limits.max_connection_age},
+      {"max connection age grace", limits.max_connection_age_grace},
+      {"handshake timeout", limits.handshake_timeout},
+      {"keepalive time", limits.keepalive_time},
+      {"keepalive timeout", limits.keepalive_timeout},
+      {"min client ping interval", limits.min_client_ping_interval},
+  };
+  for (const auto& [name, value] : durations) {
+    if (value < absl::Milliseconds(1)) return NotPositive(name, value);
+  }
+  return absl::OkStatus();
+}
+
+void ApplyTransportLimits(const TransportLimits& limits, grpc::ServerBuilder& builder) {
+  assert(ValidateTransportLimits(limits).ok());
+  grpc::ResourceQuota quota("ledgerd-transport");
+  quota.Resize(static_cast<size_t>(limits.memory_bytes));
+  quota.SetMaxThreads(limits.max_threads);
+  builder.SetResourceQuota(quota);
+  builder.SetMaxReceiveMessageSize(limits.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             Milliseconds(limits.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             Milliseconds(limits.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             Milliseconds(limits.max_connection_age_grace));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             Milliseconds(limits.handshake_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(limits.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(limits.keepalive_timeout));
+  // Keepalive enforcement: a client that pings more often than allowed gets two strikes, then
+  // GOAWAY ENHANCE_YOUR_CALM.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             Milliseconds(limits.min_client_ping_interval));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+}
+
+absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot read the open-file limit: ", std::strerror(errno)));
+  }
+  OpenFileLimit result{limit.rlim_cur, limit.rlim_cur, limit.rlim_max};
+  rlim_t target = limit.rlim_max;
+  // An unlimited hard limit cannot be the soft one: the kernel caps descriptors at nr_open.
+  if (target == RLIM_INFINITY) target = NrOpen();
+  if (limit.rlim_cur >= target) return result;
+  limit.rlim_cur = target;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return absl::InternalError(absl::StrCat("cannot raise the open-file limit from ", result.before,
+                                            " to ", result.hard, ": ", std::strerror(errno)));
+  }
+  result.after = limit.rlim_cur;
+  return result;
+}
+
+}  // namespace ledger

@@ -1,0 +1,80 @@
+// Defines `TransportLimits`, the bounds gRPC 1.51 can enforce on what one client's connections
+// cost the server (streams, memory, message size, connection lifetime, pings, handshake time),
+// the function that applies them to a grpc::ServerBuilder, and the start-up step that raises the
+// open-file limit. What gRPC 1.51 cannot bound itself (HTTP/2 rapid reset, accept() after the
+// descriptors run out) needs the proxy in deploy/haproxy/: see README, "Exposure".
+#ifndef LEDGER_SERVER_TRANSPORT_LIMITS_H_
+#define LEDGER_SERVER_TRANSPORT_LIMITS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/server_builder.h"
+
+namespace ledger {
+
+// Bounds of each field, checked by ValidateTransportLimits (and by ledgerd's flags).
+inline constexpr int32_t kMaxConcurrentStreamsMin = 1;
+inline constexpr int32_t kMaxConcurrentStreamsMax = 100'000;
+inline constexpr int64_t kTransportMemoryBytesMin = 16LL << 20;
+inline constexpr int64_t kTransportMemoryBytesMax = 64LL << 30;
+inline constexpr int32_t kMaxThreadsMin = 2;
+inline constexpr int32_t kMaxThreadsMax = 10'000;
+inline constexpr int32_t kMaxReceiveMessageBytesMin = 1 << 10;
+inline constexpr int32_t kMaxReceiveMessageBytesMax = 64 << 20;
+
+// A plain options struct; each field names the gRPC 1.51 mechanism that enforces it.
+struct TransportLimits {
+  // Calls one HTTP/2 connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Beyond
+  // it the client must wait; a client that ignores the setting has its streams refused.
+  int32_t max_concurrent_streams = 100;
+  // Memory gRPC's transports and calls may hold (a grpc::ResourceQuota). Near it gRPC slows its
+  // reads, drops new connections ("high memory pressure") and closes the busiest connection.
+  int64_t memory_bytes = 128LL << 20;
+  // Threads gRPC's synchronous services may use (the reflection service; the ledger itself is
+  // served on the callback API): ResourceQuota::SetMaxThreads.
+  int32_t max_threads = 64;
+  // Largest request message accepted; ledger requests are a few hundred bytes.
+  int32_t max_receive_message_bytes = 64 << 10;
+  // A connection with no call in flight for this long is closed with GOAWAY.
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  // Every connection is closed (GOAWAY, then `max_connection_age_grace` for calls in flight)
+  // after this long, so that no client holds one forever and load rebalances.
+  absl::Duration max_connection_age = absl::Minutes(30);
+  absl::Duration max_connection_age_grace = absl::Seconds(30);
+  // A connection that has not finished its HTTP/2 handshake in this long is closed: an idle TCP
+  // connection that never speaks holds a descriptor no longer than this.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // The server pings an idle connection every `keepalive_time` and closes it when the answer
+  // takes longer than `keepalive_timeout`: dead peers release their descriptors.
+  absl::Duration keepalive_time = absl::Minutes(1);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // Clients may ping no more often than this; after two pings sooner the connection is closed
+  // (GOAWAY ENHANCE_YOUR_CALM).
+  absl::Duration min_client_ping_interval = absl::Seconds(10);
+};
+
+// InvalidArgument naming the field that is out of its bounds.
+absl::Status ValidateTransportLimits(const TransportLimits& limits);
+
+// Sets `limits` on `builder` as channel arguments and a ResourceQuota. `limits` must be valid.
+void ApplyTransportLimits(const TransportLimits& limits, grpc::ServerBuilder& builder);
+
+// The soft open-file limit before and after RaiseOpenFileLimit.
+struct OpenFileLimit {
+  uint64_t before = 0;
+  uint64_t after = 0;
+  uint64_t hard = 0;
+};
+
+// Raises this process's soft RLIMIT_NOFILE to its hard limit (to the kernel's nr_open when the
+// hard limit is unlimited): each connection is a descriptor,
+// and gRPC 1.51 stops accepting for good once accept() fails with EMFILE. Internal when the
+// limit cannot be read or set.
+absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();
+
+}  // namespace ledger
+
+#endif  // LEDGER_SERVER_TRANSPORT_LIMITS_H_
