@@ -10,12 +10,13 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
-# The end-to-end tests' tools are not installed here and those tests are not built: the tools'
-# paths are set so that configuring does not look for them. The image runs the unit tests of
-# shard/, metrics/, storage/ and client/ before it ships the binaries.
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=OFF \
-      -DPROMTOOL=/bin/false -DPROMTOOL_BINARY=/bin/false -DPROMETHEUS_BINARY=/bin/false \
-      -DNODE=/bin/false -DOPENSSL_BINARY=/bin/false \
+# Every program that tests/ looks for (promtool, node, openssl, haproxy, ...) is a tool of the
+# end-to-end tests, which are not built here and whose tools are not installed: each is set to
+# /bin/false so that configuring does not look for it, a new one included. The image runs the
+# unit tests of shard/, metrics/, storage/ and client/ before it ships the binaries.
+RUN test_tools="$(grep -rhoE 'find_program\([A-Z0-9_]+' --include=CMakeLists.txt tests \
+                  | sed -E 's|find_program\((.*)|-D\1=/bin/false|' | sort -u)" \
+    && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=OFF $test_tools \
     && cmake --build build -j "$(nproc)" --target ledgerd ledgerctl ledger-loadtest \
        shard_tests metrics_concurrency_tests metrics_tests storage_tests client_tests \
     && for t in shard_tests metrics_concurrency_tests metrics_tests storage_tests client_tests; do \
