@@ -7,8 +7,8 @@ RELEASE := $(BUILD_DIR)/release
 TSAN := $(BUILD_DIR)/tsan
 ASAN := $(BUILD_DIR)/asan
 
-.PHONY: all deps build run test test-release test-tsan test-asan bench bench-durability format tidy \
-	clean
+.PHONY: all deps build run test test-release test-tsan test-asan test-image bench bench-durability \
+	format tidy clean
 
 all: build
 
@@ -47,6 +47,12 @@ test-asan: deps
 	@cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# The image and docker-compose.yml on a real Docker engine (tests/image/run_image_test.py): the
+# running engine, else a dockerd it starts and stops; skips, saying why, only where none can start.
+test-image:
+	@bash scripts/install-deps.sh --image
+	python3 tests/image/run_image_test.py .
 
 # Benchmarks (figures in docs/benchmarks.md): the mailbox, shards and metrics in-process, then
 # Deposit end to end against the two reference servers (about 5 minutes).

@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that building, testing and running ledgerd needs and that this
-# machine lacks. Idempotent and quiet when everything is present; runs as root or through sudo.
+# Installs the Debian 12 packages that ledgerd needs and that this machine lacks. Idempotent and
+# quiet when everything is present; runs as root or through sudo.
+#
+#   install-deps.sh               building, testing and running (make test): every list below
+#                                 but the engine's
+#   install-deps.sh --build-only  building the binaries and their unit tests, nothing else (the
+#                                 image's build stage: no PostgreSQL, Prometheus, Node.js or npm)
+#   install-deps.sh --image       a Docker engine and debootstrap for make test-image, only
 set -euo pipefail
 
-packages=(
+# What compiling ledgerd, ledgerctl, ledger-loadtest and the unit tests needs.
+build_packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc grpc-proto
   libprotobuf-dev protobuf-compiler
   libabsl-dev
   librocksdb-dev
   prometheus-cpp-dev
+  libgtest-dev libgmock-dev
+)
+
+# What the rest of make test, the benchmarks and the developer targets add.
+packages=(
   prometheus
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libbenchmark-dev
   clang-format clang-tidy
   python3 python3-yaml curl
   openssl
@@ -20,19 +32,43 @@ packages=(
   docker-compose
 )
 
+# make test-image: an engine to build and run the image, and debootstrap to make its base image
+# locally where none can be pulled.
+image_packages=(
+  docker.io
+  debootstrap
+  docker-compose
+  python3
+)
+
+mode="${1:-all}"
+case "$mode" in
+  all) wanted=("${build_packages[@]}" "${packages[@]}") ;;
+  --build-only) wanted=("${build_packages[@]}") ;;
+  --image) wanted=("${image_packages[@]}") ;;
+  *) echo "install-deps: unknown mode '$mode' (none, --build-only or --image)" >&2; exit 2 ;;
+esac
+
+# An engine already here (Docker's own docker-ce, say) is used as it is: docker.io would conflict.
+if [ "$mode" = --image ] && { command -v dockerd >/dev/null 2>&1 || docker info >/dev/null 2>&1; }; then
+  wanted=("${wanted[@]/docker.io}")
+fi
+
 # Node.js runs the cross-language test; the machine may ship its own, else Debian's.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  packages+=(nodejs npm)
+if [ "$mode" = all ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
+  wanted+=(nodejs npm)
 fi
 
 missing=()
-for pkg in "${packages[@]}"; do
+for pkg in "${wanted[@]}"; do
+  [ -n "$pkg" ] || continue
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
 done
 install_node_modules() {
   # The Node.js test's packages, exactly as package-lock.json pins them; only when missing.
+  [ "$mode" = all ] || return 0
   local dir
   dir="$(cd "$(dirname "$0")/.." && pwd)/tests/node"
   if [ ! -d "$dir/node_modules/@grpc/grpc-js" ]; then

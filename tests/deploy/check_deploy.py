@@ -1,19 +1,21 @@
 #!/usr/bin/python3
-"""Checks the deployment files without a Docker engine (none runs on the build machines).
+"""Checks the deployment files without a Docker engine (make test-image runs them on one).
 
-- docker-compose accepts docker-compose.yml, which has the four services, the load profile, the
-  ports and the health check;
+- docker-compose accepts docker-compose.yml: its six services, the init and load profiles, only
+  the proxy, Prometheus and Grafana published and on 127.0.0.1, ledgerd on an internal network,
+  Grafana behind a login, the local images built from Debian's packages, the health check;
 - promtool accepts deploy/prometheus/prometheus.yml as mounted in the compose layout;
 - the Grafana provisioning files and the dashboard parse, and the dashboard reads the provisioned
   data source;
-- the Dockerfile installs with scripts/install-deps.sh, and every shared library the three
-  binaries load comes from a package its runtime stage installs.
+- the Dockerfile's build stage installs only what building needs, and every shared library the
+  three binaries load comes from a package its runtime stage installs.
 
 Usage: check_deploy.py SOURCE_DIR LEDGERD LEDGERCTL LOADTEST
 """
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -39,8 +41,8 @@ check("docker-compose config -q accepts docker-compose.yml", validated.returncod
       validated.stdout)
 compose = yaml.safe_load(run(["docker-compose", "config"]).stdout)
 services = compose.get("services", {})
-check("four services", sorted(services) == ["grafana", "ledger", "loadtest", "prometheus"],
-      sorted(services))
+check("six services", sorted(services) == ["grafana", "ledger", "ledger-init", "loadtest",
+                                           "prometheus", "proxy"], sorted(services))
 check("loadtest runs only under the 'load' profile",
       services.get("loadtest", {}).get("profiles") == ["load"])
 check("loadtest waits for a healthy ledger",
@@ -61,21 +63,110 @@ def volumes(service):
 
 
 def published(service):
-    return sorted(int(p["published"]) for p in services.get(service, {}).get("ports", []))
+    """(host address, host port, container port) of each published port; docker-compose 1.29
+    prints "ADDRESS:PUBLISHED:TARGET/tcp" when an address is given, else a mapping."""
+    ports = []
+    for port in services.get(service, {}).get("ports", []):
+        if isinstance(port, dict):
+            ports.append((port.get("host_ip", ""), int(port["published"]), int(port["target"])))
+        else:
+            address, host_port, target = port.split("/")[0].rsplit(":", 2)
+            ports.append((address, int(host_port), int(target)))
+    return sorted(ports)
 
 
-check("ledger publishes 50051 and 9464", published("ledger") == [9464, 50051], published("ledger"))
-check("prometheus publishes 9090", published("prometheus") == [9090])
-check("grafana publishes 3000", published("grafana") == [3000])
+def networks(service):
+    return sorted(services.get(service, {}).get("networks", {}) or [])
+
+
+# Exposure: only the proxy's gRPC port, Prometheus and Grafana, each on loopback by default.
+check("ledger publishes no port (its gRPC and metrics stay on the backend network)",
+      published("ledger") == [], published("ledger"))
+check("the proxy publishes gRPC on 127.0.0.1:50051",
+      published("proxy") == [("127.0.0.1", 50051, 50051)], published("proxy"))
+check("prometheus publishes 127.0.0.1:9090",
+      published("prometheus") == [("127.0.0.1", 9090, 9090)], published("prometheus"))
+check("grafana publishes 127.0.0.1:3000",
+      published("grafana") == [("127.0.0.1", 3000, 3000)], published("grafana"))
+backend = compose.get("networks", {}).get("backend", {}) or {}
+check("the backend network is internal (no route out)", backend.get("internal") is True, backend)
+check("ledger is only on the backend network", networks("ledger") == ["backend"],
+      networks("ledger"))
+check("the load run reaches ledger on the backend network",
+      networks("loadtest") == ["backend"]
+      and "--target=ledger:50051" in services.get("loadtest", {}).get("entrypoint", []))
+for service in ("proxy", "prometheus", "grafana"):
+    check(f"{service} is on the backend network and on one it can be published from",
+          networks(service) == ["backend", "frontend"], networks(service))
+check("ledger's metrics listen only inside the container network (no published 9464)",
+      "--metrics_listen=0.0.0.0:9464" in services.get("ledger", {}).get("command", [])
+      and all(target != 9464 for _, _, target in published("ledger")))
 health = services.get("ledger", {}).get("healthcheck", {}).get("test", [])
 check("ledger's health check runs ledgerctl health", "ledgerctl" in health and "health" in health,
       health)
-grafana_env = services.get("grafana", {}).get("environment", {})
-check("grafana allows anonymous read-only access",
-      grafana_env.get("GF_AUTH_ANONYMOUS_ENABLED") == "true"
-      and grafana_env.get("GF_AUTH_ANONYMOUS_ORG_ROLE") == "Viewer", grafana_env)
 check("ledger keeps a named data volume",
       any(source == "ledger-data" for source, _ in volumes("ledger")), volumes("ledger"))
+
+# A new ledger is an explicit act: ledger-init, under its own profile, on the same volume.
+init = services.get("ledger-init", {})
+check("ledger-init runs only when asked (profile 'init')", init.get("profiles") == ["init"])
+check("ledger-init runs `ledgerd init --data_dir=/data/ledger` on ledger's volume",
+      init.get("command") == ["init", "--data_dir=/data/ledger"]
+      and init.get("image") == services.get("ledger", {}).get("image")
+      and volumes("ledger-init") == volumes("ledger")
+      and "--data_dir=/data/ledger" in services.get("ledger", {}).get("command", []),
+      (init, volumes("ledger")))
+
+# The proxy: HAProxy from Debian's package, its config mounted, ledgerd behind it.
+proxy = services.get("proxy", {})
+check("the proxy sends calls to ledger:50051 (LEDGER_BACKEND)",
+      (proxy.get("environment") or {}).get("LEDGER_BACKEND") == "ledger:50051",
+      proxy.get("environment"))
+check("the proxy mounts deploy/haproxy/haproxy.cfg",
+      any(source.endswith("deploy/haproxy/haproxy.cfg") and target == "/etc/haproxy/haproxy.cfg"
+          for source, target in volumes("proxy")), volumes("proxy"))
+check("the proxy starts once ledger is healthy",
+      proxy.get("depends_on", {}).get("ledger", {}).get("condition") == "service_healthy")
+haproxy_cfg = os.path.join(source, "deploy/haproxy/haproxy.cfg")
+if not os.path.exists(haproxy_cfg) or not shutil.which("haproxy"):
+    print("skip haproxy -c: deploy/haproxy/haproxy.cfg or haproxy is not here")
+else:
+    haproxy = subprocess.run(["haproxy", "-c", "-f", haproxy_cfg], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, LEDGER_BACKEND="ledger:50051"))
+    check("haproxy -c accepts deploy/haproxy/haproxy.cfg", haproxy.returncode == 0,
+          haproxy.stdout)
+
+# Local images: built from debian:bookworm-slim and Debian's packages, nothing pulled.
+for service, package in (("prometheus", "prometheus"), ("proxy", "haproxy")):
+    build = services.get(service, {}).get("build", {})
+    path = os.path.join(build.get("context", ""), build.get("dockerfile", ""))
+    text = open(path).read() if os.path.isfile(path) else ""
+    check(f"{service}'s image is built from Debian's {package} package on debian:bookworm-slim",
+          "FROM debian:bookworm-slim" in text and re.search(rf"apt-get install[^\n]*\b{package}\b",
+                                                            text) is not None, path)
+
+# Grafana: a login, with the admin password from a secret file; no anonymous access, no sign-up.
+grafana_env = services.get("grafana", {}).get("environment", {})
+check("grafana has no anonymous access and no sign-up",
+      grafana_env.get("GF_AUTH_ANONYMOUS_ENABLED") == "false"
+      and grafana_env.get("GF_USERS_ALLOW_SIGN_UP") == "false", grafana_env)
+check("grafana's admin password comes from a compose secret, not the compose file",
+      grafana_env.get("GF_SECURITY_ADMIN_PASSWORD__FILE") == "/run/secrets/grafana_admin_password"
+      and "GF_SECURITY_ADMIN_PASSWORD" not in grafana_env
+      and "grafana_admin_password" in compose.get("secrets", {}), grafana_env)
+
+# Every variable README's Docker section names is one docker-compose.yml reads.
+with open(os.path.join(source, "README.md")) as file:
+    readme = file.read()
+docker_section = readme[readme.index("## Running it with Docker"):]
+docker_section = docker_section[:docker_section.index("\n## ", 1)]
+named = set(re.findall(r"\b(?:LEDGER|GRAFANA|PROMETHEUS)_[A-Z_]+\b", docker_section))
+with open(os.path.join(source, "docker-compose.yml")) as file:
+    compose_text = file.read()
+unknown = sorted(n for n in named if "${" + n + ":" not in compose_text and n + ":" not in compose_text)
+check(f"the {len(named)} variables README's Docker section names are all read by compose",
+      len(named) >= 10 and not unknown, unknown)
 
 # Prometheus, as mounted: deploy/prometheus is /etc/prometheus.
 promtool = run(["promtool", "check", "config", "deploy/prometheus/prometheus.yml"])
@@ -114,8 +205,11 @@ check("the dashboard is mounted where the provider looks",
 # Dockerfile.
 with open(os.path.join(source, "Dockerfile")) as file:
     dockerfile = file.read()
-check("the build stage installs with scripts/install-deps.sh",
-      "RUN bash scripts/install-deps.sh" in dockerfile)
+build_stage = "\n".join(line for line in dockerfile[:dockerfile.index("AS runtime")].splitlines()
+                        if not line.lstrip().startswith("#"))
+check("the build stage installs only what building needs (install-deps.sh --build-only)",
+      "RUN bash scripts/install-deps.sh --build-only" in build_stage
+      and not re.search(r"\b(npm|nodejs|postgresql|tests/node)\b", build_stage), build_stage)
 runtime = dockerfile[dockerfile.index("AS runtime"):]
 install = re.search(r"apt-get install[^\n]*((?:\n[^\n]*\\)*\n[^\n]*)", runtime)
 runtime_packages = set(re.findall(r"\b(lib[\w.+-]+|zlib1g)\b", install.group(0))) if install else set()
@@ -147,7 +241,8 @@ check("the image has a HEALTHCHECK with ledgerctl health",
 check("the image exposes 50051 and 9464", "EXPOSE 50051 9464" in runtime)
 with open(os.path.join(source, ".dockerignore")) as file:
     ignored = file.read().split()
-check(".dockerignore keeps build output and data out", "build/" in ignored and "data/" in ignored)
+check(".dockerignore keeps build output, data and secrets out",
+      "build/" in ignored and "data/" in ignored and "secrets/" in ignored)
 
 print(f"{results['passed']} passed, {results['failed']} failed")
 sys.exit(0 if results["failed"] == 0 else 1)
