@@ -19,8 +19,6 @@ Everything it creates (containers, volumes, networks, the compose project) is re
 the images stay, as the layer cache of the next run.
 
 Usage: run_image_test.py SOURCE_DIR
-Environment: LEDGER_IMAGE_TEST_LEGACY_INIT=1 creates the ledger by starting ledgerd once instead of
-`ledgerd init`, for binaries from before `init` existed.
 """
 import json
 import os
@@ -38,7 +36,6 @@ SOURCE = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
 TAG = f"{os.getpid()}"
 IMAGE = "ledgerd:local"
 LEDGER_UID = "10001"
-LEGACY_INIT = os.environ.get("LEDGER_IMAGE_TEST_LEGACY_INIT") == "1"
 results = {"passed": 0, "failed": 0}
 timings = []
 cleanups = []  # Run in reverse at the end, whatever happened.
@@ -173,15 +170,6 @@ def host_ledgerctl(port, *args):
 
 def create_ledger(volume):
     mount = f"{volume}:/data"
-    if LEGACY_INIT:
-        log("NOTE: LEDGER_IMAGE_TEST_LEGACY_INIT=1: creating the ledger by starting ledgerd once")
-        name = f"ledger-image-init-{TAG}"
-        run(["docker", "run", "-d", "--name", name, "-v", mount, IMAGE], check_rc=True)
-        cleanups.append(lambda: run(["docker", "rm", "-f", name]))
-        check("ledgerd creates the ledger on its first start (legacy)",
-              wait_healthy(name).startswith("healthy"))
-        run(["docker", "stop", name], timeout=30)
-        return
     refused = run(["docker", "run", "--rm", "-v", mount, IMAGE], timeout=60)
     check("ledgerd refuses a volume without a ledger and says to run ledgerd init",
           refused.returncode not in (0, 124) and "ledgerd init" in refused.stdout,
@@ -307,10 +295,7 @@ def test_compose():
     env = dict(os.environ, LEDGER_GRPC_PORT=str(grpc_port), PROMETHEUS_PORT=str(prometheus_port),
                GRAFANA_PORT=str(free_port()), LEDGER_PUBLISH_ADDRESS="127.0.0.1",
                GRAFANA_ADMIN_PASSWORD_FILE=secret)
-    has_proxy = os.path.exists(os.path.join(SOURCE, "deploy/haproxy/haproxy.cfg"))
-    services = ["ledger", "prometheus"] + (["proxy"] if has_proxy else [])
-    if not has_proxy:
-        log("NOTE: deploy/haproxy/haproxy.cfg is not in this tree: compose runs without the proxy")
+    services = ["ledger", "prometheus", "proxy"]
     cleanups.append(lambda: run(compose + ["--profile", "init", "--profile", "load", "down", "-v",
                                            "--remove-orphans"], env=env, timeout=120))
 
@@ -318,14 +303,10 @@ def test_compose():
     # checks its build contexts without reaching the network.
     built = timed("compose build (cached)", lambda: run(compose + ["build"] + services, env=env,
                                                         timeout=900))
-    check("compose builds ledger, prometheus" + (" and proxy" if has_proxy else ""),
-          built.returncode == 0, built.stdout)
-    if LEGACY_INIT:
-        log("NOTE: LEDGER_IMAGE_TEST_LEGACY_INIT=1: no ledger-init; ledgerd creates the ledger")
-    else:
-        init = run(compose + ["run", "--rm", "ledger-init"], env=env, timeout=120)
-        check("compose run --rm ledger-init creates the ledger (exit 0)", init.returncode == 0,
-              init.stdout)
+    check("compose builds ledger, prometheus and proxy", built.returncode == 0, built.stdout)
+    init = run(compose + ["run", "--rm", "ledger-init"], env=env, timeout=120)
+    check("compose run --rm ledger-init creates the ledger (exit 0)", init.returncode == 0,
+          init.stdout)
     up = timed("compose up", lambda: run(compose + ["up", "-d", "--no-build"] + services, env=env,
                                          timeout=300))
     if not check("compose up -d " + " ".join(services), up.returncode == 0, up.stdout):
@@ -347,15 +328,9 @@ def test_compose():
     check("prometheus is published on 127.0.0.1 only",
           published == [f"127.0.0.1:{prometheus_port}"], published)
 
-    if has_proxy:
-        deposit = host_ledgerctl(grpc_port, "deposit", "acct-compose", "500",
-                                 "--request_id=compose-1")
-        check("a deposit through the proxy's published port", deposit.stdout.strip() ==
-              "acct-compose: 500", deposit.stdout)
-    else:
-        deposit = ledgerctl(ledger, "deposit", "acct-compose", "500", "--request_id=compose-1")
-        check("a deposit to compose's ledger", deposit.stdout.strip() == "acct-compose: 500",
-              deposit.stdout)
+    deposit = host_ledgerctl(grpc_port, "deposit", "acct-compose", "500", "--request_id=compose-1")
+    check("a deposit through the proxy's published port", deposit.stdout.strip() ==
+          "acct-compose: 500", deposit.stdout)
 
     up_series = timed("first scrape seen", lambda: wait_query(prometheus_port,
                                                              'up{job="ledgerd"} == 1'))
