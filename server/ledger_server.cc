@@ -1,7 +1,9 @@
 #include "server/ledger_server.h"
 
+#include <algorithm>
 #include <cassert>
 #include <iostream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -148,15 +150,28 @@ void LedgerServer::WatchDataDirectory() {
 void LedgerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time grace_deadline = absl::Now() + shutdown_grace_;
   stop_watching_.Notify();
   if (watcher_.joinable()) watcher_.join();
-  if (server_ != nullptr) {
-    SetServing(*server_, false);
-    // Returns once every call has finished: shards are still running and answer the calls in
-    // flight; at the deadline gRPC cancels the rest, which the shards then skip.
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + shutdown_grace_));
-  }
+  if (server_ != nullptr) SetServing(*server_, false);
+  // Every ledger call gets a definite answer. From here on new ones are refused at once
+  // (UNAVAILABLE, nothing applied); accepted ones are applied and answered with their real
+  // outcome; past the grace, those not yet decided are refused unapplied. gRPC never has to
+  // cancel a call that a shard holds, which would leave its caller not knowing whether it was
+  // applied.
+  router_->CloseMailboxes();
+  absl::Notification drained;
+  std::thread grace_timer([this, &drained, grace_deadline] {
+    if (!drained.WaitForNotificationWithDeadline(grace_deadline)) router_->AbandonUndecided();
+  });
   router_->Stop();
+  drained.Notify();
+  grace_timer.join();
+  if (server_ != nullptr) {
+    // What is left is not the shards' (History, health watches, reflection streams): the rest
+    // of the grace, then gRPC cancels it.
+    server_->Shutdown(absl::ToChronoTime(std::max(grace_deadline, absl::Now())));
+  }
   metrics_endpoint_.reset();  // Last, so that the drain can still be watched.
 }
 

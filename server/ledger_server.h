@@ -80,10 +80,12 @@ class LedgerServer {
   const LedgerMetrics& metrics() const { return *metrics_; }
   const ServerTransportSecurity& transport_security() const { return *transport_security_; }
 
-  // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; refuse new
-  // calls (callers get UNAVAILABLE); wait up to shutdown_grace for calls in flight, then cancel the
-  // rest; drain every mailbox (every accepted message is applied and answered); join the shard
-  // threads; stop serving metrics. Idempotent.
+  // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; close
+  // the shards' mailboxes, so that new ledger calls are refused at once (UNAVAILABLE, nothing
+  // applied); drain every mailbox: each accepted call is applied and answered with its real
+  // outcome, and those not yet decided when shutdown_grace runs out are answered UNAVAILABLE
+  // unapplied; join the shard threads; stop gRPC (other calls get what is left of the grace,
+  // then are cancelled); stop serving metrics. Idempotent.
   void Shutdown();
 
  private:

@@ -49,9 +49,17 @@ void Router::Start() {
   for (const auto& shard : shards_) shard->Start();
 }
 
+void Router::CloseMailboxes() {
+  for (const auto& shard : shards_) shard->CloseMailbox();
+}
+
+void Router::AbandonUndecided() {
+  for (const auto& shard : shards_) shard->AbandonUndecided();
+}
+
 void Router::Stop() {
   // Close every mailbox first so that no shard keeps accepting while another drains.
-  for (const auto& shard : shards_) shard->CloseMailbox();
+  CloseMailboxes();
   for (const auto& shard : shards_) shard->Stop();
 }
 

@@ -43,8 +43,13 @@ class Router {
 
   // Starts every shard thread.
   void Start();
-  // Closes every mailbox, then waits until each shard has applied and answered everything it
-  // accepted, and joins the shard threads. Idempotent.
+  // Closes every mailbox: from now on TrySend answers kClosed. Any thread.
+  void CloseMailboxes();
+  // Every shard answers the messages it has not yet decided kShuttingDown, unapplied (see
+  // Shard::AbandonUndecided). Any thread.
+  void AbandonUndecided();
+  // Closes every mailbox, then waits until each shard has applied (or, after AbandonUndecided,
+  // refused) and answered everything it accepted, and joins the shard threads. Idempotent.
   void Stop();
 
   // The shard that owns `account_id`: ShardOf(account_id, num_shards()), see stable_hash.h.

@@ -148,6 +148,11 @@ void Shard::ProcessBatch() {
       replies_.push_back({.outcome = Outcome::kCallerGone});
       continue;
     }
+    if (abandoning_.load(std::memory_order_acquire)) {
+      // The shutdown grace ran out: this message is answered, certainly not applied.
+      replies_.push_back({.outcome = Outcome::kShuttingDown});
+      continue;
+    }
     replies_.push_back(Handle(message));
     const SteadyClock::time_point end = SteadyClock::now();
     observer_->OnHandled(message.op, start - message.enqueued_at, end - start);

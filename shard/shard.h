@@ -92,6 +92,11 @@ class Shard {
   void Start();
   // Any thread; idempotent. From now on TrySend answers kClosed; accepted messages still run.
   void CloseMailbox() { mailbox_.Close(); }
+  // From now on, every message not yet decided is answered kShuttingDown without being applied
+  // (a definite answer, unlike a cancelled call): how a shutdown that ran out of grace ends.
+  // Messages already decided are still written and answered with their real outcome. Any
+  // thread.
+  void AbandonUndecided() { abandoning_.store(true, std::memory_order_release); }
   // Closes the mailbox, waits until every accepted message is applied and answered, joins.
   void Stop();
 
@@ -139,6 +144,8 @@ class Shard {
   // Bumped to wake the shard thread (inline mode) for a backlog or for Stop.
   std::atomic<uint32_t> handoff_epoch_{0};
   std::atomic<bool> stopping_{false};
+  // Set by AbandonUndecided; read by whoever holds the drain token.
+  std::atomic<bool> abandoning_{false};
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;

@@ -96,6 +96,85 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   EXPECT_EQ(ok.load(), kCalls);
 }
 
+// Deposit with a request_id and a long deadline, on its own channel's stub.
+grpc::Status DepositWithId(v1::Ledger::Stub& stub, const std::string& account,
+                           const std::string& request_id) {
+  v1::DepositRequest request;
+  request.set_account_id(account);
+  request.set_amount(1);
+  request.set_request_id(request_id);
+  v1::DepositResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return stub.Deposit(&context, request, &response);
+}
+
+TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyTheOkOnes) {
+  constexpr int kCalls = 40;
+  testing_util::ScratchDir scratch;
+  const std::string data_dir = scratch.Sub("ledger");
+  testing_util::InitLedgerDir(data_dir);
+  // 150 ms a call, about 20 calls a shard: far more work than the 1 s grace.
+  Subprocess ledgerd({LEDGERD_PATH, "--listen=127.0.0.1:0",
+                      "--metrics_listen=", "--data_dir=" + data_dir, "--shards=2",
+                      "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
+  const int port = StartAndReadPort(ledgerd);
+  ASSERT_GT(port, 0) << ledgerd.output();
+  auto stub = StubFor(port);
+  std::vector<grpc::Status> outcomes(kCalls);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCalls; ++i) {
+    callers.emplace_back([&, i] {
+      outcomes[i] =
+          DepositWithId(*stub, "drain-" + std::to_string(i % 3), "d-" + std::to_string(i));
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Let the calls queue.
+  ledgerd.Signal(SIGTERM);
+  ASSERT_TRUE(ledgerd.WaitForOutput("shutting down")) << ledgerd.output();
+  // A new call during the drain is refused at once, definitely unapplied.
+  const grpc::Status late = DepositWithId(*stub, "drain-late", "late");
+  for (std::thread& caller : callers) caller.join();
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
+  EXPECT_THAT(late.error_message(), HasSubstr("shutting down; nothing was applied"));
+  int ok = 0;
+  int refused = 0;
+  for (const grpc::Status& outcome : outcomes) {
+    if (outcome.ok()) {
+      ++ok;
+    } else {
+      // Never CANCELLED: a caller always learns whether its call was applied.
+      EXPECT_EQ(outcome.error_code(), grpc::StatusCode::UNAVAILABLE) << outcome.error_message();
+      EXPECT_THAT(outcome.error_message(), HasSubstr("shutting down; nothing was applied"));
+      ++refused;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(refused, 0);  // The grace ran out before the queue did.
+
+  // Exactly the OK calls were applied.
+  Subprocess restarted({LEDGERD_PATH, "--listen=127.0.0.1:0",
+                        "--metrics_listen=", "--data_dir=" + data_dir, "--shards=2"});
+  const int restarted_port = StartAndReadPort(restarted);
+  ASSERT_GT(restarted_port, 0) << restarted.output();
+  auto after = StubFor(restarted_port);
+  int64_t total = 0;
+  for (int account = 0; account < 3; ++account) {
+    v1::BalanceRequest request;
+    request.set_account_id("drain-" + std::to_string(account));
+    v1::BalanceResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    const grpc::Status status = after->Balance(&context, request, &response);
+    if (status.ok()) total += response.balance();
+  }
+  EXPECT_EQ(total, ok);
+  restarted.Signal(SIGTERM);
+  EXPECT_EQ(restarted.WaitForExit(), 0);
+}
+
 TEST(LedgerdProcessTest, SighupDrainsLikeSigterm) {
   Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0"}));
   const int port = StartAndReadPort(ledgerd);

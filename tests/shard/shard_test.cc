@@ -154,6 +154,28 @@ TEST_F(HeldShardTest, StopAppliesAndAnswersEveryAcceptedMessageThenRefusesNewOne
   EXPECT_FALSE(too_late.HasReply());
 }
 
+TEST_F(HeldShardTest, AfterAbandonUndecidedQueuedMessagesAreRefusedUnappliedAndAnswered) {
+  constexpr int kQueued = 20;
+  StartShard(64);
+  HoldShard();
+  std::vector<RecordingCompletion> completions(kQueued);
+  for (int i = 0; i < kQueued; ++i) {
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "frank", 3, &completions[i])),
+              SendOutcome::kAccepted);
+  }
+  shard_->CloseMailbox();
+  shard_->AbandonUndecided();
+  std::thread stopper([this] { shard_->Stop(); });
+  Release();
+  stopper.join();
+  // The held message was decided before the abandon; none of the queued ones were applied.
+  EXPECT_EQ(hold_completion_.WaitForReply().outcome, Outcome::kOk);
+  for (int i = 0; i < kQueued; ++i) {
+    EXPECT_EQ(completions[i].completions(), 1) << i;
+    EXPECT_EQ(completions[i].WaitForReply().outcome, Outcome::kShuttingDown) << i;
+  }
+}
+
 TEST_F(HeldShardTest, InlineAnIdleShardsMessageIsAppliedBeforeTrySendReturns) {
   StartShard(8, /*inline_execution=*/true);
   RecordingCompletion completion;
