@@ -1,18 +1,24 @@
 // ledgerctl: calls ledgerd from the command line, for people and for scripts.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
@@ -29,7 +35,8 @@ ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "how long to wait for an a
 ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
-          "call's result");
+          "call's result. Default: a new random key for each call, printed in the retry command "
+          "when the outcome is unknown");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
           "this one: the system's roots). No --tls_* flag: plaintext");
@@ -129,9 +136,71 @@ std::unique_ptr<grpc::ClientContext> NewContext() {
   return context;
 }
 
+// A request_id for a deposit or withdraw that was given none: 64 random bits. Every write then
+// has one, so that a call whose outcome is unknown can be retried safely.
+std::string NewRequestId() {
+  std::random_device random;
+  return absl::StrFormat("ledgerctl-%08x%08x", random(), random());
+}
+
+// `word` as a POSIX shell reads it back: as is when it holds only safe characters, else in
+// single quotes.
+std::string ShellQuoted(const std::string& word) {
+  const bool safe = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           absl::string_view("_-./:=@%+,").find(c) != absl::string_view::npos;
+  });
+  if (safe) return word;
+  return absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'");
+}
+
+// The command line that retries this call safely: the same arguments with --request_id=ID, and
+// without --deadline (often what ran out; the retry gets the default).
+std::string RetryCommand(const std::vector<std::string>& command_line,
+                         const std::string& request_id) {
+  std::vector<std::string> words = {"ledgerctl"};
+  for (size_t i = 1; i < command_line.size(); ++i) {
+    const std::string& word = command_line[i];
+    bool dropped = false;
+    for (absl::string_view flag : {"request_id", "deadline"}) {
+      if (word == absl::StrCat("--", flag) || word == absl::StrCat("-", flag)) {
+        ++i;  // Its value is the next word.
+        dropped = true;
+      } else if (absl::StartsWith(word, absl::StrCat("--", flag, "=")) ||
+                 absl::StartsWith(word, absl::StrCat("-", flag, "="))) {
+        dropped = true;
+      }
+    }
+    if (!dropped) words.push_back(ShellQuoted(word));
+  }
+  words.push_back(ShellQuoted("--request_id=" + request_id));
+  return absl::StrJoin(words, " ");
+}
+
+// What a failed deposit or withdraw means for the money, after the error line itself.
+void ExplainWriteFailure(const grpc::Status& status, const std::string& operation,
+                         const std::vector<std::string>& command_line,
+                         const std::string& request_id) {
+  if (absl::GetFlag(FLAGS_json)) return;
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(), "failed to connect")) {
+    std::cerr << "ledgerctl: no connection to " << absl::GetFlag(FLAGS_target) << ": the "
+              << operation << " was not sent, so nothing was applied\n";
+    return;
+  }
+  if (!OutcomeUnknown(status.error_code()) ||
+      absl::StrContains(status.error_message(), "nothing was applied")) {
+    return;
+  }
+  std::cerr << "ledgerctl: outcome unknown: the " << operation
+            << " may have been applied. Retry it exactly like this, which applies it at most "
+               "once:\n  "
+            << RetryCommand(command_line, request_id) << "\n";
+}
+
 template <typename Request, typename Response, typename Call>
 int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args,
-           Call call) {
+           const std::vector<std::string>& command_line, Call call) {
   if (args.size() != 4) return UsageError(absl::StrCat(args[1], " takes ACCOUNT AMOUNT"));
   int64_t amount = 0;
   if (!absl::SimpleAtoi(args[3], &amount)) {
@@ -141,24 +210,30 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   Request request;
   request.set_account_id(args[2]);
   request.set_amount(amount);
-  request.set_request_id(absl::GetFlag(FLAGS_request_id));
+  const std::string& given_request_id = absl::GetFlag(FLAGS_request_id);
+  request.set_request_id(given_request_id.empty() ? NewRequestId() : given_request_id);
   Response response;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = call(*stub, NewContext().get(), request, &response);
   if (!status.ok()) {
     const int exit_code = Failed(status);
-    if (OutcomeUnknown(status.error_code()) && !absl::GetFlag(FLAGS_json)) {
-      std::cerr << "ledgerctl: outcome unknown: the " << args[1] << " may have been applied. "
-                << (request.request_id().empty()
-                        ? "It carried no --request_id, so a retry could apply it twice: check "
-                          "the balance or history first"
-                        : absl::StrCat("Retry with the same --request_id=", request.request_id(),
-                                       " to apply it at most once"))
-                << "\n";
-    }
+    ExplainWriteFailure(status, args[1], command_line, request.request_id());
     return exit_code;
   }
-  return PrintBalance(request.account_id(), response.balance());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << "{\"account_id\":" << JsonString(request.account_id()) << ",\"balance\":\""
+              << response.balance() << "\",\"request_id\":" << JsonString(request.request_id())
+              << ",\"replayed\":" << (response.replayed() ? "true" : "false") << "}\n";
+    return ledger::kExitOk;
+  }
+  std::cout << request.account_id() << ": " << response.balance();
+  if (response.replayed()) {
+    std::cout << " (replayed: the recorded result of an earlier " << args[1] << " with request_id "
+              << request.request_id()
+              << "; nothing was applied now, and the balance may have changed since)";
+  }
+  std::cout << "\n";
+  return ledger::kExitOk;
 }
 
 int Balance(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
@@ -249,6 +324,7 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  const std::vector<std::string> command_line(argv, argv + argc);  // For a retry's command.
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) return UsageError("missing command");
   if (absl::GetFlag(FLAGS_deadline) <= absl::ZeroDuration()) {
@@ -268,13 +344,15 @@ int main(int argc, char** argv) {
   auto channel = ledger::NewLedgerChannel(absl::GetFlag(FLAGS_target), tls, *credentials);
   if (command == "deposit") {
     return Mutate<ledger::v1::DepositRequest, ledger::v1::DepositResponse>(
-        channel, args, [](auto& stub, auto* context, const auto& request, auto* response) {
+        channel, args, command_line,
+        [](auto& stub, auto* context, const auto& request, auto* response) {
           return stub.Deposit(context, request, response);
         });
   }
   if (command == "withdraw") {
     return Mutate<ledger::v1::WithdrawRequest, ledger::v1::WithdrawResponse>(
-        channel, args, [](auto& stub, auto* context, const auto& request, auto* response) {
+        channel, args, command_line,
+        [](auto& stub, auto* context, const auto& request, auto* response) {
           return stub.Withdraw(context, request, response);
         });
   }

@@ -76,6 +76,9 @@ class PendingCall final : public Completion {
     if (reply.outcome == Outcome::kOk) {
       Response response;
       response.set_balance(reply.balance);
+      if constexpr (!std::is_same_v<Response, v1::BalanceResponse>) {
+        response.set_replayed(reply.replayed);
+      }
       SerializeResponse(response, *response_bytes_);
     }
     Finish(ToGrpcStatus(reply, facts_));

@@ -37,7 +37,25 @@ std::string DescribeInvalidRequestId(absl::string_view id) {
 
 }  // namespace
 
+namespace {
+
+// The status for `reply`, without saying whether it was replayed.
+grpc::Status StatusFor(const Reply& reply, const CallFacts& facts);
+
+}  // namespace
+
 grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
+  grpc::Status status = StatusFor(reply, facts);
+  if (!reply.replayed || status.ok()) return status;
+  return {status.error_code(),
+          absl::StrCat(status.error_message(),
+                       " (the recorded result of an earlier call with request_id \"",
+                       facts.request_id, "\"; nothing was applied now)")};
+}
+
+namespace {
+
+grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
   const int64_t balance = reply.balance;
   switch (reply.outcome) {
     case Outcome::kOk:
@@ -99,5 +117,7 @@ grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
           absl::StrCat("internal error in shard ", facts.shard, " while handling ",
                        OpName(facts.op), "; nothing was applied, see the server log")};
 }
+
+}  // namespace
 
 }  // namespace ledger

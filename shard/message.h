@@ -22,6 +22,9 @@ struct Reply {
   // kRequestIdReused only: what the request_id was first used for.
   Op recorded_op = Op::kDeposit;
   int64_t recorded_amount = 0;
+  // True when this is the recorded reply of an earlier message with the same request_id:
+  // nothing was applied now.
+  bool replayed = false;
 };
 
 // Implemented by the front end for each call it enqueues.

@@ -332,7 +332,7 @@ std::optional<Reply> Shard::FindRecordedReply(const Message& message,
                  .recorded_op = record.op,
                  .recorded_amount = record.amount};
   }
-  return Reply{.outcome = record.outcome, .balance = record.balance};
+  return Reply{.outcome = record.outcome, .balance = record.balance, .replayed = true};
 }
 
 void Shard::RecordApplied(const Message& message, std::optional<AccountState> before,

@@ -57,17 +57,48 @@ class LedgerctlTest : public testing::Test {
   std::string target_;
 };
 
-TEST_F(LedgerctlTest, AnUnknownOutcomeSaysSoAndHowToRetrySafely) {
+TEST_F(LedgerctlTest, AnUnknownOutcomePrintsTheCommandThatRetriesSafely) {
   StartLedgerd({"--debug_handler_delay=300ms"});
   Result named = Run({"--deadline=50ms", "deposit", "carol", "5", "--request_id=r-slow"});
   EXPECT_EQ(named.exit_code, kExitUnavailable);
   EXPECT_THAT(named.output, HasSubstr("DEADLINE_EXCEEDED"));
-  EXPECT_THAT(named.output, HasSubstr("ledgerctl: outcome unknown: the deposit may have been "
-                                      "applied. Retry with the same --request_id=r-slow"));
-  Result unnamed = Run({"--deadline=50ms", "deposit", "carol", "5"});
+  EXPECT_THAT(named.output,
+              HasSubstr("ledgerctl: outcome unknown: the deposit may have been applied. Retry it "
+                        "exactly like this, which applies it at most once:\n  ledgerctl " +
+                        target_ + " deposit carol 5 --request_id=r-slow\n"));
+  // Without --request_id, ledgerctl made one up, and the retry command carries it.
+  Result unnamed = Run({"--deadline=50ms", "deposit", "carol", "7"});
   EXPECT_EQ(unnamed.exit_code, kExitUnavailable);
-  EXPECT_THAT(unnamed.output, HasSubstr("It carried no --request_id, so a retry could apply it "
-                                        "twice"));
+  const size_t at = unnamed.output.find("--request_id=ledgerctl-");
+  ASSERT_NE(at, std::string::npos) << unnamed.output;
+  const std::string generated = unnamed.output.substr(at + 13, 26);  // "ledgerctl-" + 16 hex.
+  // The retries, run as printed, apply each first call at most once: whether the server
+  // applied it before its caller gave up (the retry is then a replay) or skipped it (the retry
+  // applies it now), the balance holds each deposit exactly once.
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // Let the first calls finish.
+  EXPECT_EQ(Run({"deposit", "carol", "5", "--request_id=r-slow"}).exit_code, kExitOk);
+  Result retry = Run({"deposit", "carol", "7", "--request_id=" + generated});
+  EXPECT_EQ(retry.exit_code, kExitOk) << retry.output;
+  EXPECT_EQ(Run({"balance", "carol"}).output, "carol: 12\n");
+}
+
+TEST_F(LedgerctlTest, AReplayedCallSaysItIsTheRecordedResult) {
+  StartLedgerd();
+  EXPECT_EQ(Run({"deposit", "alice", "1500", "--request_id=pay-1"}).output, "alice: 1500\n");
+  EXPECT_EQ(Run({"withdraw", "alice", "400"}).output, "alice: 1100\n");
+  EXPECT_EQ(Run({"deposit", "alice", "1500", "--request_id=pay-1"}).output,
+            "alice: 1500 (replayed: the recorded result of an earlier deposit with request_id "
+            "pay-1; nothing was applied now, and the balance may have changed since)\n");
+  EXPECT_EQ(Run({"balance", "alice"}).output, "alice: 1100\n");
+}
+
+TEST_F(LedgerctlTest, ACallThatCannotConnectSaysNothingWasSent) {
+  target_ = "--target=127.0.0.1:1";  // Nothing listens on port 1.
+  Result refused = Run({"--deadline=2s", "deposit", "alice", "5"});
+  EXPECT_EQ(refused.exit_code, kExitUnavailable);
+  EXPECT_THAT(refused.output, HasSubstr("ledgerctl: no connection to 127.0.0.1:1: the deposit was "
+                                        "not sent, so nothing was applied"));
+  EXPECT_THAT(refused.output, ::testing::Not(HasSubstr("outcome unknown")));
 }
 
 TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
@@ -86,7 +117,8 @@ TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
 TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) {
   StartLedgerd();
   EXPECT_EQ(Run({"deposit", "dave", "100", "--request_id=d-1"}).output, "dave: 100\n");
-  EXPECT_EQ(Run({"deposit", "dave", "100", "--request_id=d-1"}).output, "dave: 100\n");
+  EXPECT_THAT(Run({"deposit", "dave", "100", "--request_id=d-1"}).output,
+              ::testing::StartsWith("dave: 100 (replayed: "));
   Result reused = Run({"deposit", "dave", "7", "--request_id=d-1"});
   EXPECT_EQ(reused.exit_code, kExitRejected);
   EXPECT_THAT(reused.output,
@@ -100,15 +132,17 @@ TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) 
               ::testing::StartsWith("SEQ    TIME (UTC)               OPERATION       AMOUNT  "
                                     "BALANCE AFTER  REQUEST ID\n"));
   EXPECT_THAT(history.output,
-              ::testing::ContainsRegex("\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  \n1 +20[0-9-]+T"
-                                       "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
+              ::testing::ContainsRegex(
+                  "\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  ledgerctl-[0-9a-f]+\n1 +20[0-9-]+T"
+                  "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
   EXPECT_THAT(Run({"history", "dave", "--page_size=1"}).output,
               HasSubstr("older entries: ledgerctl history dave --page_token=1\n"));
   EXPECT_THAT(Run({"--json", "history", "dave", "--page_size=1"}, true).output,
               ::testing::ContainsRegex(
                   "^\\{\"account_id\":\"dave\",\"entries\":\\[\\{\"sequence\":\"2\","
                   "\"operation\":\"withdraw\",\"amount\":\"30\",\"balance_after\":\"70\","
-                  "\"request_id\":\"\",\"time\":\"20[0-9TZ:.-]+\"\\}\\],\"next_page_token\":"
+                  "\"request_id\":\"ledgerctl-[0-9a-f]+\",\"time\":\"20[0-9TZ:.-]+\"\\}\\],\"next_"
+                  "page_token\":"
                   "\"1\"\\}\n$"));
   EXPECT_EQ(Run({"history", "nobody"}).exit_code, kExitNotFound);
   EXPECT_EQ(Run({"history"}).exit_code, kExitUsage);
@@ -116,8 +150,9 @@ TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) 
 
 TEST_F(LedgerctlTest, JsonOutputIsOneObjectPerLine) {
   StartLedgerd();
-  EXPECT_EQ(Run({"--json", "deposit", "bob", "250"}, true).output,
-            "{\"account_id\":\"bob\",\"balance\":\"250\"}\n");
+  EXPECT_EQ(Run({"--json", "deposit", "bob", "250", "--request_id=j-1"}, true).output,
+            "{\"account_id\":\"bob\",\"balance\":\"250\",\"request_id\":\"j-1\","
+            "\"replayed\":false}\n");
   EXPECT_EQ(Run({"--json", "balance", "bob"}, true).output,
             "{\"account_id\":\"bob\",\"balance\":\"250\"}\n");
   EXPECT_EQ(Run({"--json", "health"}, true).output, "{\"status\":\"SERVING\"}\n");

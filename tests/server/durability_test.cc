@@ -137,7 +137,8 @@ TEST(DurabilityTest, ARetryWithTheSameRequestIdIsAppliedOnceEvenAcrossARestart) 
   const testing_util::CallResult replayed = Withdraw(*stub, "alice", 500, "pay-2");
   EXPECT_EQ(replayed.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(replayed.status.error_message(),
-            "insufficient funds: balance 100, requested 500, overdraft limit 0");
+            "insufficient funds: balance 100, requested 500, overdraft limit 0 (the recorded "
+            "result of an earlier call with request_id \"pay-2\"; nothing was applied now)");
   EXPECT_EQ(Balance(*stub, "alice").balance, 100);
   EXPECT_EQ(History(*stub, "alice").response.entries_size(), 1);
 }

@@ -191,8 +191,10 @@ TEST_F(DurableShardTest, ARetriedRequestIdIsAppliedOnceAndGetsTheSameReply) {
   const Reply first = Call(Op::kDeposit, "a", 100, "dep-1");
   const Reply again = Call(Op::kDeposit, "a", 100, "dep-1");
   EXPECT_EQ(first.outcome, Outcome::kOk);
+  EXPECT_FALSE(first.replayed);
   EXPECT_EQ(again.outcome, Outcome::kOk);
   EXPECT_EQ(again.balance, 100);
+  EXPECT_TRUE(again.replayed);  // The front end tells the caller it is the recorded result.
   EXPECT_EQ(Call(Op::kBalance, "a", 0).balance, 100);
   EXPECT_EQ(store_.journal().size(), 1u);
   // The same id on another account is another request.
