@@ -45,6 +45,17 @@ std::unique_ptr<v1::Ledger::Stub> StubFor(int port) {
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 }
 
+// A stub whose channel is already connected, so that calls made right after reach the server at
+// once even on a busy machine; null when it cannot connect within 10 s.
+std::unique_ptr<v1::Ledger::Stub> ConnectedStubFor(int port) {
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    return nullptr;
+  }
+  return v1::Ledger::NewStub(channel);
+}
+
 grpc::Status Deposit(v1::Ledger::Stub& stub, const std::string& account, int64_t amount,
                      int64_t* balance = nullptr) {
   v1::DepositRequest request;
@@ -76,12 +87,14 @@ TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
 
 TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   constexpr int kCalls = 20;
-  // Each handler takes 20 ms, so the calls are still queued when the signal arrives.
+  // Each handler takes 100 ms, so the calls are still queued when the signal arrives (2 s of
+  // work for the one account's shard, well within the 10 s grace).
   Subprocess ledgerd(LedgerdArgs(
-      {"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1", "--debug_handler_delay=20ms"}));
+      {"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1", "--debug_handler_delay=100ms"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
-  auto stub = StubFor(port);
+  auto stub = ConnectedStubFor(port);
+  ASSERT_NE(stub, nullptr);
   std::atomic<int> ok{0};
   std::vector<std::thread> callers;
   for (int i = 0; i < kCalls; ++i) {
@@ -89,7 +102,7 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
       if (Deposit(*stub, "drain", 1).ok()) ok.fetch_add(1);
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Let the calls arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // Let the calls arrive.
   ledgerd.Signal(SIGINT);
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
@@ -120,7 +133,8 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
                       "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
-  auto stub = StubFor(port);
+  auto stub = ConnectedStubFor(port);
+  ASSERT_NE(stub, nullptr);
   std::vector<grpc::Status> outcomes(kCalls);
   std::vector<std::thread> callers;
   for (int i = 0; i < kCalls; ++i) {
