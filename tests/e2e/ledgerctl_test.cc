@@ -3,11 +3,17 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "client/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -232,6 +238,66 @@ TEST(ExitCodeForTest, MapsEveryStatusCodeToItsClass) {
                     grpc::StatusCode::DATA_LOSS, grpc::StatusCode::PERMISSION_DENIED}) {
     EXPECT_EQ(ExitCodeFor(code), kExitOther) << code;
   }
+}
+
+// README.md's ledgerctl transcript (the ```console block after "## ledgerctl"), run command by
+// command against a new ledger: each output must be what ledgerctl prints, but for the times and
+// the request_ids that ledgerctl makes up, which differ on every run.
+std::string WithoutRunSpecifics(std::string text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const bool is_time = text.size() - i >= 24 && text.compare(i, 2, "20") == 0 &&
+                         text[i + 4] == '-' && text[i + 7] == '-' && text[i + 10] == 'T' &&
+                         text.find('Z', i) != std::string::npos && text.find('Z', i) - i <= 30;
+    if (is_time) {
+      out += "<time>";
+      i = text.find('Z', i) + 1;
+    } else if (text.compare(i, 10, "ledgerctl-") == 0 && text.size() - i >= 26 &&
+               text.find_first_not_of("0123456789abcdef", i + 10) - (i + 10) == 16) {
+      out += "ledgerctl-<id>";
+      i += 26;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
+  // Handlers take 20 ms, so that the transcript's 1 ms deadline always runs out.
+  StartLedgerd({"--debug_handler_delay=20ms"});
+  std::ifstream file(LEDGER_SOURCE_DIR "/README.md");
+  const std::string readme{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  const size_t section = readme.find("\n## ledgerctl\n");
+  ASSERT_NE(section, std::string::npos);
+  const size_t start = readme.find("```console\n", section);
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = readme.find("```", start + 11);
+  const std::vector<std::string> lines =
+      absl::StrSplit(readme.substr(start + 11, end - start - 11), '\n', absl::SkipEmpty());
+  int commands = 0;
+  int last_exit_code = 0;
+  for (size_t i = 0; i < lines.size();) {
+    ASSERT_TRUE(absl::StartsWith(lines[i], "$ ")) << lines[i];
+    const std::string command = lines[i].substr(2);
+    std::string expected;
+    for (++i; i < lines.size() && !absl::StartsWith(lines[i], "$ "); ++i) {
+      expected += lines[i] + "\n";
+    }
+    SCOPED_TRACE(command);
+    if (command == "echo $?") {
+      EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
+      continue;
+    }
+    ASSERT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
+    const Result result = Run(absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty()));
+    last_exit_code = result.exit_code;
+    // The README's commands reach the default target; this run's carries --target.
+    const std::string output = absl::StrReplaceAll(result.output, {{target_ + " ", ""}});
+    EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
+    ++commands;
+  }
+  EXPECT_GE(commands, 8);
 }
 
 }  // namespace
