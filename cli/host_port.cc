@@ -42,6 +42,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view flag, absl::string_view
     return absl::InvalidArgumentError(absl::StrCat(needs, "; got \"", text, "\": ", problem));
   };
   if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(needs, "; got an empty value"));
+  if (absl::StrContains(text, "://")) return invalid("no scheme (such as http://), only HOST:PORT");
   std::string host;
   absl::string_view port_text;
   if (text.front() == '[') {

@@ -48,8 +48,8 @@ class LoadtestTest : public testing::Test {
 
   // Runs the load test; returns its exit code and leaves its JSON report in json_.
   int RunLoadtest(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json=" + json_path_,
-                                 "--shards=2", "--warmup=0s"});
+    flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
+                                 "--server_shards=2", "--warmup=0s"});
     Subprocess loadtest(flags);
     const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
     output_ = loadtest.output();
