@@ -190,6 +190,20 @@ TEST(LedgerdProcessTest, RefusesAPortInUse) {
   EXPECT_EQ(first.WaitForExit(), 0);
 }
 
+TEST(LedgerdProcessTest, ALedgerInUseIsRefusedWithOnlyLedgerdsOwnLine) {
+  const std::string data_dir_flag = testing_util::NewLedgerDirFlag();
+  Subprocess first({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  ASSERT_GT(StartAndReadPort(first), 0) << first.output();
+  Subprocess second({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  EXPECT_EQ(second.WaitForExit(), 1) << second.output();
+  // One line, ledgerd's: RocksDB's own "DB::Open() failed" warning is not printed before it.
+  EXPECT_THAT(second.output(), ::testing::StartsWith("ledgerd: data directory "));
+  EXPECT_THAT(second.output(), HasSubstr(" is in use by another process ("));
+  EXPECT_EQ(second.output().find('\n'), second.output().size() - 1) << second.output();
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.WaitForExit(), 0);
+}
+
 struct BadFlagCase {
   std::string flag;
   std::string message;
