@@ -22,6 +22,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -209,6 +210,13 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
     absl::StatusOr<ledger::cli::HostPort> metrics = ledger::cli::ParseHostPort(
         "--metrics_listen", metrics_listen, ledger::cli::AddressUse::kListen, 9464);
     if (!metrics.ok()) return metrics.status();
+    // Debian's prometheus-cpp builds its HTTP server (civetweb) without IPv6.
+    if (absl::StrContains(metrics->host, ':')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_listen takes an IPv4 address or a host name (the metrics HTTP server has no "
+          "IPv6); got \"",
+          metrics_listen, "\""));
+    }
     options.metrics_listen_address = metrics->ToString();
   }
   options.version = LEDGER_VERSION;

@@ -256,6 +256,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--metrics_listen=localhost:metrics",
                     "--metrics_listen needs HOST:PORT, e.g. 127.0.0.1:9464 or :9464; got "
                     "\"localhost:metrics\": port \"metrics\" is not a number"},
+        BadFlagCase{"--metrics_listen=[::1]:9464",
+                    "--metrics_listen takes an IPv4 address or a host name (the metrics HTTP "
+                    "server has no IPv6); got \"[::1]:9464\""},
         BadFlagCase{"serve", "unexpected argument \"serve\"; the only command is `init`"},
         BadFlagCase{"int",
                     "unexpected argument \"int\"; the only command is `init` (did you "
