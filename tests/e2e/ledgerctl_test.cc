@@ -183,10 +183,12 @@ TEST_F(LedgerctlTest, ShedCallIsOverloaded) {
 
 TEST_F(LedgerctlTest, TargetWithOnlyAPortIsLocalhost) {
   StartLedgerd();
-  target_ = "--target=:" + target_.substr(target_.rfind(':') + 1);
-  Result health = Run({"health"});
-  EXPECT_EQ(health.exit_code, kExitOk) << health.output;
-  EXPECT_EQ(health.output, "SERVING\n");
+  // The name "localhost" goes through gRPC's c-ares resolver, which leaks 10 bytes once
+  // (libcares.so.2) under LeakSanitizer: not ledgerctl's, so leak checking is off for this call.
+  Subprocess ledgerctl({"/usr/bin/env", "LSAN_OPTIONS=detect_leaks=0", LEDGERCTL_PATH,
+                        "--target=:" + target_.substr(target_.rfind(':') + 1), "health"});
+  EXPECT_EQ(ledgerctl.WaitForExit(), kExitOk) << ledgerctl.output();
+  EXPECT_EQ(ledgerctl.output(), "SERVING\n");
 }
 
 struct CommandLineCase {
