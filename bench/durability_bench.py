@@ -87,7 +87,7 @@ def rss_mb(pid):
 def loadtest(build, port, concurrency, args, resolve):
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
         command = [f"{build}/client/ledger-loadtest", f"--target=127.0.0.1:{port}",
-                   f"--json={report.name}", "--mix=deposit=100", "--accounts=10000",
+                   f"--json_file={report.name}", "--mix=deposit=100", "--accounts=10000",
                    f"--concurrency={concurrency}", f"--duration={args.duration}s",
                    f"--warmup={args.warmup}s", f"--resolve_for={'60s' if resolve else '0'}"]
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -45,7 +45,7 @@ def loadtest(build, port, extra):
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
         # None of these servers deduplicates request_ids, so ambiguous calls are not retried.
         command = [f"{build}/client/ledger-loadtest", f"--target=127.0.0.1:{port}",
-                   f"--json={report.name}", "--resolve_for=0"] + extra
+                   f"--json_file={report.name}", "--resolve_for=0"] + extra
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         with open(report.name) as file:
             data = json.load(file)

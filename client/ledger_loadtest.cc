@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cli/command_line.h"
+#include "cli/host_port.h"
 #include "client/channel_credentials.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
@@ -34,9 +34,11 @@
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
+#include "shard/router.h"
 #include "shard/stable_hash.h"
 
-ABSL_FLAG(std::string, target, "localhost:50051", "host:port of ledgerd");
+ABSL_FLAG(std::string, target, "localhost:50051",
+          "HOST:PORT of ledgerd; :PORT is localhost, [::1]:PORT an IPv6 address");
 ABSL_FLAG(int32_t, concurrency, 64, "closed loop: calls in flight at all times");
 ABSL_FLAG(double, rate, 0,
           "open loop: calls per second, each timed from its intended send time (no coordinated "
@@ -61,14 +63,16 @@ ABSL_FLAG(bool, wait_for_ready, true,
           "fail-fast clients");
 ABSL_FLAG(std::string, run_id, "",
           "prefix of every account id and request_id, so runs never interfere (default: random)");
-ABSL_FLAG(int32_t, shards, 0,
-          "the server's --shards, for the per-shard report (0: no per-shard report)");
+ABSL_FLAG(int32_t, server_shards, 0,
+          "must equal the server's --shards: then the report counts calls and sheds per shard, "
+          "as the server routes accounts (0: no per-shard report)");
 ABSL_FLAG(bool, verify, true, "check every account's balance against the calls made");
 ABSL_FLAG(absl::Duration, resolve_for, absl::Seconds(60),
           "at the end, retry each call whose outcome is unknown (DEADLINE_EXCEEDED, CANCELLED, "
           "UNAVAILABLE) with its request_id for up to this long, so that verification is exact; "
           "0 disables. Needs a server that deduplicates request_ids (--durability sync or async)");
-ABSL_FLAG(std::string, json, "", "also write the report as JSON to this file");
+ABSL_FLAG(bool, json, false, "print the report as one JSON object on stdout instead of text");
+ABSL_FLAG(std::string, json_file, "", "also write the report as JSON to this file");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
           "this one: the system's roots). No --tls_* flag: plaintext");
@@ -104,8 +108,9 @@ struct Options {
   int32_t shards;
   bool verify;
   absl::Duration resolve_for;
-  std::string json;
+  bool json;
   bool progress;
+  std::string json_file = "";
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
@@ -121,9 +126,14 @@ absl::StatusOr<Options> OptionsFromFlags() {
             absl::GetFlag(FLAGS_amount_min),     absl::GetFlag(FLAGS_amount_max),
             absl::GetFlag(FLAGS_channels),       absl::GetFlag(FLAGS_deadline),
             absl::GetFlag(FLAGS_wait_for_ready), absl::GetFlag(FLAGS_run_id),
-            absl::GetFlag(FLAGS_shards),         absl::GetFlag(FLAGS_verify),
+            absl::GetFlag(FLAGS_server_shards),  absl::GetFlag(FLAGS_verify),
             absl::GetFlag(FLAGS_resolve_for),    absl::GetFlag(FLAGS_json),
             absl::GetFlag(FLAGS_progress)};
+  o.json_file = absl::GetFlag(FLAGS_json_file);
+  absl::StatusOr<cli::HostPort> target =
+      cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
+  if (!target.ok()) return target.status();
+  o.target = target->ToString();
   o.tls = {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
            absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
@@ -145,7 +155,9 @@ absl::StatusOr<Options> OptionsFromFlags() {
   }
   if (o.channels < 1) return absl::InvalidArgumentError("--channels must be at least 1");
   if (o.deadline <= absl::ZeroDuration()) return absl::InvalidArgumentError("--deadline <= 0");
-  if (o.shards < 0) return absl::InvalidArgumentError("--shards must not be negative");
+  if (o.shards < 0 || o.shards > kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat("--server_shards must be 0 to ", kMaxShards));
+  }
   if (o.resolve_for < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--resolve_for must not be negative");
   }
@@ -655,10 +667,10 @@ int Main() {
   }
   report << "\n";
   for (const std::string& mismatch : checked.mismatches) report << "  " << mismatch << "\n";
-  std::cout << report.str();
+  if (!options->json) std::cout << report.str();
 
-  if (!options->json.empty()) {
-    std::ofstream json(options->json);
+  if (options->json || !options->json_file.empty()) {
+    std::ostringstream json;
     json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options->run_id,
                             seconds)
          << absl::StrFormat("\"ok_per_second\":%.1f,\"attempted_per_second\":%.1f,", ok_per_second,
@@ -680,8 +692,9 @@ int Main() {
          << ",\"applied\":" << resolution.applied << ",\"not_applied\":" << resolution.not_applied
          << ",\"unresolved\":" << resolution.unresolved << "}";
     json << ",\"verification\":\"" << verification << "\"}\n";
-    if (!json) {
-      std::cerr << "ledger-loadtest: cannot write " << options->json << "\n";
+    if (options->json) std::cout << json.str();
+    if (!options->json_file.empty() && !(std::ofstream(options->json_file) << json.str())) {
+      std::cerr << "ledger-loadtest: cannot write " << options->json_file << "\n";
       return 1;
     }
   }
@@ -692,9 +705,18 @@ int Main() {
 }  // namespace ledger
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "drives ledgerd with Deposit/Withdraw/Balance calls, reports throughput and latency, and "
-      "verifies that every balance matches the calls made (exit 1 on FAIL, 2 on bad flags).");
-  absl::ParseCommandLine(argc, argv);
+  const ledger::cli::ProgramSpec program{
+      "ledger-loadtest", __FILE__,
+      "drives ledgerd with Deposit/Withdraw/Balance calls, reports throughput and\n"
+      "latency, and verifies that every balance matches the calls made (exit 1 on FAIL, 2 on bad\n"
+      "flags).\n"
+      "\n"
+      "Usage:\n"
+      "  ledger-loadtest [--target=HOST:PORT] [--duration=10s | --requests=N] [--json] ..."};
+  const std::vector<std::string> stray = ledger::cli::ParseCommandLineOrExit(argc, argv, program);
+  if (!stray.empty()) {
+    ledger::cli::ExitUsage(program, absl::StrCat("unexpected argument \"", stray[0],
+                                                 "\"; ledger-loadtest takes only flags"));
+  }
   return ledger::Main();
 }

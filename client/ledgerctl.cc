@@ -5,13 +5,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -20,6 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "cli/command_line.h"
+#include "cli/host_port.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -27,11 +28,13 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
 
-ABSL_FLAG(std::string, target, "localhost:50051", "host:port of ledgerd's gRPC endpoint");
+ABSL_FLAG(std::string, target, "localhost:50051",
+          "HOST:PORT of ledgerd's gRPC endpoint; :PORT is localhost, [::1]:PORT an IPv6 address");
 ABSL_FLAG(bool, json, false,
           "print results as one JSON object per line (int64 values as strings, as in protobuf's "
           "JSON mapping); errors go to stderr as {\"code\":..., \"message\":...}");
-ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5), "how long to wait for an answer");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5),
+          "how long to wait for an answer, with a unit: 5s, 250ms, 1m");
 ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
@@ -60,9 +63,10 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] history ACCOUNT [--page_size=N] [--page_token=TOKEN]\n"
     "  ledgerctl [flags] health\n"
     "\n"
-    "AMOUNT is an integer number of minor units (cents). Prints `ACCOUNT: BALANCE` (the balance\n"
-    "after the call), the account's operations newest first for history, `SERVING` for health,\n"
-    "or JSON with --json.\n"
+    "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
+    "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call),\n"
+    "the account's operations newest first for history, `SERVING` for health, or JSON with\n"
+    "--json.\n"
     "\n"
     "Exit codes:\n"
     "  0  OK (health: the server is SERVING)\n"
@@ -320,16 +324,62 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
              : ledger::kExitUnavailable;
 }
 
+// The commands, for "did you mean".
+const std::vector<std::string>& Commands() {
+  static const auto* commands =
+      new std::vector<std::string>{"deposit", "withdraw", "balance", "history", "health"};
+  return *commands;
+}
+
+// Refuses, before anything is sent, a command line no server call could make sense of: an
+// unknown command, or an AMOUNT that is not a positive integer.
+void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std::string>& args) {
+  if (args.empty())
+    ledger::cli::ExitUsage(program,
+                           "missing command (deposit, withdraw, balance, history or health)");
+  const std::string& command = args[0];
+  if (std::find(Commands().begin(), Commands().end(), command) == Commands().end()) {
+    const std::optional<std::string> close = ledger::cli::DidYouMean(command, Commands());
+    ledger::cli::ExitUsage(
+        program,
+        absl::StrCat("unknown command \"", command, "\"",
+                     close.has_value() ? absl::StrCat("; did you mean ", *close, "?")
+                                       : std::string("; the commands are deposit, withdraw, "
+                                                     "balance, history and health")));
+  }
+  if ((command == "deposit" || command == "withdraw") && args.size() == 3) {
+    int64_t amount = 0;
+    if (!absl::SimpleAtoi(args[2], &amount)) {
+      ledger::cli::ExitUsage(program, absl::StrCat("AMOUNT must be an integer number of minor "
+                                                   "units; got \"",
+                                                   args[2], "\""));
+    }
+    if (amount <= 0) {
+      ledger::cli::ExitUsage(
+          program, absl::StrCat("AMOUNT must be positive; got ", amount,
+                                command == "deposit" ? " (to take money out, use withdraw)"
+                                                     : " (to put money in, use deposit)"));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
   const std::vector<std::string> command_line(argv, argv + argc);  // For a retry's command.
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2) return UsageError("missing command");
+  const ledger::cli::ProgramSpec program{"ledgerctl", __FILE__, kUsage};
+  const std::vector<std::string> positional =
+      ledger::cli::ParseCommandLineOrExit(argc, argv, program);
+  CheckCommand(program, positional);
+  // The commands read argv's shape: args[0] the program, args[1] the command.
+  std::vector<char*> args = {argv[0]};
+  for (const std::string& arg : positional) args.push_back(const_cast<char*>(arg.c_str()));
   if (absl::GetFlag(FLAGS_deadline) <= absl::ZeroDuration()) {
     return UsageError("--deadline must be positive");
   }
+  absl::StatusOr<ledger::cli::HostPort> target = ledger::cli::ParseHostPort(
+      "--target", absl::GetFlag(FLAGS_target), ledger::cli::AddressUse::kConnect, 50051);
+  if (!target.ok()) ledger::cli::ExitUsage(program, target.status().message());
   const std::string command = args[1];
   const std::string& request_id = absl::GetFlag(FLAGS_request_id);
   if (!request_id.empty() && command != "deposit" && command != "withdraw") {
@@ -341,7 +391,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ledger::NewChannelCredentials(tls);
   if (!credentials.ok()) return UsageError(std::string(credentials.status().message()));
-  auto channel = ledger::NewLedgerChannel(absl::GetFlag(FLAGS_target), tls, *credentials);
+  auto channel = ledger::NewLedgerChannel(target->ToString(), tls, *credentials);
   if (command == "deposit") {
     return Mutate<ledger::v1::DepositRequest, ledger::v1::DepositResponse>(
         channel, args, command_line,
@@ -359,5 +409,5 @@ int main(int argc, char** argv) {
   if (command == "balance") return Balance(channel, args);
   if (command == "history") return History(channel, args);
   if (command == "health") return Health(channel, args);
-  return UsageError(absl::StrCat("unknown command ", command));
+  return UsageError(absl::StrCat("unknown command ", command));  // CheckCommand refused it.
 }

@@ -1,37 +1,41 @@
 // ledgerd's main: the ledger server. Flags live only here; everything else takes options structs.
 // (The file is named after the binary so that --help lists its flags.)
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cli/command_line.h"
+#include "cli/host_port.h"
 #include "server/ledger_server.h"
 #include "server/library_logs.h"
 #include "server/listener_watchdog.h"
 #include "server/transport_limits.h"
 
 namespace {
-
-// A command line that is not ledgerd's (an unknown command or a stray argument).
-constexpr int kExitUsage = 2;
 
 int32_t DefaultShards() {
   return std::max<int32_t>(ledger::kMinShards,
@@ -41,11 +45,15 @@ int32_t DefaultShards() {
 }  // namespace
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
-          "host:port for gRPC (ledger.v1.Ledger, grpc.health.v1.Health, reflection); port 0 "
-          "picks a free port, printed at start");
+          "HOST:PORT for gRPC (ledger.v1.Ledger, grpc.health.v1.Health, reflection); :PORT is "
+          "every interface, [::1]:PORT an IPv6 address; port 0 picks a free port, printed at "
+          "start");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
-          "host:port for Prometheus metrics at GET /metrics; empty serves none; port 0 picks a "
-          "free port, printed at start");
+          "HOST:PORT for Prometheus metrics at GET /metrics, spelled as --listen; empty serves "
+          "none");
+ABSL_FLAG(bool, verbose, false,
+          "also print what gRPC, RocksDB and the metrics HTTP server log while ledgerd starts "
+          "(by default a refused start prints only ledgerd's own one-line reason)");
 ABSL_FLAG(int32_t, shards, DefaultShards(),
           "number of account shards, each one thread with its own mailbox (2 to 1024; default: "
           "the number of hardware threads, at least 2). Accounts map to shards by a stable hash");
@@ -193,11 +201,24 @@ absl::StatusOr<ledger::TransportLimits> TransportLimitsFromFlags() {
 // Reads the flags into options; InvalidArgument names the flag that is out of range.
 absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   ledger::ServerOptions options;
-  options.listen_address = absl::GetFlag(FLAGS_listen);
-  if (options.listen_address.empty()) {
-    return absl::InvalidArgumentError("--listen must be host:port; got an empty value");
+  absl::StatusOr<ledger::cli::HostPort> listen = ledger::cli::ParseHostPort(
+      "--listen", absl::GetFlag(FLAGS_listen), ledger::cli::AddressUse::kListen, 50051);
+  if (!listen.ok()) return listen.status();
+  options.listen_address = listen->ToString();
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<ledger::cli::HostPort> metrics = ledger::cli::ParseHostPort(
+        "--metrics_listen", metrics_listen, ledger::cli::AddressUse::kListen, 9464);
+    if (!metrics.ok()) return metrics.status();
+    // Debian's prometheus-cpp builds its HTTP server (civetweb) without IPv6.
+    if (absl::StrContains(metrics->host, ':')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics_listen takes an IPv4 address or a host name (the metrics HTTP server has no "
+          "IPv6); got \"",
+          metrics_listen, "\""));
+    }
+    options.metrics_listen_address = metrics->ToString();
   }
-  options.metrics_listen_address = absl::GetFlag(FLAGS_metrics_listen);
   options.version = LEDGER_VERSION;
   options.router.num_shards = absl::GetFlag(FLAGS_shards);
   const int64_t capacity = absl::GetFlag(FLAGS_mailbox_capacity);
@@ -331,9 +352,50 @@ int InitLedger(const ledger::storage::StoreOptions& storage) {
 constexpr absl::Duration kWatchdogInterval = absl::Seconds(1);
 constexpr absl::Duration kListenerStuckFor = absl::Seconds(5);
 
+// `address` (as parsed by OptionsFromFlags) with the port actually bound.
 std::string ListenAddressWithPort(const std::string& address, int port) {
-  const size_t colon = address.rfind(':');
-  return absl::StrCat(colon == std::string::npos ? address : address.substr(0, colon), ":", port);
+  absl::StatusOr<ledger::cli::HostPort> parsed =
+      ledger::cli::ParseHostPort("", address, ledger::cli::AddressUse::kListen, 0);
+  return parsed.ok() ? parsed->WithPort(port) : address;
+}
+
+// Binds `address` for a moment (SO_REUSEADDR, as the servers do) so that a port in use or an
+// address that is not this machine's is refused before the ledger is opened: a refused start
+// leaves --data_dir untouched, and prints no library noise. (A race with another process that
+// binds in between still fails cleanly in LedgerServer::Start.)
+absl::Status CheckCanListen(absl::string_view flag, const std::string& address) {
+  absl::StatusOr<ledger::cli::HostPort> parsed =
+      ledger::cli::ParseHostPort(flag, address, ledger::cli::AddressUse::kListen, 0);
+  if (!parsed.ok()) return parsed.status();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(parsed->port);
+  if (const int error = getaddrinfo(parsed->host.c_str(), port.c_str(), &hints, &found);
+      error != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen on ", address, ": ", gai_strerror(error), " (", flag, ")"));
+  }
+  int bind_errno = 0;
+  for (addrinfo* candidate = found; candidate != nullptr; candidate = candidate->ai_next) {
+    const int fd = socket(candidate->ai_family, candidate->ai_socktype, candidate->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    bind_errno = bind(fd, candidate->ai_addr, candidate->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+    if (bind_errno == 0) break;
+  }
+  freeaddrinfo(found);
+  if (bind_errno == 0) return absl::OkStatus();
+  const std::string why = bind_errno == EADDRINUSE      ? "the port is in use"
+                          : bind_errno == EADDRNOTAVAIL ? "the address is not one of this machine's"
+                          : bind_errno == EACCES ? "permission denied (ports below 1024 need root)"
+                                                 : std::strerror(bind_errno);
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen on ", address, ": ", why, " (", flag, ")"));
 }
 
 // Exit status when gRPC stopped accepting connections: a supervisor restarts ledgerd.
@@ -365,28 +427,43 @@ bool WaitForShutdownOrLostListener(SignalWatcher& signals, int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const ledger::cli::ProgramSpec program{
+      "ledgerd", __FILE__,
       "a sharded account ledger served over gRPC (ledger.v1.Ledger).\n"
+      "\n"
       "Usage:\n"
       "  ledgerd init --data_dir=DIR   create a new, empty ledger in DIR (missing or empty) and "
       "exit\n"
       "  ledgerd [--listen=HOST:PORT] [--data_dir=DIR] [--durability=sync|async|none] ...\n"
-      "                                serve the ledger in DIR (made by `ledgerd init`)");
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  const bool init = positional.size() >= 2 && std::string(positional[1]) == "init";
-  if (positional.size() > (init ? 2 : 1)) {
-    std::cerr << "ledgerd: unexpected argument \"" << positional[init ? 2 : 1]
-              << "\"; the only command is `init` (see --help)\n";
-    return kExitUsage;
+      "                                serve the ledger in DIR (made by `ledgerd init`)\n"
+      "\n"
+      "Exit status: 0 after a clean stop; 1 when start-up is refused or on a second signal; 2 for\n"
+      "a command line that is wrong (nothing was started); 3 when gRPC stopped accepting\n"
+      "connections (a supervisor should start ledgerd again)."};
+  const std::vector<std::string> positional =
+      ledger::cli::ParseCommandLineOrExit(argc, argv, program);
+  const bool init = !positional.empty() && positional[0] == "init";
+  if (positional.size() > (init ? 1 : 0)) {
+    const std::string& stray = positional[init ? 1 : 0];
+    const std::optional<std::string> close = ledger::cli::DidYouMean(stray, {std::string("init")});
+    ledger::cli::ExitUsage(
+        program, absl::StrCat("unexpected argument \"", stray, "\"; the only command is `init`",
+                              close.has_value() && !init ? " (did you mean init?)" : ""));
   }
 
   absl::StatusOr<ledger::ServerOptions> options = OptionsFromFlags();
-  if (!options.ok()) {
-    std::cerr << "ledgerd: " << options.status().message() << "\n";
-    return EXIT_FAILURE;
-  }
-  ledger::LimitLibraryLogs();
+  if (!options.ok()) ledger::cli::ExitUsage(program, options.status().message());
+  ledger::LimitLibraryLogs(/*quiet=*/!absl::GetFlag(FLAGS_verbose));
   if (init) return InitLedger(options->storage);
+  for (const auto& [flag, address] :
+       {std::pair<const char*, const std::string&>{"--listen", options->listen_address},
+        {"--metrics_listen", options->metrics_listen_address}}) {
+    if (address.empty()) continue;
+    if (absl::Status status = CheckCanListen(flag, address); !status.ok()) {
+      std::cerr << "ledgerd: " << status.message() << "\n";
+      return EXIT_FAILURE;
+    }
+  }
   // Before any connection: each is a descriptor, and gRPC 1.51 stops accepting for good once
   // accept() fails with EMFILE.
   // (Logged once the server is up, so that a refused start prints only its reason.)
@@ -399,6 +476,7 @@ int main(int argc, char** argv) {
     return EXIT_FAILURE;
   }
   signals.Start();
+  ledger::ShowLibraryLogs();  // Started: from now on the libraries' lines are worth seeing.
   if (!files.ok()) {
     std::cerr << "ledgerd: " << files.status().message() << "; continuing with the limit as is\n";
   } else {

@@ -1,5 +1,6 @@
 #include "server/library_logs.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -11,6 +12,10 @@
 
 namespace ledger {
 namespace {
+
+// Set while ledgerd starts without --verbose: the lines a refused start provokes (gRPC's "No
+// address added", ...) only repeat the reason ledgerd prints itself.
+std::atomic<bool> quiet{false};
 
 LogRateLimiter& GrpcLimiter() {
   static LogRateLimiter* limiter = new LogRateLimiter(kLibraryLogLinesPerSecond);
@@ -33,6 +38,7 @@ void WriteLine(const char* library, char severity, const char* file, int line, c
 }
 
 void GrpcLog(gpr_log_func_args* args) {
+  if (quiet.load(std::memory_order_relaxed)) return;
   const std::optional<int64_t> dropped = GrpcLimiter().Admit();
   if (!dropped.has_value()) return;
   const char severity = args->severity == GPR_LOG_SEVERITY_ERROR  ? 'E'
@@ -44,6 +50,7 @@ void GrpcLog(gpr_log_func_args* args) {
 void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
                  const std::string& message) {
   // A fatal line comes right before protobuf aborts the process: never drop it.
+  if (quiet.load(std::memory_order_relaxed) && level != google::protobuf::LOGLEVEL_FATAL) return;
   const std::optional<int64_t> dropped = level == google::protobuf::LOGLEVEL_FATAL
                                              ? std::optional<int64_t>(0)
                                              : ProtobufLimiter().Admit();
@@ -56,9 +63,12 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
 
 }  // namespace
 
-void LimitLibraryLogs() {
+void LimitLibraryLogs(bool quiet_until_shown) {
+  quiet.store(quiet_until_shown);
   gpr_set_log_function(GrpcLog);
   google::protobuf::SetLogHandler(ProtobufLog);
 }
+
+void ShowLibraryLogs() { quiet.store(false); }
 
 }  // namespace ledger

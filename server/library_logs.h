@@ -1,6 +1,7 @@
 // Defines `LimitLibraryLogs`: gRPC and protobuf log some failures once per request (a request
 // that does not parse, a broken connection), so a hostile client could fill the log and the disk
-// under it. This routes both libraries' lines through per-library rate limits.
+// under it. This routes both libraries' lines through per-library rate limits. While ledgerd
+// starts, the lines can also be held back: a refused start then prints only ledgerd's own reason.
 #ifndef LEDGER_SERVER_LIBRARY_LOGS_H_
 #define LEDGER_SERVER_LIBRARY_LOGS_H_
 
@@ -11,8 +12,12 @@ namespace ledger {
 inline constexpr int kLibraryLogLinesPerSecond = 20;
 
 // Installs the limited log handlers for gRPC and protobuf. Call once in main, before any other
-// thread starts (neither library's handler setter is thread-safe).
-void LimitLibraryLogs();
+// thread starts (neither library's handler setter is thread-safe). With `quiet`, every line is
+// dropped (uncounted) until ShowLibraryLogs.
+void LimitLibraryLogs(bool quiet = false);
+
+// Lets the libraries' lines through again (rate limited). Thread-safe.
+void ShowLibraryLogs();
 
 }  // namespace ledger
 

@@ -77,6 +77,9 @@ class StderrLogger final : public rocksdb::Logger {
   void Logv(const char* format, va_list arguments) override {
     char line[1024];
     std::vsnprintf(line, sizeof(line), format, arguments);
+    // DB::Open's failure also comes back as its status, which ledgerd reports in its own words
+    // (OpenRefusal): printed here too, it would only precede that message as noise.
+    if (absl::StrContains(line, "DB::Open() failed")) return;
     std::cerr << "ledgerd: rocksdb: " << line << "\n";
   }
 };

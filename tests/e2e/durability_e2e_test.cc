@@ -82,7 +82,7 @@ TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) 
     Subprocess loadtest({LOADTEST_PATH, "--target=127.0.0.1:" + std::to_string(port),
                          "--concurrency=32", "--duration=3s", "--warmup=0s", "--accounts=300",
                          "--deadline=2s", "--resolve_for=60s",
-                         "--run_id=crash" + std::to_string(cycle), "--json=" + json_path});
+                         "--run_id=crash" + std::to_string(cycle), "--json_file=" + json_path});
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
     ledgerd_->Signal(SIGKILL);
     ASSERT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), std::nullopt)  // Died by signal.

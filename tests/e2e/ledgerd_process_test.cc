@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <string_view>
@@ -276,8 +277,22 @@ TEST(LedgerdProcessTest, RefusesAPortInUse) {
   ASSERT_GT(port, 0) << first.output();
   Subprocess second(LedgerdArgs({"--listen=127.0.0.1:" + std::to_string(port)}));
   EXPECT_EQ(second.WaitForExit(), 1);
-  EXPECT_THAT(second.output(), HasSubstr("ledgerd: cannot listen on 127.0.0.1:" +
-                                         std::to_string(port) + ": the port is in use"));
+  EXPECT_EQ(second.output(), "ledgerd: cannot listen on 127.0.0.1:" + std::to_string(port) +
+                                 ": the port is in use (--listen)\n");
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.WaitForExit(), 0);
+}
+
+TEST(LedgerdProcessTest, ALedgerInUseIsRefusedWithOnlyLedgerdsOwnLine) {
+  const std::string data_dir_flag = testing_util::NewLedgerDirFlag();
+  Subprocess first({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  ASSERT_GT(StartAndReadPort(first), 0) << first.output();
+  Subprocess second({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  EXPECT_EQ(second.WaitForExit(), 1) << second.output();
+  // One line, ledgerd's: RocksDB's own "DB::Open() failed" warning is not printed before it.
+  EXPECT_THAT(second.output(), ::testing::StartsWith("ledgerd: data directory "));
+  EXPECT_THAT(second.output(), HasSubstr(" is in use by another process ("));
+  EXPECT_EQ(second.output().find('\n'), second.output().size() - 1) << second.output();
   first.Signal(SIGTERM);
   EXPECT_EQ(first.WaitForExit(), 0);
 }
@@ -289,11 +304,11 @@ struct BadFlagCase {
 
 class LedgerdBadFlagTest : public testing::TestWithParam<BadFlagCase> {};
 
-TEST_P(LedgerdBadFlagTest, IsRefusedAtStartWithAClearMessage) {
+TEST_P(LedgerdBadFlagTest, IsRefusedAtStartWithExitTwoAndOnlyItsMessage) {
   Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", GetParam().flag}));
-  EXPECT_EQ(ledgerd.WaitForExit(), 1) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr(GetParam().message));
-  EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("listening on")));
+  EXPECT_EQ(ledgerd.WaitForExit(), 2) << ledgerd.output();
+  EXPECT_EQ(ledgerd.output(), "ledgerd: " + GetParam().message +
+                                  "\n`ledgerd --help` explains the usage and every flag\n");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -301,16 +316,46 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         BadFlagCase{"--shards=1", "--shards must be 2 to 1024; got 1"},
         BadFlagCase{"--shards=1025", "--shards must be 2 to 1024; got 1025"},
-        BadFlagCase{"--shards=two", "Illegal value 'two' specified for flag 'shards'"},
+        BadFlagCase{"--shards=two",
+                    "Illegal value 'two' specified for flag 'shards'; an integer is needed"},
+        BadFlagCase{"--shard=2", "Unknown command line flag 'shard'; did you mean --shards?"},
         BadFlagCase{"--mailbox_capacity=0", "--mailbox_capacity must be 1 to 16777216; got 0"},
         BadFlagCase{"--mailbox_capacity=16777217",
                     "--mailbox_capacity must be 1 to 16777216; got 16777217"},
         BadFlagCase{"--max_batch=0", "--max_batch must be 1 to 65536; got 0"},
         BadFlagCase{"--overdraft_limit=-1", "--overdraft_limit must be 0 or more; got -1"},
         BadFlagCase{"--shutdown_grace=-1s", "--shutdown_grace must not be negative"},
-        BadFlagCase{"--shutdown_grace=soon", "Illegal value 'soon'"},
+        BadFlagCase{"--shutdown_grace=soon",
+                    "Illegal value 'soon' specified for flag 'shutdown_grace'; durations need a "
+                    "unit, e.g. 5s, 250ms or 1m30s"},
+        BadFlagCase{"--shutdown_grace=5",
+                    "Illegal value '5' specified for flag 'shutdown_grace'; durations need a "
+                    "unit, e.g. 5s, 250ms or 1m30s"},
         BadFlagCase{"--debug_handler_delay=-5ms", "--debug_handler_delay must not be negative"},
-        BadFlagCase{"--listen=", "--listen must be host:port; got an empty value"},
+        BadFlagCase{"--listen=",
+                    "--listen needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got an empty value"},
+        BadFlagCase{"--listen=localhost",
+                    "--listen needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got \"localhost\": "
+                    "no port"},
+        BadFlagCase{"--listen=:65536",
+                    "--listen needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got \":65536\": "
+                    "port 65536 is out of range (0 to 65535; 0 picks a free port)"},
+        BadFlagCase{"--listen=::1:50051",
+                    "--listen needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got \"::1:50051\": "
+                    "an IPv6 address needs brackets, e.g. [::1]:50051"},
+        BadFlagCase{"--metrics_listen=9766",
+                    "--metrics_listen needs HOST:PORT, e.g. 127.0.0.1:9766 or :9766; got "
+                    "\"9766\": no port"},
+        BadFlagCase{"--metrics_listen=localhost:metrics",
+                    "--metrics_listen needs HOST:PORT, e.g. 127.0.0.1:9464 or :9464; got "
+                    "\"localhost:metrics\": port \"metrics\" is not a number"},
+        BadFlagCase{"--metrics_listen=[::1]:9464",
+                    "--metrics_listen takes an IPv4 address or a host name (the metrics HTTP "
+                    "server has no IPv6); got \"[::1]:9464\""},
+        BadFlagCase{"serve", "unexpected argument \"serve\"; the only command is `init`"},
+        BadFlagCase{"int",
+                    "unexpected argument \"int\"; the only command is `init` (did you "
+                    "mean init?)"},
         BadFlagCase{"--max_concurrent_streams=0",
                     "--max_concurrent_streams must be 1 to 100000; got 0"},
         BadFlagCase{"--max_concurrent_streams=100001",
@@ -320,8 +365,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--max_receive_message_bytes=1023",
                     "--max_receive_message_bytes must be 1024 to 67108864; got 1023"},
         BadFlagCase{"--max_connection_age=0s", "--max_connection_age must be at least 1ms; got 0"},
-        BadFlagCase{"--handshake_timeout=-1s", "--handshake_timeout must be at least 1ms"},
-        BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"}),
+        BadFlagCase{"--handshake_timeout=-1s", "--handshake_timeout must be at least 1ms; got -1s"},
+        BadFlagCase{"--no_such_flag=1", "Unknown command line flag 'no_such_flag'"},
+        BadFlagCase{"--durability=fast", "--durability must be sync, async or none; got \"fast\""}),
     [](const testing::TestParamInfo<BadFlagCase>& info) {
       std::string name;
       for (char c : info.param.flag) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -330,18 +376,105 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   Subprocess ledgerd(LedgerdArgs({"--help"}));
-  ledgerd.WaitForExit();
-  for (const char* flag :
-       {"--listen", "--shards", "--mailbox_capacity", "--max_batch", "--overdraft_limit",
-        "--shutdown_grace", "--debug_handler_delay", "--data_dir", "--durability",
-        "--require_request_id", "--max_concurrent_streams", "--transport_memory_mb",
-        "--max_receive_message_bytes", "--max_connection_idle", "--max_connection_age",
-        "--handshake_timeout", "--keepalive_time", "--min_client_ping_interval"}) {
+  EXPECT_EQ(ledgerd.WaitForExit(), 0);
+  for (const char* flag : {"--listen",
+                           "--shards",
+                           "--mailbox_capacity",
+                           "--max_batch",
+                           "--overdraft_limit",
+                           "--shutdown_grace",
+                           "--debug_handler_delay",
+                           "--data_dir",
+                           "--durability",
+                           "--require_request_id",
+                           "--max_concurrent_streams",
+                           "--transport_memory_mb",
+                           "--max_receive_message_bytes",
+                           "--max_connection_idle",
+                           "--max_connection_age",
+                           "--handshake_timeout",
+                           "--keepalive_time",
+                           "--min_client_ping_interval",
+                           "--verbose",
+                           "--version"}) {
     EXPECT_THAT(ledgerd.output(), HasSubstr(flag)) << flag;
   }
   // Both forms: creating a ledger, and serving one.
   EXPECT_THAT(ledgerd.output(), HasSubstr("ledgerd init --data_dir=DIR"));
   EXPECT_THAT(ledgerd.output(), HasSubstr("serve the ledger in DIR (made by `ledgerd init`)"));
+  EXPECT_THAT(ledgerd.output(), HasSubstr("  --listen=STRING  (default: 0.0.0.0:50051)\n"));
+  EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("Flags from")));
+  EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("No flags matched")));
+  Subprocess short_form({LEDGERD_PATH, "-h"});
+  EXPECT_EQ(short_form.WaitForExit(), 0);
+  EXPECT_EQ(short_form.output(), ledgerd.output());
+}
+
+TEST(LedgerdProcessTest, VersionNamesTheCommitAndBuildType) {
+  Subprocess ledgerd({LEDGERD_PATH, "--version"});
+  EXPECT_EQ(ledgerd.WaitForExit(), 0);
+  EXPECT_THAT(ledgerd.output(),
+              ::testing::MatchesRegex("ledgerd [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit "
+                                      "([0-9a-f]+|unknown), [A-Za-z_ ]+ build\\)\n"));
+}
+
+TEST(LedgerdProcessTest, ListenWithOnlyAPortServesOnEveryInterface) {
+  Subprocess ledgerd(LedgerdArgs({"--listen=:0"}));
+  ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
+  const int port = testing_util::PortAfter(ledgerd.output(), "listening on 0.0.0.0:");
+  ASSERT_GT(port, 0) << ledgerd.output();
+  int64_t balance = 0;
+  ASSERT_TRUE(Deposit(*StubFor(port), "everywhere", 7, &balance).ok());
+  EXPECT_EQ(balance, 7);
+  ledgerd.Signal(SIGTERM);
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+}
+
+// Every file under `dir` with its size and modification time, one per line.
+std::string Listing(const std::filesystem::path& dir) {
+  std::string listing;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    listing += entry.path().string() + " " +
+               std::to_string(entry.is_regular_file() ? entry.file_size() : 0) + " " +
+               std::to_string(entry.last_write_time().time_since_epoch().count()) + "\n";
+  }
+  return listing;
+}
+
+TEST(LedgerdProcessTest, AStartRefusedForABusyPortTouchesNoDataDirectory) {
+  Subprocess first(LedgerdArgs({"--listen=127.0.0.1:0"}));
+  const int port = StartAndReadPort(first);
+  ASSERT_GT(port, 0) << first.output();
+  const int metrics_port = testing_util::PortAfter(first.output(), "metrics on http://127.0.0.1:");
+  ASSERT_GT(metrics_port, 0) << first.output();
+  testing_util::ScratchDir scratch;
+  const std::string ledger_dir = scratch.Sub("ledger");
+  testing_util::InitLedgerDir(ledger_dir);
+  const std::string before = Listing(ledger_dir);
+  struct {
+    std::string listen, metrics_listen, data_dir, message;
+  } cases[] = {
+      {"127.0.0.1:" + std::to_string(port), "", scratch.Sub("new"),
+       "ledgerd: cannot listen on 127.0.0.1:" + std::to_string(port) +
+           ": the port is in use (--listen)\n"},
+      {"127.0.0.1:" + std::to_string(port), "127.0.0.1:0", ledger_dir,
+       "ledgerd: cannot listen on 127.0.0.1:" + std::to_string(port) +
+           ": the port is in use (--listen)\n"},
+      {"127.0.0.1:0", "127.0.0.1:" + std::to_string(metrics_port), ledger_dir,
+       "ledgerd: cannot listen on 127.0.0.1:" + std::to_string(metrics_port) +
+           ": the port is in use (--metrics_listen)\n"},
+  };
+  for (const auto& c : cases) {
+    Subprocess second({LEDGERD_PATH, "--listen=" + c.listen, "--metrics_listen=" + c.metrics_listen,
+                       "--data_dir=" + c.data_dir});
+    EXPECT_EQ(second.WaitForExit(), 1) << second.output();
+    // Only ledgerd's own line: no gRPC, RocksDB or civetweb noise before it.
+    EXPECT_EQ(second.output(), c.message);
+  }
+  EXPECT_FALSE(std::filesystem::exists(scratch.Sub("new")));
+  EXPECT_EQ(Listing(ledger_dir), before);
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.WaitForExit(), 0);
 }
 
 }  // namespace

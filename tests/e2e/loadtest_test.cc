@@ -48,8 +48,8 @@ class LoadtestTest : public testing::Test {
 
   // Runs the load test; returns its exit code and leaves its JSON report in json_.
   int RunLoadtest(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json=" + json_path_,
-                                 "--shards=2", "--warmup=0s"});
+    flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
+                                 "--server_shards=2", "--warmup=0s"});
     Subprocess loadtest(flags);
     const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
     output_ = loadtest.output();
@@ -111,6 +111,66 @@ TEST_F(LoadtestTest, BadFlagsExitWithUsageCode) {
     EXPECT_EQ(RunLoadtest(flags), 2) << flags[0] << ": " << output_;
     EXPECT_THAT(output_, HasSubstr("ledger-loadtest: ")) << flags[0];
   }
+}
+
+TEST_F(LoadtestTest, JsonPrintsTheReportAsJsonOnStdoutInsteadOfText) {
+  StartLedgerd({"--shards=2"});
+  Subprocess loadtest({"/bin/sh", "-c",
+                       std::string(LOADTEST_PATH) + " --target=" + target_ +
+                           " --json --requests=200 --duration=0s --warmup=0s --server_shards=2 "
+                           "--accounts=20 2>/dev/null"});
+  ASSERT_EQ(loadtest.WaitForExit(std::chrono::seconds(60)), 0) << loadtest.output();
+  const std::string& out = loadtest.output();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.front(), '{') << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "one line: " << out;
+  EXPECT_THAT(out, HasSubstr("\"verification\":\"PASS\""));
+  EXPECT_THAT(out, HasSubstr("\"shards\":[{\"calls\":"));
+  EXPECT_THAT(out, Not(HasSubstr("verification: PASS")));  // The text report.
+}
+
+struct FlagCase {
+  std::vector<std::string> args;
+  std::string message;  // The first line of the output; exit 2.
+};
+
+class LoadtestFlagTest : public testing::TestWithParam<FlagCase> {};
+
+TEST_P(LoadtestFlagTest, IsRefusedWithExitTwoAndAHint) {
+  std::vector<std::string> argv = {LOADTEST_PATH, "--target=127.0.0.1:1"};
+  argv.insert(argv.end(), GetParam().args.begin(), GetParam().args.end());
+  Subprocess loadtest(argv);
+  EXPECT_EQ(loadtest.WaitForExit(std::chrono::seconds(30)), 2) << loadtest.output();
+  EXPECT_EQ(loadtest.output().substr(0, loadtest.output().find('\n')),
+            "ledger-loadtest: " + GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LoadtestFlagTest,
+    testing::Values(
+        FlagCase{{"--duration=10"},
+                 "Illegal value '10' specified for flag 'duration'; durations need a unit, e.g. "
+                 "5s, 250ms or 1m30s"},
+        FlagCase{{"--json=out.json"},
+                 "Illegal value 'out.json' specified for flag 'json'; use true or false"},
+        FlagCase{{"--shards=2"}, "Unknown command line flag 'shards'"},
+        FlagCase{{"--server_shards=1025"}, "--server_shards must be 0 to 1024"},
+        FlagCase{{"--target=ledger"},
+                 "--target needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got \"ledger\": no "
+                 "port"},
+        FlagCase{{"--concurency=8"},
+                 "Unknown command line flag 'concurency'; did you mean --concurrency?"},
+        FlagCase{{"run"}, "unexpected argument \"run\"; ledger-loadtest takes only flags"}));
+
+TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
+  Subprocess help({LOADTEST_PATH, "--help"});
+  EXPECT_EQ(help.WaitForExit(), 0);
+  for (const char* flag : {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
+                           "must equal the server's --shards", "--concurrency", "--version"}) {
+    EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
+  }
+  EXPECT_THAT(help.output(), Not(HasSubstr("No flags matched")));
+  EXPECT_THAT(help.output(), Not(HasSubstr("Flags from")));
 }
 
 }  // namespace

@@ -135,6 +135,7 @@ TEST_F(TlsE2eTest, ServerNameVerifiesACertificateThatDoesNotListTheTargetsHost) 
 }
 
 TEST_F(TlsE2eTest, LedgerctlNamesAClientFlagThatCannotWork) {
+  port_ = 1;  // No server: port 0 would be refused as a --target first.
   Result no_key = Ledgerctl({"--tls_cert_file=" + pki_.Cert("payments"), "balance", "alice"});
   EXPECT_EQ(no_key.exit_code, 2) << no_key.output;
   EXPECT_THAT(no_key.output, HasSubstr("ledgerctl: --tls_cert_file and --tls_key_file go "
