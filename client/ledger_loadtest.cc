@@ -285,6 +285,17 @@ class ServerWatch {
     std::lock_guard<std::mutex> lock(mu_);
     return last_error_.empty() ? "no error seen" : last_error_;
   }
+  // For a progress line: "" while ledgerd answers, else "; no answer from ledgerd for 3s (last
+  // error: ...)".
+  std::string Silence() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto silent = Clock::now() - last_answer_;
+    if (silent < std::chrono::seconds(1)) return "";
+    return absl::StrCat(
+        "; no answer from ledgerd for ",
+        absl::FormatDuration(absl::Trunc(absl::FromChrono(silent), absl::Seconds(1))),
+        last_error_.empty() ? "" : absl::StrCat(" (last error: ", last_error_, ")"));
+  }
 
  private:
   mutable std::mutex mu_;
@@ -420,6 +431,10 @@ class Driver {
   double measured_seconds() const { return measured_seconds_; }
   StopReason stop_reason() const { return stop_reason_; }
   v1::Ledger::Stub& stub() { return *stubs_[0]; }
+  // One fail-fast Balance call (deadline 1 s): when ledgerd cannot be reached, its status says
+  // why (connection refused, TLS handshake, ...), where a waiting call only says
+  // DEADLINE_EXCEEDED. Thread-safe.
+  grpc::Status Probe();
 
  private:
   struct Call {
@@ -491,17 +506,20 @@ absl::Status Driver::Connect(absl::Duration timeout) {
     connected = connected && channel->WaitForConnected(deadline);
   }
   if (connected) return absl::OkStatus();
-  // Why: one fail-fast call reports the channel's last connection error.
+  const grpc::Status status = Probe();
+  if (ServerAnswered(status.error_code())) return absl::OkStatus();  // Just came up.
+  return absl::UnavailableError(absl::StrCat("cannot connect to ledgerd at ", options_.target,
+                                             " within ", absl::FormatDuration(timeout), ": ",
+                                             Describe(status)));
+}
+
+grpc::Status Driver::Probe() {
   v1::BalanceRequest request;
   request.set_account_id(names_[0]);
   v1::BalanceResponse response;
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(absl::Seconds(1)));
-  const grpc::Status status = stub().Balance(&context, request, &response);
-  if (ServerAnswered(status.error_code())) return absl::OkStatus();  // Just came up.
-  return absl::UnavailableError(absl::StrCat("cannot connect to ledgerd at ", options_.target,
-                                             " within ", absl::FormatDuration(timeout), ": ",
-                                             Describe(status)));
+  return stub().Balance(&context, request, &response);
 }
 
 bool Driver::ClaimCall(bool* measured) {
@@ -660,7 +678,7 @@ void Driver::Supervise() {
       phase_ = kStopping;
       return;
     }
-    if (show && now - last_line >= std::chrono::seconds(1)) {
+    if (show && tick % 10 == 0) {
       std::cerr << ProgressLine(now, std::chrono::duration<double>(now - last_line).count())
                 << "\n";
       last_line = now;
@@ -677,6 +695,16 @@ std::string Driver::ProgressLine(Clock::time_point now, double interval_seconds)
   if (interval.answered_ever == 0 && interval.ok.count() == 0) {
     return absl::StrCat(head, " no answer from ", options_.target, " yet; ", in_flight,
                         " calls in flight",
+                        interval.unknown > 0
+                            ? absl::StrCat(", ", interval.unknown, " ended ", interval.last_unknown)
+                            : "");
+  }
+  if (interval.ok.count() + interval.refused + interval.shed == 0) {
+    return absl::StrCat(head, " no answer from ", options_.target, " in this second; ", in_flight,
+                        " calls in flight",
+                        options_.wait_for_ready ? " (waiting for the connection until their "
+                                                  "--deadline)"
+                                                : "",
                         interval.unknown > 0
                             ? absl::StrCat(", ", interval.unknown, " ended ", interval.last_unknown)
                             : "");
@@ -748,10 +776,7 @@ BalanceReads ReadBalances(Driver& driver, const Options& options) {
   ServerWatch watch;
   ProgressTicker ticker(ShowProgress(options), [&](double seconds) {
     return absl::StrFormat("[verify %4.0fs] %d of %d balances read%s", seconds, read.load(),
-                           touched.size(),
-                           watch.Gone(absl::Seconds(1))
-                               ? absl::StrCat("; no answer from ledgerd: ", watch.last_error())
-                               : "");
+                           touched.size(), watch.Silence());
   });
   constexpr int kReaders = 4;
   std::vector<std::thread> readers;
@@ -884,10 +909,7 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
     return absl::StrFormat(
         "[settle %4.0fs of %s] %d of %d ambiguous calls settled (%d applied, %d not applied)%s",
         seconds, absl::FormatDuration(options.resolve_for), settled, calls.size(), applied.load(),
-        not_applied.load(),
-        watch.Gone(absl::Seconds(1))
-            ? absl::StrCat("; no answer from ledgerd: ", watch.last_error())
-            : "");
+        not_applied.load(), watch.Silence());
   });
   // Watches for a signal or a server that is gone, and stops the resolvers.
   std::atomic<bool> resolvers_done{false};
@@ -896,9 +918,9 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
       if (Interrupted()) {
         result.stopped = absl::StrCat("interrupted by ", SignalName(g_signal.load()));
       } else if (watch.Gone(GoneAfter(options))) {
-        result.stopped =
-            absl::StrCat("no answer from ledgerd at ", options.target, " for ",
-                         absl::FormatDuration(GoneAfter(options)), " (", watch.last_error(), ")");
+        result.stopped = absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                                      absl::FormatDuration(GoneAfter(options)), " (",
+                                      Describe(driver.Probe()), ")");
         result.server_gone = true;
       }
       if (!result.stopped.empty()) {

@@ -178,7 +178,28 @@ TEST_F(LoadtestTest, ServerKilledMidRunEndsInBoundedTimeWithAMessage) {
   EXPECT_THAT(json_, HasSubstr("\"verification\":\"INCOMPLETE\""));
   // Verification showed progress while it waited.
   EXPECT_THAT(output_, HasSubstr("] 0 of "));
-  EXPECT_THAT(output_, HasSubstr("balances read; no answer from ledgerd: UNAVAILABLE"));
+  EXPECT_THAT(output_, HasSubstr("balances read; no answer from ledgerd for "));
+}
+
+TEST_F(LoadtestTest, ServerKilledMidRunStopsSettlingAndSaysWhy) {
+  StartLedgerd({"--shards=2"});
+  const auto start = std::chrono::steady_clock::now();
+  auto loadtest = StartLoadtest({"--duration=3s", "--resolve_for=60s", "--deadline=1s",
+                                 "--concurrency=16", "--accounts=100", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  ledgerd_->Signal(SIGKILL);
+  ledgerd_->WaitForExit();
+  ledgerd_.reset();
+  // Not the 60 s of --resolve_for: 5 s without any answer while settling ends it.
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(20)), 5) << output_;
+  EXPECT_LT(SecondsSince(start), 20.0);
+  EXPECT_THAT(output_, HasSubstr("verification: INCOMPLETE (settling ambiguous calls stopped: no "
+                                 "answer from ledgerd at " +
+                                 target_ + " for 5s (UNAVAILABLE: "));
+  EXPECT_THAT(output_, HasSubstr("Connection refused"));
+  EXPECT_THAT(output_, HasSubstr("ambiguous calls settled (0 applied, 0 not applied); no answer "
+                                 "from ledgerd for "));
+  EXPECT_GT(JsonNumber(json_, "unresolved"), 0) << json_;
 }
 
 TEST_F(LoadtestTest, SigintMidRunPrintsThePartialReportAndExits130) {
