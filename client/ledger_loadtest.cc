@@ -636,7 +636,11 @@ void Driver::RunOpenLoop() {
   std::unique_ptr<Workload> workload = NewWorkload();  // This thread's alone.
   for (uint64_t i = 0; !Stopping(); ++i) {
     const auto intended = start + std::chrono::duration_cast<Clock::duration>(period * i);
-    std::this_thread::sleep_until(intended);
+    // In steps of at most 100 ms, so that a stop is seen soon even at a low --rate.
+    while (!Stopping() && Clock::now() < intended) {
+      std::this_thread::sleep_until(
+          std::min(intended, Clock::now() + std::chrono::milliseconds(100)));
+    }
     bool measured = false;
     if (!ClaimCall(&measured)) break;
     const PlannedCall plan = workload->Next();
@@ -974,7 +978,8 @@ std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
 struct RunOutcome {
   Stats::Snapshot stats;
   double seconds = 0;
-  std::string interrupted;  // "SIGINT", "SIGTERM", or empty.
+  std::string interrupted;           // "SIGINT", "SIGTERM", or empty.
+  bool measurement_complete = true;  // False when a signal cut the measurement short.
   // PASS, FAIL, SKIPPED (--verify=false or a signal) or INCOMPLETE (ledgerd gone, or the reads
   // were refused or out of time).
   std::string verification = "SKIPPED";
@@ -1022,7 +1027,9 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   std::ostringstream report;
   if (!o.interrupted.empty()) {
     report << "INTERRUPTED by " << o.interrupted << ": partial report, "
-           << (o.seconds > 0 ? "measured until the signal" : "nothing measured (still warming up)")
+           << (o.measurement_complete ? "the measurement was complete"
+               : o.seconds > 0        ? "measured until the signal"
+                                      : "nothing measured (still warming up)")
            << "\n";
   }
   report << absl::StrFormat("measured %.1f s: %d calls, %.0f OK/s, %.0f attempted/s\n", o.seconds,
@@ -1118,6 +1125,7 @@ int Main() {
   RunOutcome outcome;
   outcome.stats = driver.stats().Take();
   outcome.seconds = driver.measured_seconds();
+  outcome.measurement_complete = driver.stop_reason() != StopReason::kInterrupted;
   Verify(driver, *options, outcome);
   if (Interrupted()) outcome.interrupted = SignalName(g_signal.load());
   std::cout << TextReport(*options, outcome) << std::flush;
