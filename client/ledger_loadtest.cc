@@ -281,10 +281,6 @@ class ServerWatch {
     std::lock_guard<std::mutex> lock(mu_);
     return Clock::now() - last_answer_ >= absl::ToChronoNanoseconds(gone_after);
   }
-  std::string last_error() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_error_.empty() ? "no error seen" : last_error_;
-  }
   // For a progress line: "" while ledgerd answers, else "; no answer from ledgerd for 3s (last
   // error: ...)".
   std::string Silence() const {
