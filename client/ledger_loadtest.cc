@@ -750,6 +750,59 @@ struct BalanceReads {
   bool server_gone = false;
 };
 
+// Why reading one balance stopped without it.
+struct ReadStop {
+  std::string why;
+  bool server_gone = false;
+};
+
+// Reads `account`'s balance into `balance` (nullopt: NOT_FOUND, which means 0), retrying shed
+// and unanswered reads with a back-off (a loaded server may shed them too). Returns why it
+// stopped instead: a refusal, ledgerd gone (per `watch`), `give_up`, a signal, or `stop`.
+std::optional<ReadStop> ReadOneBalance(Driver& driver, const Options& options, size_t account,
+                                       absl::Time give_up, ServerWatch& watch,
+                                       const std::atomic<bool>& stop,
+                                       std::optional<int64_t>* balance) {
+  v1::BalanceRequest request;
+  request.set_account_id(driver.names()[account]);
+  auto backoff = std::chrono::milliseconds(5);
+  while (!stop) {
+    v1::BalanceResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
+    const grpc::Status status = driver.stub().Balance(&context, request, &response);
+    const grpc::StatusCode code = status.error_code();
+    if (code == grpc::StatusCode::OK || code == grpc::StatusCode::NOT_FOUND) {
+      if (code == grpc::StatusCode::OK) *balance = response.balance();
+      watch.Answered();
+      return std::nullopt;
+    }
+    if (ServerAnswered(code)) {
+      watch.Answered();
+    } else {
+      watch.NotAnswered(status);
+    }
+    if (Interrupted()) return ReadStop{absl::StrCat("interrupted by ", SignalName(g_signal))};
+    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
+      return ReadStop{absl::StrCat("reading ", request.account_id(), ": ", Describe(status))};
+    }
+    if (watch.Gone(GoneAfter(options))) {
+      return ReadStop{
+          absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                       absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
+          true};
+    }
+    if (absl::Now() >= give_up) {
+      return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
+                                   absl::FormatDuration(kVerifyTimeLimit), " plus ",
+                                   absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+  return ReadStop{"another read stopped"};
+}
+
 // Reads every touched account's balance, a few calls at a time. Stops early, with the reason in
 // `failure`, when a read is refused for good, when ledgerd is gone (GoneAfter), when the overall
 // bound passes, or on a signal.
@@ -765,14 +818,6 @@ BalanceReads ReadBalances(Driver& driver, const Options& options) {
   std::atomic<int64_t> read{0};
   std::atomic<bool> stop{false};
   std::mutex failure_mu;
-  auto fail = [&](std::string failure, bool server_gone) {
-    std::lock_guard<std::mutex> lock(failure_mu);
-    if (result.failure.empty()) {
-      result.failure = std::move(failure);
-      result.server_gone = server_gone;
-    }
-    stop = true;
-  };
   ServerWatch watch;
   ProgressTicker ticker(ShowProgress(options), [&](double seconds) {
     return absl::StrFormat("[verify %4.0fs] %d of %d balances read%s", seconds, read.load(),
@@ -784,42 +829,18 @@ BalanceReads ReadBalances(Driver& driver, const Options& options) {
   for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&] {
       for (size_t i = next.fetch_add(1); i < touched.size() && !stop; i = next.fetch_add(1)) {
-        v1::BalanceRequest request;
-        request.set_account_id(driver.names()[touched[i]]);
-        // A loaded server may shed these reads too: back off and retry, within the bounds.
-        auto backoff = std::chrono::milliseconds(5);
-        while (!stop) {
-          v1::BalanceResponse response;
-          grpc::ClientContext context;
-          context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
-          const grpc::Status status = driver.stub().Balance(&context, request, &response);
-          const grpc::StatusCode code = status.error_code();
-          if (code == grpc::StatusCode::OK || code == grpc::StatusCode::NOT_FOUND) {
-            if (code == grpc::StatusCode::OK) result.balances[touched[i]] = response.balance();
-            read.fetch_add(1);
-            watch.Answered();
-            break;
-          }
-          if (ServerAnswered(code)) watch.Answered();
-          if (!ServerAnswered(code)) watch.NotAnswered(status);
-          if (Interrupted()) {
-            fail(absl::StrCat("interrupted by ", SignalName(g_signal.load())), false);
-          } else if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
-            fail(absl::StrCat("reading ", request.account_id(), ": ", Describe(status)), false);
-          } else if (watch.Gone(GoneAfter(options))) {
-            fail(
-                absl::StrCat("no answer from ledgerd at ", options.target, " for ",
-                             absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
-                true);
-          } else if (absl::Now() >= give_up) {
-            fail(absl::StrCat("reading the balances took longer than ",
-                              absl::FormatDuration(time_limit)),
-                 false);
-          }
-          if (stop) break;
-          std::this_thread::sleep_for(backoff);
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+        std::optional<ReadStop> stopped = ReadOneBalance(driver, options, touched[i], give_up,
+                                                         watch, stop, &result.balances[touched[i]]);
+        if (!stopped.has_value()) {
+          read.fetch_add(1);
+          continue;
         }
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!stop.exchange(true)) {  // The first reason is the one reported.
+          result.failure = std::move(stopped->why);
+          result.server_gone = stopped->server_gone;
+        }
+        return;
       }
     });
   }
