@@ -229,6 +229,24 @@ TEST_F(LoadtestTest, SigtermMidRunExits143) {
   EXPECT_THAT(output_, HasSubstr("INTERRUPTED by SIGTERM: partial report"));
 }
 
+TEST_F(LoadtestTest, SigintWhileSettlingStopsThereAndExits130) {
+  StartLedgerd({"--shards=2"});
+  auto loadtest = StartLoadtest(
+      {"--duration=2s", "--resolve_for=60s", "--deadline=1s", "--concurrency=8", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  ledgerd_->Signal(SIGSTOP);  // Calls now time out: ambiguous, and unsettled while it sleeps.
+  EXPECT_TRUE(loadtest->WaitForOutput("[settle ")) << loadtest->output();
+  const auto start = std::chrono::steady_clock::now();
+  loadtest->Signal(SIGINT);
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(10)), 130) << output_;
+  EXPECT_LT(SecondsSince(start), 3.0);  // The calls in flight end by their 1 s deadline.
+  ledgerd_->Signal(SIGCONT);
+  EXPECT_THAT(output_, HasSubstr("INTERRUPTED by SIGINT: partial report, the measurement was "
+                                 "complete\n"));
+  EXPECT_THAT(output_, HasSubstr("verification: SKIPPED (settling ambiguous calls stopped: "
+                                 "interrupted by SIGINT)\n"));
+}
+
 TEST_F(LoadtestTest, SecondSigintExitsAtOnceWhileCallsHang) {
   StartLedgerd({"--shards=2"});
   auto loadtest =
