@@ -1,5 +1,6 @@
 // ledger-loadtest: drives ledgerd hard, reports what a capacity planner needs, and checks at the
 // end that no money was lost or invented.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -28,6 +30,7 @@
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "client/channel_credentials.h"
+#include "client/exit_codes.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
 #include "client/workload.h"
@@ -171,15 +174,154 @@ absl::StatusOr<Options> OptionsFromFlags() {
   return o;
 }
 
+// Bounds on every wait outside the measurement itself (which --duration, --requests and
+// --deadline bound).
+// How long the start may take to reach ledgerd before the run is refused.
+constexpr absl::Duration kConnectTimeout = absl::Seconds(3);
+// While settling or verifying: ledgerd counts as gone when nothing at all has come back from it
+// (no answer of any code, only UNAVAILABLE or DEADLINE_EXCEEDED) for this long, or for twice
+// --deadline if that is longer. A restart takes well under this.
+constexpr absl::Duration kGoneAfter = absl::Seconds(5);
+// Verification reads: an overall bound, plus this much per account read.
+constexpr absl::Duration kVerifyTimeLimit = absl::Seconds(60);
+constexpr absl::Duration kVerifyTimePerAccount = absl::Milliseconds(1);
+
+// The first SIGINT or SIGTERM (0: none yet). Set by the signal handler only; read by every loop,
+// which then stops. A second signal exits at once from the handler.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
+
+void OnSignal(int signal_number) {
+  int none = 0;
+  if (!g_signal.compare_exchange_strong(none, signal_number)) {
+    constexpr char kAgain[] = "\nledger-loadtest: interrupted again; exiting at once\n";
+    (void)!write(STDERR_FILENO, kAgain, sizeof(kAgain) - 1);
+    _exit(128 + signal_number);
+  }
+  constexpr char kFirst[] =
+      "\nledger-loadtest: interrupted; stopping and printing the partial report (press Ctrl-C "
+      "again to exit at once)\n";
+  (void)!write(STDERR_FILENO, kFirst, sizeof(kFirst) - 1);
+}
+
+void InstallSignalHandlers() {
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+bool Interrupted() { return g_signal.load() != 0; }
+const char* SignalName(int signal_number) {
+  return signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+bool ShowProgress(const Options& options) { return options.progress || isatty(STDERR_FILENO); }
+
+// "UNAVAILABLE: failed to connect to all addresses; ..."
+std::string Describe(const grpc::Status& status) {
+  return absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message());
+}
+
+// Whether `code` came from the server (any answer, refusals and shedding included), as opposed to
+// a call that never reached it or never came back.
+bool ServerAnswered(grpc::StatusCode code) {
+  return code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+         code != grpc::StatusCode::CANCELLED;
+}
+
+absl::Duration GoneAfter(const Options& options) {
+  return std::max(kGoneAfter, 2 * options.deadline);
+}
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration duration) {
+  return std::chrono::system_clock::now() + absl::ToChronoNanoseconds(duration);
+}
+
+// Calls `line` and prints what it returns on stderr once a second, from its own thread, until
+// destroyed (when `show`; else does nothing). Not thread-safe; `line` must be.
+class ProgressTicker {
+ public:
+  ProgressTicker(bool show, std::function<std::string(double seconds)> line) {
+    if (!show) return;
+    thread_ = std::thread([this, line = std::move(line)] {
+      const auto start = Clock::now();
+      std::unique_lock<std::mutex> lock(mu_);
+      for (int second = 1;; ++second) {
+        if (cv_.wait_until(lock, start + std::chrono::seconds(second), [this] { return done_; })) {
+          return;
+        }
+        std::cerr << line(std::chrono::duration<double>(Clock::now() - start).count()) << "\n";
+      }
+    });
+  }
+  ~ProgressTicker() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  ProgressTicker(const ProgressTicker&) = delete;
+  ProgressTicker& operator=(const ProgressTicker&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// The last time anything came back from the server, and the last error of a call that did not
+// reach it. Thread-safe.
+class ServerWatch {
+ public:
+  ServerWatch() : last_answer_(Clock::now()) {}
+  void Answered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_answer_ = Clock::now();
+  }
+  void NotAnswered(const grpc::Status& status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_error_ = Describe(status);
+  }
+  // True when nothing has come back for `gone_after`.
+  bool Gone(absl::Duration gone_after) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Clock::now() - last_answer_ >= absl::ToChronoNanoseconds(gone_after);
+  }
+  // For a progress line: "" while ledgerd answers, else "; no answer from ledgerd for 3s (last
+  // error: ...)".
+  std::string Silence() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto silent = Clock::now() - last_answer_;
+    if (silent < std::chrono::seconds(1)) return "";
+    return absl::StrCat(
+        "; no answer from ledgerd for ",
+        absl::FormatDuration(absl::Trunc(absl::FromChrono(silent), absl::Seconds(1))),
+        last_error_.empty() ? "" : absl::StrCat(" (last error: ", last_error_, ")"));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Clock::time_point last_answer_;
+  std::string last_error_;
+};
+
 // Everything measured. Thread-safe.
 class Stats {
  public:
   explicit Stats(int32_t shards) : shard_calls_(shards), shard_sheds_(shards) {}
 
+  // Every call counts in the progress interval; only measured ones in the report.
   void Record(grpc::StatusCode code, std::chrono::nanoseconds latency, int32_t shard,
               bool measured) {
-    if (!measured) return;  // Warm-up and drain calls are verified, not reported.
     std::lock_guard<std::mutex> lock(mu_);
+    RecordInterval(code, latency);
+    if (!measured) return;  // Warm-up calls are verified, not reported.
     ++codes_[static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2];
     ++attempted_;
     if (code == grpc::StatusCode::OK) ok_.Record(latency);
@@ -205,14 +347,49 @@ class Stats {
     return {ok_, shed_, codes_, attempted_, not_sent_, shard_calls_, shard_sheds_};
   }
 
+  // Calls finished since the last TakeInterval, warm-up included, for the progress line.
+  struct Interval {
+    LatencyHistogram ok;
+    uint64_t refused = 0;  // A ledger rule's answer (FAILED_PRECONDITION, NOT_FOUND, ...).
+    uint64_t shed = 0;
+    uint64_t unknown = 0;  // DEADLINE_EXCEEDED, UNAVAILABLE, CANCELLED: outcome not known.
+    std::string last_unknown;
+    uint64_t answered_ever = 0;
+  };
+  Interval TakeInterval() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Interval taken = std::move(interval_);
+    interval_ = Interval{};
+    interval_.answered_ever = taken.answered_ever;
+    return taken;
+  }
+
  private:
+  void RecordInterval(grpc::StatusCode code, std::chrono::nanoseconds latency) {
+    if (code == grpc::StatusCode::OK) {
+      interval_.ok.Record(latency);
+    } else if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++interval_.shed;
+    } else if (!ServerAnswered(code)) {
+      ++interval_.unknown;
+      interval_.last_unknown = StatusCodeName(code);
+    } else {
+      ++interval_.refused;
+    }
+    if (ServerAnswered(code)) ++interval_.answered_ever;
+  }
+
   mutable std::mutex mu_;
   LatencyHistogram ok_, shed_;
   std::array<uint64_t, kStatusCodeCount> codes_{};
   uint64_t attempted_ = 0;
   uint64_t not_sent_ = 0;
   std::vector<uint64_t> shard_calls_, shard_sheds_;
+  Interval interval_;
 };
+
+// Why the measurement stopped.
+enum class StopReason { kTimeUp, kRequestsDone, kInterrupted };
 
 // Runs the calls: one Call object per RPC, finished by gRPC's callback.
 class Driver {
@@ -230,8 +407,9 @@ class Driver {
       arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
       arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      stubs_.push_back(v1::Ledger::NewStub(
-          NewLedgerChannel(options.target, options.tls, options.credentials, arguments)));
+      channels_.push_back(
+          NewLedgerChannel(options.target, options.tls, options.credentials, arguments));
+      stubs_.push_back(v1::Ledger::NewStub(channels_.back()));
     }
     for (int64_t i = 0; i < options.accounts; ++i) {
       names_.push_back(absl::StrCat(options.run_id, "-acct-", i));
@@ -247,6 +425,11 @@ class Driver {
     std::string request_id;
   };
 
+  // Waits up to `timeout` for every channel's connection. On failure, the error of one fail-fast
+  // call says why (connection refused, TLS handshake, ...). Before Run.
+  absl::Status Connect(absl::Duration timeout);
+  // Measures until --duration or --requests is reached or a signal arrives, then waits (bounded
+  // by --deadline) for the calls still in flight.
   void Run();
   LedgerBook& book() { return book_; }
   // After Run.
@@ -254,7 +437,12 @@ class Driver {
   const Stats& stats() const { return stats_; }
   const std::vector<std::string>& names() const { return names_; }
   double measured_seconds() const { return measured_seconds_; }
+  StopReason stop_reason() const { return stop_reason_; }
   v1::Ledger::Stub& stub() { return *stubs_[0]; }
+  // One fail-fast Balance call (deadline 1 s): when ledgerd cannot be reached, its status says
+  // why (connection refused, TLS handshake, ...), where a waiting call only says
+  // DEADLINE_EXCEEDED. Thread-safe.
+  grpc::Status Probe();
 
  private:
   struct Call {
@@ -273,22 +461,30 @@ class Driver {
     bool measured = false;
   };
 
+  // Whether one more call may start, and whether it is measured: never once stopping, and never
+  // past --requests measured calls (a ticket taken atomically, so no two callers get the last).
+  bool ClaimCall(bool* measured);
   void Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
-             Clock::time_point intended_start);
+             Clock::time_point intended_start, bool measured);
   void Finish(Call* call, const grpc::Status& status);
   // Every path that ends a call goes through here: the last one wakes Run.
   void ReleaseInFlight();
   std::unique_ptr<Workload> NewWorkload();
   bool Measuring() const { return phase_.load() == kMeasuring; }
   bool Stopping() const { return phase_.load() == kStopping; }
-  void RunClosedLoop();
+  void StartClosedLoop();
   void RunOpenLoop();
-  void ReportProgress(Clock::time_point start);
+  // Moves through warm-up and measurement, prints progress, and sets kStopping at the end.
+  void Supervise();
+  // After kStopping: waits for the calls in flight, printing progress.
+  void Drain();
+  std::string ProgressLine(Clock::time_point now, double interval_seconds);
 
   enum Phase { kWarmingUp, kMeasuring, kStopping };
 
   const Options& options_;
   const AccountDistribution* accounts_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Ledger::Stub>> stubs_;
   std::vector<std::string> names_;
   std::vector<int32_t> shard_of_;
@@ -296,25 +492,60 @@ class Driver {
   Stats stats_;
   std::atomic<int> phase_{kWarmingUp};
   std::atomic<uint64_t> sequence_{0};
-  std::atomic<int64_t> measured_issued_{0};
+  // Measured calls claimed so far (may pass --requests by the refused claims; never sent).
+  std::atomic<int64_t> measured_claimed_{0};
   std::atomic<int64_t> in_flight_{0};
   std::mutex done_mu_;
   std::condition_variable done_cv_;
+  // Written by the thread that runs Run only.
+  Clock::time_point start_;
+  Clock::time_point measure_start_;
   double measured_seconds_ = 0;
+  StopReason stop_reason_ = StopReason::kTimeUp;
+  bool phase_at_stop_was_measuring_ = false;
   std::mutex ambiguous_mu_;
   std::vector<AmbiguousCall> ambiguous_;
 };
 
+absl::Status Driver::Connect(absl::Duration timeout) {
+  const auto deadline = DeadlineIn(timeout);
+  bool connected = true;
+  for (const std::shared_ptr<grpc::Channel>& channel : channels_) {
+    connected = connected && channel->WaitForConnected(deadline);
+  }
+  if (connected) return absl::OkStatus();
+  const grpc::Status status = Probe();
+  if (ServerAnswered(status.error_code())) return absl::OkStatus();  // Just came up.
+  return absl::UnavailableError(absl::StrCat("cannot connect to ledgerd at ", options_.target,
+                                             " within ", absl::FormatDuration(timeout), ": ",
+                                             Describe(status)));
+}
+
+grpc::Status Driver::Probe() {
+  v1::BalanceRequest request;
+  request.set_account_id(names_[0]);
+  v1::BalanceResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(absl::Seconds(1)));
+  return stub().Balance(&context, request, &response);
+}
+
+bool Driver::ClaimCall(bool* measured) {
+  if (Stopping()) return false;
+  *measured = Measuring();
+  if (!*measured || options_.requests <= 0) return true;
+  return measured_claimed_.fetch_add(1) < options_.requests;
+}
+
 void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
-                   Clock::time_point intended_start) {
+                   Clock::time_point intended_start, bool measured) {
   auto* call = new Call;
   call->workload = std::move(workload);
   call->plan = plan;
   call->intended_start = intended_start;
-  call->measured = Measuring();
-  if (call->measured) measured_issued_.fetch_add(1);
-  call->context.set_deadline(std::chrono::system_clock::now() +
-                             absl::ToChronoNanoseconds(options_.deadline));
+  call->measured = measured;
+  // Also with --wait_for_ready: a call waits for the connection until this deadline, no longer.
+  call->context.set_deadline(DeadlineIn(options_.deadline));
   call->context.set_wait_for_ready(options_.wait_for_ready);
   const uint64_t sequence = sequence_.fetch_add(1);
   v1::Ledger::Stub& stub = *stubs_[sequence % stubs_.size()];
@@ -354,11 +585,12 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   stats_.Record(status.error_code(), latency, shard_of_[call->plan.account], call->measured);
   std::unique_ptr<Workload> workload = std::move(call->workload);
   delete call;
-  if (workload != nullptr && !Stopping()) {  // Closed loop: this slot's next call.
+  bool measured = false;
+  if (workload != nullptr && ClaimCall(&measured)) {  // Closed loop: this slot's next call.
     const PlannedCall next = workload->Next();
     // Issued before this one is let go of, so in_flight_ cannot touch 0 in between. It can reach
     // 0 just below, though: the next call may already have finished, seeing the stop.
-    Issue(std::move(workload), next, Clock::now());
+    Issue(std::move(workload), next, Clock::now(), measured);
   }
   ReleaseInFlight();
 }
@@ -376,141 +608,322 @@ std::unique_ptr<Workload> Driver::NewWorkload() {
 }
 
 void Driver::Run() {
+  start_ = Clock::now();
+  measure_start_ = start_;
+  if (options_.warmup == absl::ZeroDuration()) phase_ = kMeasuring;
+  std::thread open_loop;
   if (options_.rate > 0) {
-    RunOpenLoop();
+    open_loop = std::thread([this] { RunOpenLoop(); });
   } else {
-    RunClosedLoop();
+    StartClosedLoop();
   }
-  // Every call ends by its deadline; wait for the last ones.
-  std::unique_lock<std::mutex> lock(done_mu_);
-  done_cv_.wait(lock, [this] { return in_flight_.load() == 0; });
+  Supervise();
+  if (open_loop.joinable()) open_loop.join();
+  const auto stopped = Clock::now();
+  Drain();
+  // With --requests, the measurement ends with the last measured call; else at the stop.
+  const auto measure_end = stop_reason_ == StopReason::kRequestsDone ? Clock::now() : stopped;
+  if (phase_at_stop_was_measuring_) {
+    measured_seconds_ = std::chrono::duration<double>(measure_end - measure_start_).count();
+  }
 }
 
-void Driver::RunClosedLoop() {
-  const Clock::time_point start = Clock::now();
+void Driver::StartClosedLoop() {
   for (int32_t i = 0; i < options_.concurrency; ++i) {
+    bool measured = false;
+    if (!ClaimCall(&measured)) break;
     std::unique_ptr<Workload> workload = NewWorkload();
     const PlannedCall plan = workload->Next();
-    Issue(std::move(workload), plan, Clock::now());
+    Issue(std::move(workload), plan, Clock::now(), measured);
   }
-  ReportProgress(start);
 }
 
 void Driver::RunOpenLoop() {
-  const Clock::time_point start = Clock::now();
-  std::thread progress([this, start] { ReportProgress(start); });
+  const Clock::time_point start = start_;
   const auto period = std::chrono::duration<double>(1.0 / options_.rate);
   std::unique_ptr<Workload> workload = NewWorkload();  // This thread's alone.
   for (uint64_t i = 0; !Stopping(); ++i) {
     const auto intended = start + std::chrono::duration_cast<Clock::duration>(period * i);
-    std::this_thread::sleep_until(intended);
-    if (Stopping()) break;
+    // In steps of at most 100 ms, so that a stop is seen soon even at a low --rate.
+    while (!Stopping() && Clock::now() < intended) {
+      std::this_thread::sleep_until(
+          std::min(intended, Clock::now() + std::chrono::milliseconds(100)));
+    }
+    bool measured = false;
+    if (!ClaimCall(&measured)) break;
     const PlannedCall plan = workload->Next();
     if (in_flight_.load() >= options_.max_in_flight) {
-      if (Measuring()) stats_.CountNotSent();
+      if (measured) stats_.CountNotSent();
       continue;
     }
-    Issue(nullptr, plan, intended);  // Latency counts from when the call should have gone out.
+    Issue(nullptr, plan, intended, measured);  // Latency counts from when the call should have
+                                               // gone out.
   }
-  progress.join();
 }
 
-// Moves through warm-up and measurement, prints progress, and sets kStopping at the end.
-void Driver::ReportProgress(Clock::time_point start) {
-  const bool show = options_.progress || isatty(STDERR_FILENO);
-  const auto warmup_end = start + absl::ToChronoNanoseconds(options_.warmup);
-  if (options_.warmup == absl::ZeroDuration()) phase_ = kMeasuring;
-  Clock::time_point measure_start = options_.warmup == absl::ZeroDuration() ? start : warmup_end;
-  uint64_t last_ok = 0;
-  // Checks the clock ten times a second, prints once a second.
-  for (int tick_count = 1;; ++tick_count) {
-    const auto tick = start + std::chrono::milliseconds(100) * tick_count;
-    std::this_thread::sleep_until(tick);
+void Driver::Supervise() {
+  const bool show = ShowProgress(options_);
+  const auto warmup_end = start_ + absl::ToChronoNanoseconds(options_.warmup);
+  const auto duration = absl::ToChronoNanoseconds(options_.duration);
+  auto last_line = start_;
+  // Checks ten times a second; prints once a second.
+  for (int tick = 1;; ++tick) {
+    std::this_thread::sleep_until(start_ + std::chrono::milliseconds(100) * tick);
     const auto now = Clock::now();
     if (phase_.load() == kWarmingUp && now >= warmup_end) {
+      measure_start_ = now;
       phase_ = kMeasuring;
-      measure_start = now;
     }
-    const bool time_up = phase_.load() == kMeasuring && options_.duration > absl::ZeroDuration() &&
-                         now - measure_start >= absl::ToChronoNanoseconds(options_.duration);
-    const bool count_up = options_.requests > 0 && measured_issued_.load() >= options_.requests;
-    if (time_up || count_up) {
-      measured_seconds_ = std::chrono::duration<double>(now - measure_start).count();
+    const bool measuring = phase_.load() == kMeasuring;
+    std::optional<StopReason> stop;
+    if (Interrupted()) {
+      stop = StopReason::kInterrupted;
+    } else if (measuring && options_.duration > absl::ZeroDuration() &&
+               now - measure_start_ >= duration) {
+      stop = StopReason::kTimeUp;
+    } else if (options_.requests > 0 && measured_claimed_.load() >= options_.requests) {
+      stop = StopReason::kRequestsDone;
+    }
+    if (stop.has_value()) {
+      stop_reason_ = *stop;
+      phase_at_stop_was_measuring_ = measuring;
       phase_ = kStopping;
       return;
     }
-    if (show && tick_count % 10 == 0) {
-      const Stats::Snapshot snapshot = stats_.Take();
-      const uint64_t ok = snapshot.codes[0];
-      std::cerr << absl::StrFormat(
-          "[%5.1fs] %s %8.0f OK/s  p99 %8.2f ms  shed %d\n",
-          std::chrono::duration<double>(now - start).count(),
-          phase_.load() == kWarmingUp ? "warm-up" : "measure", static_cast<double>(ok - last_ok),
-          static_cast<double>(snapshot.ok.Percentile(0.99).count()) / 1e6,
-          snapshot.codes[static_cast<size_t>(grpc::StatusCode::RESOURCE_EXHAUSTED)]);
-      last_ok = ok;
+    if (show && tick % 10 == 0) {
+      std::cerr << ProgressLine(now, std::chrono::duration<double>(now - last_line).count())
+                << "\n";
+      last_line = now;
     }
   }
 }
 
-// Reads every touched account's balance, a few calls at a time.
-std::vector<std::optional<int64_t>> ReadBalances(Driver& driver, int64_t accounts,
-                                                 absl::Duration deadline, bool* read_failed) {
-  std::vector<std::optional<int64_t>> balances(static_cast<size_t>(accounts));
+std::string Driver::ProgressLine(Clock::time_point now, double interval_seconds) {
+  const Stats::Interval interval = stats_.TakeInterval();
+  const std::string head =
+      absl::StrFormat("[%5.1fs] %-7s", std::chrono::duration<double>(now - start_).count(),
+                      phase_.load() == kWarmingUp ? "warm-up" : "measure");
+  const int64_t in_flight = in_flight_.load();
+  if (interval.answered_ever == 0 && interval.ok.count() == 0) {
+    return absl::StrCat(head, " no answer from ", options_.target, " yet; ", in_flight,
+                        " calls in flight",
+                        interval.unknown > 0
+                            ? absl::StrCat(", ", interval.unknown, " ended ", interval.last_unknown)
+                            : "");
+  }
+  if (interval.ok.count() + interval.refused + interval.shed == 0) {
+    return absl::StrCat(head, " no answer from ", options_.target, " in this second; ", in_flight,
+                        " calls in flight",
+                        options_.wait_for_ready ? " (waiting for the connection until their "
+                                                  "--deadline)"
+                                                : "",
+                        interval.unknown > 0
+                            ? absl::StrCat(", ", interval.unknown, " ended ", interval.last_unknown)
+                            : "");
+  }
+  const auto per_second = [&](uint64_t n) { return static_cast<double>(n) / interval_seconds; };
+  std::string line = absl::StrFormat(
+      "%s %8.0f OK/s  p99 %s  refused %.0f/s  shed %.0f/s  unknown %.0f/s  in flight %d", head,
+      per_second(interval.ok.count()),
+      interval.ok.count() == 0
+          ? std::string("       - ms")
+          : absl::StrFormat("%8.2f ms",
+                            static_cast<double>(interval.ok.Percentile(0.99).count()) / 1e6),
+      per_second(interval.refused), per_second(interval.shed), per_second(interval.unknown),
+      in_flight);
+  if (interval.unknown > 0) absl::StrAppend(&line, " (last: ", interval.last_unknown, ")");
+  return line;
+}
+
+void Driver::Drain() {
+  const bool show = ShowProgress(options_);
+  auto last_line = Clock::now();
+  std::unique_lock<std::mutex> lock(done_mu_);
+  // Every call ends by its deadline (--wait_for_ready included).
+  while (in_flight_.load() > 0) {
+    done_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    const auto now = Clock::now();
+    if (show && in_flight_.load() > 0 && now - last_line >= std::chrono::seconds(1)) {
+      std::cerr << absl::StrFormat(
+          "[%5.1fs] stopped: waiting for %d calls in flight (each ends by its --deadline of %s)\n",
+          std::chrono::duration<double>(now - start_).count(), in_flight_.load(),
+          absl::FormatDuration(options_.deadline));
+      last_line = now;
+    }
+  }
+}
+
+// How verification ended, besides PASS or FAIL.
+struct BalanceReads {
+  std::vector<std::optional<int64_t>> balances;  // Index: account; nullopt: NOT_FOUND (0).
+  int64_t wanted = 0;
+  int64_t read = 0;
+  std::string failure;  // Empty when every balance was read.
+  bool server_gone = false;
+};
+
+// Why reading one balance stopped without it.
+struct ReadStop {
+  std::string why;
+  bool server_gone = false;
+};
+
+// Reads `account`'s balance into `balance` (nullopt: NOT_FOUND, which means 0), retrying shed
+// and unanswered reads with a back-off (a loaded server may shed them too). Returns why it
+// stopped instead: a refusal, ledgerd gone (per `watch`), `give_up`, a signal, or `stop`.
+std::optional<ReadStop> ReadOneBalance(Driver& driver, const Options& options, size_t account,
+                                       absl::Time give_up, ServerWatch& watch,
+                                       const std::atomic<bool>& stop,
+                                       std::optional<int64_t>* balance) {
+  v1::BalanceRequest request;
+  request.set_account_id(driver.names()[account]);
+  auto backoff = std::chrono::milliseconds(5);
+  while (!stop) {
+    v1::BalanceResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
+    const grpc::Status status = driver.stub().Balance(&context, request, &response);
+    const grpc::StatusCode code = status.error_code();
+    if (code == grpc::StatusCode::OK || code == grpc::StatusCode::NOT_FOUND) {
+      if (code == grpc::StatusCode::OK) *balance = response.balance();
+      watch.Answered();
+      return std::nullopt;
+    }
+    if (ServerAnswered(code)) {
+      watch.Answered();
+    } else {
+      watch.NotAnswered(status);
+    }
+    if (Interrupted()) return ReadStop{absl::StrCat("interrupted by ", SignalName(g_signal))};
+    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
+      return ReadStop{absl::StrCat("reading ", request.account_id(), ": ", Describe(status))};
+    }
+    if (watch.Gone(GoneAfter(options))) {
+      return ReadStop{
+          absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                       absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
+          true};
+    }
+    if (absl::Now() >= give_up) {
+      return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
+                                   absl::FormatDuration(kVerifyTimeLimit), " plus ",
+                                   absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+  return ReadStop{"another read stopped"};
+}
+
+// Reads every touched account's balance, a few calls at a time. Stops early, with the reason in
+// `failure`, when a read is refused for good, when ledgerd is gone (GoneAfter), when the overall
+// bound passes, or on a signal.
+BalanceReads ReadBalances(Driver& driver, const Options& options) {
+  BalanceReads result;
+  result.balances.resize(static_cast<size_t>(options.accounts));
   const std::vector<size_t> touched = driver.book().TouchedAccounts();
+  result.wanted = static_cast<int64_t>(touched.size());
+  const absl::Duration time_limit =
+      kVerifyTimeLimit + kVerifyTimePerAccount * static_cast<double>(touched.size());
+  const absl::Time give_up = absl::Now() + time_limit;
   std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
+  std::atomic<int64_t> read{0};
+  std::atomic<bool> stop{false};
+  std::mutex failure_mu;
+  ServerWatch watch;
+  ProgressTicker ticker(ShowProgress(options), [&](double seconds) {
+    return absl::StrFormat("[verify %4.0fs] %d of %d balances read%s", seconds, read.load(),
+                           touched.size(), watch.Silence());
+  });
   constexpr int kReaders = 4;
   std::vector<std::thread> readers;
   readers.reserve(kReaders);
   for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&] {
-      for (size_t i = next.fetch_add(1); i < touched.size(); i = next.fetch_add(1)) {
-        v1::BalanceRequest request;
-        request.set_account_id(driver.names()[touched[i]]);
-        // A loaded server may shed these reads too: back off and retry, a bounded number of
-        // times (about 20 s in all).
-        auto backoff = std::chrono::milliseconds(5);
-        for (int attempt = 0;; ++attempt) {
-          v1::BalanceResponse response;
-          grpc::ClientContext context;
-          context.set_deadline(std::chrono::system_clock::now() +
-                               absl::ToChronoNanoseconds(deadline));
-          const grpc::Status status = driver.stub().Balance(&context, request, &response);
-          if (status.ok()) {
-            balances[touched[i]] = response.balance();
-            break;
-          }
-          if (status.error_code() == grpc::StatusCode::NOT_FOUND) break;  // Never opened: 0.
-          const bool transient = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                                 status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                                 status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-          if (!transient || attempt == 100) {
-            failed = true;
-            break;
-          }
-          std::this_thread::sleep_for(backoff);
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+      for (size_t i = next.fetch_add(1); i < touched.size() && !stop; i = next.fetch_add(1)) {
+        std::optional<ReadStop> stopped = ReadOneBalance(driver, options, touched[i], give_up,
+                                                         watch, stop, &result.balances[touched[i]]);
+        if (!stopped.has_value()) {
+          read.fetch_add(1);
+          continue;
         }
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!stop.exchange(true)) {  // The first reason is the one reported.
+          result.failure = std::move(stopped->why);
+          result.server_gone = stopped->server_gone;
+        }
+        return;
       }
     });
   }
   for (std::thread& reader : readers) reader.join();
-  *read_failed = failed.load();
-  return balances;
+  result.read = read.load();
+  return result;
 }
 
 struct Resolution {
   int64_t calls = 0;        // Ambiguous calls at the end of the run.
   int64_t applied = 0;      // Settled by retry: the server applied them (then or now).
   int64_t not_applied = 0;  // Settled by retry: the server rejected them (then or now).
-  int64_t unresolved = 0;   // Still unknown when --resolve_for ran out.
+  int64_t unresolved = 0;   // Still unknown when --resolve_for ran out, or settling stopped.
+  std::string stopped;      // Why settling stopped before --resolve_for ran out; empty if not.
+  bool server_gone = false;
 };
+
+// Retries one ambiguous call with its request_id until a definite answer, `give_up`, or `stop`.
+// True when settled (and recorded in the book).
+bool SettleOne(Driver& driver, const Options& options, const Driver::AmbiguousCall& call,
+               absl::Time give_up, ServerWatch& watch, const std::atomic<bool>& stop,
+               bool* was_applied) {
+  auto backoff = std::chrono::milliseconds(10);
+  while (!stop) {
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    grpc::ClientContext context;
+    // Through a restart the answer is worth waiting for, but never past --resolve_for.
+    context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
+    context.set_wait_for_ready(true);
+    grpc::Status status;
+    if (call.op == Op::kDeposit) {
+      v1::DepositRequest request;
+      request.set_account_id(driver.names()[call.account]);
+      request.set_amount(call.amount);
+      request.set_request_id(call.request_id);
+      v1::DepositResponse response;
+      status = driver.stub().Deposit(&context, request, &response);
+    } else {
+      v1::WithdrawRequest request;
+      request.set_account_id(driver.names()[call.account]);
+      request.set_amount(call.amount);
+      request.set_request_id(call.request_id);
+      v1::WithdrawResponse response;
+      status = driver.stub().Withdraw(&context, request, &response);
+    }
+    const grpc::StatusCode code = status.error_code();
+    if (ServerAnswered(code)) {
+      watch.Answered();
+    } else {
+      watch.NotAnswered(status);
+    }
+    if (code == grpc::StatusCode::OK || code == grpc::StatusCode::FAILED_PRECONDITION ||
+        code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::OUT_OF_RANGE) {
+      *was_applied = code == grpc::StatusCode::OK;
+      driver.book().Resolve(call.account, call.op, call.amount, *was_applied);
+      return true;
+    }
+    // Shed, timed out, or the server is (re)starting: the answer is still to come. Any other
+    // code (ALREADY_EXISTS would mean a reused request_id) cannot settle it.
+    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) return false;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  return false;
+}
 
 // Retries every ambiguous call with its own request_id until the server gives a definite
 // answer. The server applies a request_id at most once and replays the recorded outcome, so OK
 // means "applied exactly once" and a rule rejection means "never applied", whichever attempt got
-// there first.
+// there first. Bounded by --resolve_for; stops early when ledgerd is gone or on a signal.
 Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   const std::vector<Driver::AmbiguousCall>& calls = driver.ambiguous_calls();
   Resolution result;
@@ -522,60 +935,52 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   const absl::Time give_up = absl::Now() + options.resolve_for;
   std::atomic<size_t> next{0};
   std::atomic<int64_t> applied{0}, not_applied{0}, unresolved{0};
+  std::atomic<bool> stop{false};
+  ServerWatch watch;
+  ProgressTicker ticker(ShowProgress(options), [&](double seconds) {
+    const int64_t settled = applied.load() + not_applied.load();
+    return absl::StrFormat(
+        "[settle %4.0fs of %s] %d of %d ambiguous calls settled (%d applied, %d not applied)%s",
+        seconds, absl::FormatDuration(options.resolve_for), settled, calls.size(), applied.load(),
+        not_applied.load(), watch.Silence());
+  });
+  // Watches for a signal or a server that is gone, and stops the resolvers.
+  std::atomic<bool> resolvers_done{false};
+  std::thread watcher([&] {
+    while (!resolvers_done) {
+      if (Interrupted()) {
+        result.stopped = absl::StrCat("interrupted by ", SignalName(g_signal.load()));
+      } else if (watch.Gone(GoneAfter(options))) {
+        result.stopped = absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                                      absl::FormatDuration(GoneAfter(options)), " (",
+                                      Describe(driver.Probe()), ")");
+        result.server_gone = true;
+      }
+      if (!result.stopped.empty()) {
+        stop = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
   constexpr int kResolvers = 16;
   std::vector<std::thread> resolvers;
   resolvers.reserve(kResolvers);
   for (int r = 0; r < kResolvers; ++r) {
     resolvers.emplace_back([&] {
       for (size_t i = next.fetch_add(1); i < calls.size(); i = next.fetch_add(1)) {
-        const Driver::AmbiguousCall& call = calls[i];
-        auto backoff = std::chrono::milliseconds(10);
-        for (;;) {
-          grpc::ClientContext context;
-          context.set_deadline(std::chrono::system_clock::now() +
-                               absl::ToChronoNanoseconds(options.deadline));
-          context.set_wait_for_ready(true);  // Through a restart, the answer is worth waiting.
-          grpc::Status status;
-          if (call.op == Op::kDeposit) {
-            v1::DepositRequest request;
-            request.set_account_id(driver.names()[call.account]);
-            request.set_amount(call.amount);
-            request.set_request_id(call.request_id);
-            v1::DepositResponse response;
-            status = driver.stub().Deposit(&context, request, &response);
-          } else {
-            v1::WithdrawRequest request;
-            request.set_account_id(driver.names()[call.account]);
-            request.set_amount(call.amount);
-            request.set_request_id(call.request_id);
-            v1::WithdrawResponse response;
-            status = driver.stub().Withdraw(&context, request, &response);
-          }
-          const grpc::StatusCode code = status.error_code();
-          if (code == grpc::StatusCode::OK || code == grpc::StatusCode::FAILED_PRECONDITION ||
-              code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::OUT_OF_RANGE) {
-            const bool was_applied = code == grpc::StatusCode::OK;
-            driver.book().Resolve(call.account, call.op, call.amount, was_applied);
-            (was_applied ? applied : not_applied).fetch_add(1);
-            break;
-          }
-          // Shed, timed out, or the server is (re)starting: the answer is still to come. Any
-          // other code (ALREADY_EXISTS would mean a reused request_id) cannot settle it.
-          const bool transient = code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                                 code == grpc::StatusCode::UNAVAILABLE ||
-                                 code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                                 code == grpc::StatusCode::CANCELLED;
-          if (!transient || absl::Now() >= give_up) {
-            unresolved.fetch_add(1);
-            break;
-          }
-          std::this_thread::sleep_for(backoff);
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+        bool was_applied = false;
+        if (SettleOne(driver, options, calls[i], give_up, watch, stop, &was_applied)) {
+          (was_applied ? applied : not_applied).fetch_add(1);
+        } else {
+          unresolved.fetch_add(1);
         }
       }
     });
   }
   for (std::thread& resolver : resolvers) resolver.join();
+  resolvers_done = true;
+  watcher.join();
   result.applied = applied.load();
   result.not_applied = not_applied.load();
   result.unresolved = unresolved.load();
@@ -598,6 +1003,129 @@ std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
       histogram.count());
 }
 
+// What the run found, for the text and JSON reports and the exit code.
+struct RunOutcome {
+  Stats::Snapshot stats;
+  double seconds = 0;
+  std::string interrupted;           // "SIGINT", "SIGTERM", or empty.
+  bool measurement_complete = true;  // False when a signal cut the measurement short.
+  // PASS, FAIL, SKIPPED (--verify=false or a signal) or INCOMPLETE (ledgerd gone, or the reads
+  // were refused or out of time).
+  std::string verification = "SKIPPED";
+  std::string verification_note;  // Why SKIPPED or INCOMPLETE.
+  VerificationResult checked;
+  Resolution resolution;
+  bool server_gone = false;
+};
+
+// Settles, reads and checks, unless a signal or a lost server says to stop.
+void Verify(Driver& driver, const Options& options, RunOutcome& outcome) {
+  if (!options.verify) {
+    outcome.verification_note = "--verify=false";
+    return;
+  }
+  outcome.resolution.calls = static_cast<int64_t>(driver.ambiguous_calls().size());
+  outcome.resolution.unresolved = outcome.resolution.calls;
+  if (Interrupted()) {
+    outcome.verification_note = "interrupted; the report covers what was measured";
+    return;
+  }
+  outcome.resolution = ResolveAmbiguous(driver, options);
+  if (!outcome.resolution.stopped.empty()) {
+    outcome.verification = Interrupted() ? "SKIPPED" : "INCOMPLETE";
+    outcome.verification_note =
+        absl::StrCat("settling ambiguous calls stopped: ", outcome.resolution.stopped);
+    outcome.server_gone = outcome.resolution.server_gone;
+    return;
+  }
+  BalanceReads reads = ReadBalances(driver, options);
+  if (!reads.failure.empty()) {
+    outcome.verification = Interrupted() ? "SKIPPED" : "INCOMPLETE";
+    outcome.verification_note = absl::StrCat("read ", reads.read, " of ", reads.wanted,
+                                             " balances, then stopped: ", reads.failure);
+    outcome.server_gone = reads.server_gone;
+    return;
+  }
+  outcome.checked = driver.book().Verify(reads.balances, driver.names());
+  outcome.verification = outcome.checked.pass ? "PASS" : "FAIL";
+}
+
+std::string TextReport(const Options& options, const RunOutcome& o) {
+  const Stats::Snapshot& s = o.stats;
+  const double seconds = o.seconds > 0 ? o.seconds : 1;
+  std::ostringstream report;
+  if (!o.interrupted.empty()) {
+    report << "INTERRUPTED by " << o.interrupted << ": partial report, "
+           << (o.measurement_complete ? "the measurement was complete"
+               : o.seconds > 0        ? "measured until the signal"
+                                      : "nothing measured (still warming up)")
+           << "\n";
+  }
+  report << absl::StrFormat("measured %.1f s: %d calls, %.0f OK/s, %.0f attempted/s\n", o.seconds,
+                            s.attempted + s.not_sent, static_cast<double>(s.codes[0]) / seconds,
+                            static_cast<double>(s.attempted + s.not_sent) / seconds);
+  report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
+  report << "codes:";
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    if (s.codes[code] > 0) report << " " << kStatusCodeNames[code] << "=" << s.codes[code];
+  }
+  if (s.not_sent > 0) report << " NOT_SENT(client overloaded)=" << s.not_sent;
+  report << "\n";
+  for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
+    report << absl::StrFormat("shard %d: %d calls, %d shed\n", shard, s.shard_calls[shard],
+                              s.shard_sheds[shard]);
+  }
+  const Resolution& r = o.resolution;
+  if (options.verify && r.calls > 0) {
+    report << absl::StrFormat(
+        "ambiguous calls: %d; settled by retrying with their request_id: %d applied, %d not "
+        "applied; unresolved: %d\n",
+        r.calls, r.applied, r.not_applied, r.unresolved);
+  }
+  report << "verification: " << o.verification;
+  if (o.verification == "PASS" || o.verification == "FAIL") {
+    report << absl::StrFormat(
+        " (%d accounts; balances sum %d, acknowledged net %d, ambiguous +%d/-%d)",
+        o.checked.accounts_checked, o.checked.balance_sum, o.checked.acknowledged_net,
+        o.checked.ambiguous_deposits, o.checked.ambiguous_withdrawals);
+  } else {
+    report << " (" << o.verification_note << ")";
+  }
+  report << "\n";
+  for (const std::string& mismatch : o.checked.mismatches) report << "  " << mismatch << "\n";
+  return report.str();
+}
+
+std::string JsonReport(const Options& options, const RunOutcome& o) {
+  const Stats::Snapshot& s = o.stats;
+  const double seconds = o.seconds > 0 ? o.seconds : 1;
+  std::ostringstream json;
+  json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options.run_id,
+                          o.seconds)
+       << absl::StrFormat("\"measured_calls\":%d,", s.attempted + s.not_sent)
+       << absl::StrFormat("\"ok_per_second\":%.1f,\"attempted_per_second\":%.1f,",
+                          static_cast<double>(s.codes[0]) / seconds,
+                          static_cast<double>(s.attempted + s.not_sent) / seconds)
+       << "\"interrupted\":\"" << o.interrupted << "\",\"codes\":{";
+  bool first = true;
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    if (s.codes[code] == 0) continue;
+    json << (first ? "" : ",") << "\"" << kStatusCodeNames[code] << "\":" << s.codes[code];
+    first = false;
+  }
+  json << "},\"not_sent\":" << s.not_sent << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
+       << ",\"resource_exhausted\":" << LatencyJson(s.shed) << "},\"shards\":[";
+  for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
+    json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
+         << ",\"shed\":" << s.shard_sheds[shard] << "}";
+  }
+  const Resolution& r = o.resolution;
+  json << "],\"ambiguous\":{\"calls\":" << r.calls << ",\"applied\":" << r.applied
+       << ",\"not_applied\":" << r.not_applied << ",\"unresolved\":" << r.unresolved << "}";
+  json << ",\"verification\":\"" << o.verification << "\"}\n";
+  return json.str();
+}
+
 int Main() {
   absl::StatusOr<Options> options = OptionsFromFlags();
   if (!options.ok()) {
@@ -610,7 +1138,12 @@ int Main() {
     std::cerr << "ledger-loadtest: " << accounts.status().message() << "\n";
     return 2;
   }
+  InstallSignalHandlers();
   Driver driver(*options, &*accounts);
+  if (const absl::Status connected = driver.Connect(kConnectTimeout); !connected.ok()) {
+    std::cerr << "ledger-loadtest: " << connected.message() << "; nothing was sent\n";
+    return Interrupted() ? 128 + g_signal.load() : kExitUnavailable;
+  }
   std::cerr << "ledger-loadtest: run " << options->run_id << " against " << options->target
             << (options->rate > 0
                     ? absl::StrCat(", open loop at ", options->rate, " calls/s")
@@ -618,87 +1151,25 @@ int Main() {
             << "\n";
   driver.Run();
 
-  const Stats::Snapshot s = driver.stats().Take();
-  const double seconds = driver.measured_seconds() > 0 ? driver.measured_seconds() : 1;
-  const double ok_per_second = static_cast<double>(s.codes[0]) / seconds;
-  const double attempted_per_second = static_cast<double>(s.attempted + s.not_sent) / seconds;
-
-  std::string verification = "SKIPPED";
-  VerificationResult checked;
-  Resolution resolution;
-  if (options->verify) {
-    resolution = ResolveAmbiguous(driver, *options);
-    bool read_failed = false;
-    const auto balances = ReadBalances(driver, options->accounts, options->deadline, &read_failed);
-    checked = driver.book().Verify(balances, driver.names());
-    if (read_failed) {
-      checked.pass = false;
-      checked.mismatches.push_back("some balances could not be read");
-    }
-    verification = checked.pass ? "PASS" : "FAIL";
+  RunOutcome outcome;
+  outcome.stats = driver.stats().Take();
+  outcome.seconds = driver.measured_seconds();
+  outcome.measurement_complete = driver.stop_reason() != StopReason::kInterrupted;
+  Verify(driver, *options, outcome);
+  if (Interrupted()) outcome.interrupted = SignalName(g_signal.load());
+  const std::string json = JsonReport(*options, outcome);
+  std::cout << (options->json ? json : TextReport(*options, outcome)) << std::flush;
+  if (!options->json_file.empty() && !(std::ofstream(options->json_file) << json)) {
+    std::cerr << "ledger-loadtest: cannot write " << options->json_file << "\n";
+    return 1;
   }
-
-  std::ostringstream report;
-  report << absl::StrFormat("measured %.1f s: %.0f OK/s, %.0f attempted/s\n", seconds,
-                            ok_per_second, attempted_per_second);
-  report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
-  report << "codes:";
-  for (size_t code = 0; code < kStatusCodeCount; ++code) {
-    if (s.codes[code] > 0) report << " " << kStatusCodeNames[code] << "=" << s.codes[code];
+  if (outcome.verification == "FAIL") return 1;  // Money lost or invented: above all else.
+  if (Interrupted()) return 128 + g_signal.load();
+  if (outcome.verification == "INCOMPLETE") {
+    std::cerr << "ledger-loadtest: verification incomplete: " << outcome.verification_note << "\n";
+    return outcome.server_gone ? kExitUnavailable : 1;
   }
-  if (s.not_sent > 0) report << " NOT_SENT(client overloaded)=" << s.not_sent;
-  report << "\n";
-  for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
-    report << absl::StrFormat("shard %d: %d calls, %d shed\n", shard, s.shard_calls[shard],
-                              s.shard_sheds[shard]);
-  }
-  if (options->verify && resolution.calls > 0) {
-    report << absl::StrFormat(
-        "ambiguous calls: %d; settled by retrying with their request_id: %d applied, %d not "
-        "applied; unresolved: %d\n",
-        resolution.calls, resolution.applied, resolution.not_applied, resolution.unresolved);
-  }
-  report << "verification: " << verification;
-  if (options->verify) {
-    report << absl::StrFormat(
-        " (%d accounts; balances sum %d, acknowledged net %d, ambiguous +%d/-%d)",
-        checked.accounts_checked, checked.balance_sum, checked.acknowledged_net,
-        checked.ambiguous_deposits, checked.ambiguous_withdrawals);
-  }
-  report << "\n";
-  for (const std::string& mismatch : checked.mismatches) report << "  " << mismatch << "\n";
-  if (!options->json) std::cout << report.str();
-
-  if (options->json || !options->json_file.empty()) {
-    std::ostringstream json;
-    json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options->run_id,
-                            seconds)
-         << absl::StrFormat("\"ok_per_second\":%.1f,\"attempted_per_second\":%.1f,", ok_per_second,
-                            attempted_per_second)
-         << "\"codes\":{";
-    bool first = true;
-    for (size_t code = 0; code < kStatusCodeCount; ++code) {
-      if (s.codes[code] == 0) continue;
-      json << (first ? "" : ",") << "\"" << kStatusCodeNames[code] << "\":" << s.codes[code];
-      first = false;
-    }
-    json << "},\"not_sent\":" << s.not_sent << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
-         << ",\"resource_exhausted\":" << LatencyJson(s.shed) << "},\"shards\":[";
-    for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
-      json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
-           << ",\"shed\":" << s.shard_sheds[shard] << "}";
-    }
-    json << "],\"ambiguous\":{\"calls\":" << resolution.calls
-         << ",\"applied\":" << resolution.applied << ",\"not_applied\":" << resolution.not_applied
-         << ",\"unresolved\":" << resolution.unresolved << "}";
-    json << ",\"verification\":\"" << verification << "\"}\n";
-    if (options->json) std::cout << json.str();
-    if (!options->json_file.empty() && !(std::ofstream(options->json_file) << json.str())) {
-      std::cerr << "ledger-loadtest: cannot write " << options->json_file << "\n";
-      return 1;
-    }
-  }
-  return verification == "FAIL" ? 1 : 0;
+  return 0;
 }
 
 }  // namespace
@@ -708,8 +1179,9 @@ int main(int argc, char** argv) {
   const ledger::cli::ProgramSpec program{
       "ledger-loadtest", __FILE__,
       "drives ledgerd with Deposit/Withdraw/Balance calls, reports throughput and\n"
-      "latency, and verifies that every balance matches the calls made (exit 1 on FAIL, 2 on bad\n"
-      "flags).\n"
+      "latency, and verifies that every balance matches the calls made (exit 0 on PASS, 1 on\n"
+      "FAIL, 2 on bad flags, 5 when ledgerd cannot be reached or is lost before verification\n"
+      "ends, 130 on SIGINT, 143 on SIGTERM).\n"
       "\n"
       "Usage:\n"
       "  ledger-loadtest [--target=HOST:PORT] [--duration=10s | --requests=N] [--json] ..."};

@@ -1,6 +1,10 @@
 // ledger-loadtest end to end against a ledgerd it starts, bounded to a few seconds each.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,17 +50,23 @@ class LoadtestTest : public testing::Test {
     std::filesystem::remove(json_path_);
   }
 
-  // Runs the load test; returns its exit code and leaves its JSON report in json_.
-  int RunLoadtest(std::vector<std::string> flags) {
+  // Starts the load test against target_ with a JSON report (see ReadJson).
+  std::unique_ptr<Subprocess> StartLoadtest(std::vector<std::string> flags) {
     flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
                                  "--server_shards=2", "--warmup=0s"});
-    Subprocess loadtest(flags);
-    const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
+    return std::make_unique<Subprocess>(flags);
+  }
+  // Waits up to `timeout` for the load test to exit; returns its exit code (-1: still running or
+  // killed) and leaves its output in output_ and its JSON report in json_.
+  int Finish(Subprocess& loadtest, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const int exit_code = loadtest.WaitForExit(timeout).value_or(-1);
     output_ = loadtest.output();
     std::ifstream file(json_path_);
     json_.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
     return exit_code;
   }
+  // Runs the load test; returns its exit code and leaves its JSON report in json_.
+  int RunLoadtest(std::vector<std::string> flags) { return Finish(*StartLoadtest(flags)); }
 
   std::unique_ptr<Subprocess> ledgerd_;
   std::string target_;
@@ -171,6 +181,174 @@ TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
   }
   EXPECT_THAT(help.output(), Not(HasSubstr("No flags matched")));
   EXPECT_THAT(help.output(), Not(HasSubstr("Flags from")));
+}
+
+// A port on 127.0.0.1 that is bound but not listening, so a connection to it is refused, for as
+// long as the returned descriptor is open.
+int BindWithoutListening(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST_F(LoadtestTest, NoListenerFailsWithinFiveSecondsNamingTheTargetAndTheError) {
+  int port = 0;
+  const int fd = BindWithoutListening(&port);
+  ASSERT_GT(port, 0);
+  target_ = "127.0.0.1:" + std::to_string(port);
+  const auto start = std::chrono::steady_clock::now();
+  auto loadtest = StartLoadtest({"--duration=10s"});
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(5)), 5) << output_;
+  EXPECT_LT(SecondsSince(start), 5.0);
+  close(fd);
+  EXPECT_THAT(output_, HasSubstr("ledger-loadtest: cannot connect to ledgerd at " + target_ +
+                                 " within 3s: UNAVAILABLE: "));
+  EXPECT_THAT(output_, HasSubstr("Connection refused"));
+  EXPECT_THAT(output_, HasSubstr("; nothing was sent\n"));
+}
+
+TEST_F(LoadtestTest, ServerKilledMidRunEndsInBoundedTimeWithAMessage) {
+  StartLedgerd({"--shards=2"});
+  const auto start = std::chrono::steady_clock::now();
+  auto loadtest = StartLoadtest({"--duration=3s", "--resolve_for=0", "--deadline=1s",
+                                 "--concurrency=16", "--accounts=100", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  ledgerd_->Signal(SIGKILL);
+  ledgerd_->WaitForExit();
+  ledgerd_.reset();
+  // 3 s of measurement, at most 1 s for the calls in flight, 5 s without an answer while
+  // verifying: well under 20 s.
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(20)), 5) << output_;
+  EXPECT_LT(SecondsSince(start), 20.0);
+  EXPECT_THAT(output_, HasSubstr("verification: INCOMPLETE (read 0 of "));
+  EXPECT_THAT(output_, HasSubstr("balances, then stopped: no answer from ledgerd at " + target_ +
+                                 " for 5s (UNAVAILABLE: "));
+  EXPECT_THAT(output_, HasSubstr("ledger-loadtest: verification incomplete: "));
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"INCOMPLETE\""));
+  // Verification showed progress while it waited.
+  EXPECT_THAT(output_, HasSubstr("] 0 of "));
+  EXPECT_THAT(output_, HasSubstr("balances read; no answer from ledgerd for "));
+}
+
+TEST_F(LoadtestTest, ServerKilledMidRunStopsSettlingAndSaysWhy) {
+  StartLedgerd({"--shards=2"});
+  const auto start = std::chrono::steady_clock::now();
+  auto loadtest = StartLoadtest({"--duration=3s", "--resolve_for=60s", "--deadline=1s",
+                                 "--concurrency=16", "--accounts=100", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  ledgerd_->Signal(SIGKILL);
+  ledgerd_->WaitForExit();
+  ledgerd_.reset();
+  // Not the 60 s of --resolve_for: 5 s without any answer while settling ends it.
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(20)), 5) << output_;
+  EXPECT_LT(SecondsSince(start), 20.0);
+  EXPECT_THAT(output_, HasSubstr("verification: INCOMPLETE (settling ambiguous calls stopped: no "
+                                 "answer from ledgerd at " +
+                                 target_ + " for 5s (UNAVAILABLE: "));
+  EXPECT_THAT(output_, HasSubstr("Connection refused"));
+  EXPECT_THAT(output_, HasSubstr("ambiguous calls settled (0 applied, 0 not applied); no answer "
+                                 "from ledgerd for "));
+  EXPECT_GT(JsonNumber(json_, "unresolved"), 0) << json_;
+}
+
+TEST_F(LoadtestTest, SigintMidRunPrintsThePartialReportAndExits130) {
+  StartLedgerd({"--shards=2"});
+  auto loadtest = StartLoadtest({"--duration=60s", "--concurrency=8", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  const auto start = std::chrono::steady_clock::now();
+  loadtest->Signal(SIGINT);
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(10)), 130) << output_;
+  EXPECT_LT(SecondsSince(start), 10.0);
+  EXPECT_THAT(output_, HasSubstr("INTERRUPTED by SIGINT: partial report, measured until the "
+                                 "signal\nmeasured "));
+  EXPECT_THAT(output_, HasSubstr("\nlatency OK "));
+  EXPECT_THAT(output_, HasSubstr("\nverification: SKIPPED (interrupted; the report covers what "
+                                 "was measured)\n"));
+  EXPECT_THAT(json_, HasSubstr("\"interrupted\":\"SIGINT\""));
+  EXPECT_GT(JsonNumber(json_, "measured_calls"), 0) << json_;
+  EXPECT_GT(JsonNumber(json_, "OK"), 0) << json_;
+}
+
+TEST_F(LoadtestTest, SigtermMidRunExits143) {
+  StartLedgerd({"--shards=2"});
+  auto loadtest = StartLoadtest({"--duration=60s", "--concurrency=8", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  loadtest->Signal(SIGTERM);
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(10)), 143) << output_;
+  EXPECT_THAT(output_, HasSubstr("INTERRUPTED by SIGTERM: partial report"));
+}
+
+TEST_F(LoadtestTest, SigintWhileSettlingStopsThereAndExits130) {
+  StartLedgerd({"--shards=2"});
+  auto loadtest = StartLoadtest(
+      {"--duration=2s", "--resolve_for=60s", "--deadline=1s", "--concurrency=8", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  ledgerd_->Signal(SIGSTOP);  // Calls now time out: ambiguous, and unsettled while it sleeps.
+  EXPECT_TRUE(loadtest->WaitForOutput("[settle ")) << loadtest->output();
+  const auto start = std::chrono::steady_clock::now();
+  loadtest->Signal(SIGINT);
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(10)), 130) << output_;
+  EXPECT_LT(SecondsSince(start), 3.0);  // The calls in flight end by their 1 s deadline.
+  ledgerd_->Signal(SIGCONT);
+  EXPECT_THAT(output_, HasSubstr("INTERRUPTED by SIGINT: partial report, the measurement was "
+                                 "complete\n"));
+  EXPECT_THAT(output_, HasSubstr("verification: SKIPPED (settling ambiguous calls stopped: "
+                                 "interrupted by SIGINT)\n"));
+}
+
+TEST_F(LoadtestTest, SecondSigintExitsAtOnceWhileCallsHang) {
+  StartLedgerd({"--shards=2"});
+  auto loadtest =
+      StartLoadtest({"--duration=60s", "--concurrency=8", "--deadline=60s", "--progress"});
+  ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
+  ledgerd_->Signal(SIGSTOP);  // Calls in flight now wait for their 60 s deadline.
+  loadtest->Signal(SIGINT);
+  EXPECT_TRUE(loadtest->WaitForOutput("ledger-loadtest: interrupted; stopping"));
+  const auto start = std::chrono::steady_clock::now();
+  loadtest->Signal(SIGINT);
+  EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(5)), 130) << output_;
+  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_THAT(output_, HasSubstr("ledger-loadtest: interrupted again; exiting at once"));
+  ledgerd_->Signal(SIGCONT);
+}
+
+TEST_F(LoadtestTest, RequestsStopsAtExactlyThatManyCalls) {
+  StartLedgerd({"--shards=2"});
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"--concurrency=1"}, {"--concurrency=64"}, {"--rate=4000"}}) {
+    std::vector<std::string> all = {"--requests=1000", "--duration=0s", "--accounts=100"};
+    all.push_back(flags[0]);
+    ASSERT_EQ(RunLoadtest(all), 0) << flags[0] << ": " << output_;
+    EXPECT_EQ(JsonNumber(json_, "measured_calls"), 1000) << flags[0] << ": " << json_;
+    EXPECT_THAT(output_, HasSubstr(" s: 1000 calls, ")) << flags[0];
+    EXPECT_THAT(output_, HasSubstr("verification: PASS")) << flags[0];
+  }
+}
+
+TEST_F(LoadtestTest, ProgressShowsTheRealRateFromTheFirstLine) {
+  StartLedgerd({"--shards=2"});
+  auto loadtest = StartLoadtest({"--duration=1s", "--warmup=2s", "--concurrency=8", "--progress"});
+  EXPECT_EQ(Finish(*loadtest), 0) << output_;
+  // The first progress line, one second in, already shows the real rate of the warm-up.
+  const size_t first = output_.find("\n[");
+  ASSERT_NE(first, std::string::npos) << output_;
+  const std::string line = output_.substr(first + 1, output_.find('\n', first + 1) - first - 1);
+  EXPECT_THAT(line, ::testing::StartsWith("[  1.")) << output_;
+  const size_t label = line.find("] warm-up ");
+  ASSERT_NE(label, std::string::npos) << output_;
+  const double rate = std::atof(line.c_str() + label + std::string("] warm-up ").size());
+  EXPECT_GT(rate, 100) << line;
 }
 
 }  // namespace
