@@ -35,7 +35,12 @@ absl::string_view Basename(absl::string_view path) {
 }
 
 bool DefinedIn(const absl::CommandLineFlag& flag, const ProgramSpec& spec) {
-  return Basename(flag.Filename()) == Basename(spec.main_file);
+  const absl::string_view file = Basename(flag.Filename());
+  if (file == Basename(spec.main_file)) return true;
+  for (const std::string& shared : spec.shared_flag_files) {
+    if (file == Basename(shared)) return true;
+  }
+  return false;
 }
 
 // The binary's own flags, by name.

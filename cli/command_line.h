@@ -25,6 +25,8 @@ struct ProgramSpec {
   std::string name;       // "ledgerctl": prefixes every message.
   std::string main_file;  // __FILE__ of the file that defines the binary's flags.
   std::string usage;      // What --help prints above the flags.
+  // __FILE__ of other files whose flags are the binary's own too (e.g. flags two binaries share).
+  std::vector<std::string> shared_flag_files = {};
 };
 
 // The outcome of reading argv, before anything is printed.
@@ -48,7 +50,8 @@ std::vector<std::string> ParseCommandLineOrExit(int argc, char** argv, const Pro
 // Prints "NAME: problem" and a pointer to --help on stderr, and exits kExitUsage.
 [[noreturn]] void ExitUsage(const ProgramSpec& spec, absl::string_view problem);
 
-// The --help text: the usage, then the flags defined in spec.main_file (all flags if `all`).
+// The --help text: the usage, then the flags defined in spec.main_file and
+// spec.shared_flag_files (all flags if `all`).
 std::string HelpText(const ProgramSpec& spec, bool all);
 
 // "NAME VERSION (commit COMMIT, BUILD_TYPE build)".

@@ -33,6 +33,7 @@
 #include "client/exit_codes.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
+#include "client/tls_flags.h"
 #include "client/workload.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
@@ -76,14 +77,6 @@ ABSL_FLAG(absl::Duration, resolve_for, absl::Seconds(60),
           "0 disables. Needs a server that deduplicates request_ids (--durability sync or async)");
 ABSL_FLAG(bool, json, false, "print the report as one JSON object on stdout instead of text");
 ABSL_FLAG(std::string, json_file, "", "also write the report as JSON to this file");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
-          "this one: the system's roots). No --tls_* flag: plaintext");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM client certificate, for a ledgerd that requires one (mutual TLS)");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
-ABSL_FLAG(std::string, tls_server_name, "",
-          "name ledgerd's certificate must carry when it is not --target's host");
 ABSL_FLAG(bool, progress, false, "progress once a second on stderr even when it is not a terminal");
 
 namespace ledger {
@@ -137,8 +130,7 @@ absl::StatusOr<Options> OptionsFromFlags() {
       cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
   if (!target.ok()) return target.status();
   o.target = target->ToString();
-  o.tls = {absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
-           absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
+  o.tls = ClientTlsOptionsFromFlags();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       NewChannelCredentials(o.tls);
   if (!credentials.ok()) return credentials.status();
@@ -1177,14 +1169,16 @@ int Main() {
 
 int main(int argc, char** argv) {
   const ledger::cli::ProgramSpec program{
-      "ledger-loadtest", __FILE__,
+      "ledger-loadtest",
+      __FILE__,
       "drives ledgerd with Deposit/Withdraw/Balance calls, reports throughput and\n"
       "latency, and verifies that every balance matches the calls made (exit 0 on PASS, 1 on\n"
       "FAIL, 2 on bad flags, 5 when ledgerd cannot be reached or is lost before verification\n"
       "ends, 130 on SIGINT, 143 on SIGTERM).\n"
       "\n"
       "Usage:\n"
-      "  ledger-loadtest [--target=HOST:PORT] [--duration=10s | --requests=N] [--json] ..."};
+      "  ledger-loadtest [--target=HOST:PORT] [--duration=10s | --requests=N] [--json] ...",
+      {ledger::kTlsFlagsFile}};
   const std::vector<std::string> stray = ledger::cli::ParseCommandLineOrExit(argc, argv, program);
   if (!stray.empty()) {
     ledger::cli::ExitUsage(program, absl::StrCat("unexpected argument \"", stray[0],

@@ -23,6 +23,7 @@
 #include "cli/host_port.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
+#include "client/tls_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
@@ -40,14 +41,6 @@ ABSL_FLAG(std::string, request_id, "",
           "with the same key, operation and amount is applied at most once and gets the first "
           "call's result. Default: a new random key for each call, printed in the retry command "
           "when the outcome is unknown");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "PEM CA bundle that verifies ledgerd's certificate; any --tls_* flag means TLS (without "
-          "this one: the system's roots). No --tls_* flag: plaintext");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM client certificate, for a ledgerd that requires one (mutual TLS)");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
-ABSL_FLAG(std::string, tls_server_name, "",
-          "name ledgerd's certificate must carry when it is not --target's host");
 ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
 ABSL_FLAG(std::string, page_token, "",
           "history: the next_page_token of an earlier page, for older entries");
@@ -367,7 +360,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
 
 int main(int argc, char** argv) {
   const std::vector<std::string> command_line(argv, argv + argc);  // For a retry's command.
-  const ledger::cli::ProgramSpec program{"ledgerctl", __FILE__, kUsage};
+  const ledger::cli::ProgramSpec program{"ledgerctl", __FILE__, kUsage, {ledger::kTlsFlagsFile}};
   const std::vector<std::string> positional =
       ledger::cli::ParseCommandLineOrExit(argc, argv, program);
   CheckCommand(program, positional);
@@ -385,9 +378,7 @@ int main(int argc, char** argv) {
   if (!request_id.empty() && command != "deposit" && command != "withdraw") {
     return UsageError("--request_id applies to deposit and withdraw only");
   }
-  const ledger::ClientTlsOptions tls{
-      absl::GetFlag(FLAGS_tls_ca_file), absl::GetFlag(FLAGS_tls_cert_file),
-      absl::GetFlag(FLAGS_tls_key_file), absl::GetFlag(FLAGS_tls_server_name)};
+  const ledger::ClientTlsOptions tls = ledger::ClientTlsOptionsFromFlags();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ledger::NewChannelCredentials(tls);
   if (!credentials.ok()) return UsageError(std::string(credentials.status().message()));
