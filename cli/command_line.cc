@@ -35,7 +35,8 @@ absl::string_view Basename(absl::string_view path) {
 }
 
 bool DefinedIn(const absl::CommandLineFlag& flag, const ProgramSpec& spec) {
-  const absl::string_view file = Basename(flag.Filename());
+  const std::string path = flag.Filename();  // By value: the view below must not outlive it.
+  const absl::string_view file = Basename(path);
   if (file == Basename(spec.main_file)) return true;
   for (const std::string& shared : spec.shared_flag_files) {
     if (file == Basename(shared)) return true;
