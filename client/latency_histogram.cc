@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <cassert>
 #include <cmath>
+
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -54,7 +55,7 @@ void LatencyHistogram::Merge(const LatencyHistogram& other) {
 }
 
 std::chrono::nanoseconds LatencyHistogram::Percentile(double q) const {
-  assert(q > 0 && q <= 1);
+  LEDGER_CHECK(q > 0 && q <= 1);
   if (count_ == 0) return std::chrono::nanoseconds(0);
   const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
   if (rank >= count_) return max();  // The largest value is known exactly.

@@ -1,10 +1,10 @@
 #include "metrics/ledger_metrics.h"
 
-#include <cassert>
 #include <string>
 #include <utility>
 
 #include "metrics/status_code_names.h"
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -32,7 +32,7 @@ prometheus::ClientMetric& AddMetric(prometheus::MetricFamily& family,
 
 LedgerMetrics::LedgerMetrics(int32_t num_shards, std::string version)
     : version_(std::move(version)) {
-  assert(num_shards >= 1);
+  LEDGER_CHECK(num_shards >= 1);
   shards_.reserve(num_shards);
   for (int32_t i = 0; i < num_shards; ++i) shards_.push_back(std::make_unique<ShardMetrics>());
 }

@@ -1,7 +1,6 @@
 #include "server/ledger_server.h"
 
 #include <algorithm>
-#include <cassert>
 #include <iostream>
 #include <thread>
 #include <utility>
@@ -9,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -17,7 +17,7 @@ constexpr char kServiceName[] = "ledger.v1.Ledger";
 
 void SetServing(grpc::Server& server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
-  assert(health != nullptr);
+  LEDGER_CHECK(health != nullptr);
   health->SetServingStatus(serving);  // Every service, including the overall "" entry.
   health->SetServingStatus(kServiceName, serving);
 }
@@ -133,7 +133,7 @@ LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
       shutdown_grace_(shutdown_grace),
       service_(router_.get(), metrics_.get(), store_.get(), service_options) {}
 
-LedgerServer::~LedgerServer() { assert(shut_down_); }
+LedgerServer::~LedgerServer() { LEDGER_CHECK(shut_down_); }
 
 void LedgerServer::WatchDataDirectory() {
   while (!stop_watching_.WaitForNotificationWithTimeout(kDataDirectoryCheckInterval)) {

@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cassert>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -60,8 +60,8 @@ std::optional<int64_t> AcceptQueueLength(const std::string& table, int port) {
 
 absl::StatusOr<std::unique_ptr<ListenerWatchdog>> ListenerWatchdog::Start(
     int port, absl::Duration interval, absl::Duration stuck_for, std::function<void()> on_stuck) {
-  assert(port > 0);
-  assert(interval > absl::ZeroDuration());
+  LEDGER_CHECK(port > 0);
+  LEDGER_CHECK(interval > absl::ZeroDuration());
   const int tcp_fd = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC);
   const int tcp6_fd = open("/proc/net/tcp6", O_RDONLY | O_CLOEXEC);
   if (tcp_fd < 0 && tcp6_fd < 0) {

@@ -2,7 +2,6 @@
 
 #include <sys/resource.h>
 
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/resource_quota.h"
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -79,7 +79,7 @@ absl::Status ValidateTransportLimits(const TransportLimits& limits) {
 }
 
 void ApplyTransportLimits(const TransportLimits& limits, grpc::ServerBuilder& builder) {
-  assert(ValidateTransportLimits(limits).ok());
+  LEDGER_CHECK(ValidateTransportLimits(limits).ok());
   grpc::ResourceQuota quota("ledgerd-transport");
   quota.Resize(static_cast<size_t>(limits.memory_bytes));
   quota.SetMaxThreads(limits.max_threads);

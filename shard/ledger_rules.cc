@@ -1,7 +1,8 @@
 #include "shard/ledger_rules.h"
 
-#include <cassert>
 #include <cstdint>
+
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -98,7 +99,7 @@ Outcome ValidateAmount(int64_t amount) {
 
 Decision ApplyOperation(Op op, std::optional<int64_t> balance, int64_t amount,
                         const LedgerPolicy& policy) {
-  assert(policy.overdraft_limit >= 0);
+  LEDGER_CHECK(policy.overdraft_limit >= 0);
   if (op != Op::kBalance && ValidateAmount(amount) != Outcome::kOk) {
     return {Outcome::kInvalidAmount, balance.value_or(0)};
   }

@@ -18,7 +18,6 @@
 #define LEDGER_SHARD_MAILBOX_H_
 
 #include <atomic>
-#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,6 +25,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "shard/check.h"
 
 namespace ledger {
 
@@ -51,7 +52,7 @@ class Mailbox {
       : capacity_(capacity),
         power_of_two_((capacity & (capacity - 1)) == 0),
         cells_(new Cell[capacity]) {
-    assert(capacity >= 1);
+    LEDGER_CHECK(capacity >= 1);
     for (size_t i = 0; i < capacity; ++i) {
       cells_[i].sequence.store(FreeSequence(i), std::memory_order_relaxed);
     }
@@ -109,7 +110,7 @@ class Mailbox {
   // Consumer only. Like TryDrain, but sleeps while the mailbox is open and empty. Returns 0 only
   // when the mailbox is closed and every accepted message has been drained.
   size_t WaitAndDrain(std::vector<T>& out, size_t max_items) {
-    assert(max_items >= 1);
+    LEDGER_CHECK(max_items >= 1);
     for (;;) {
       const size_t moved = TryDrain(out, max_items);
       if (moved > 0) return moved;

@@ -1,9 +1,9 @@
 #include "shard/router.h"
 
-#include <cassert>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shard/check.h"
 #include "shard/stable_hash.h"
 
 namespace ledger {
@@ -68,7 +68,7 @@ int32_t Router::ShardFor(absl::string_view account_id) const {
 }
 
 SendOutcome Router::TrySend(int32_t shard, Message&& message) {
-  assert(shard >= 0 && shard < num_shards());
+  LEDGER_CHECK(shard >= 0 && shard < num_shards());
   return shards_[shard]->TrySend(std::move(message));
 }
 

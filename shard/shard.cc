@@ -1,7 +1,6 @@
 #include "shard/shard.h"
 
 #include <algorithm>
-#include <cassert>
 #include <chrono>
 #include <exception>
 #include <iostream>
@@ -9,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shard/check.h"
 
 namespace ledger {
 namespace {
@@ -51,23 +51,23 @@ Shard::Shard(ShardOptions options)
     : options_(std::move(options)),
       observer_(options_.observer != nullptr ? options_.observer : &null_observer),
       mailbox_(options_.mailbox_capacity) {
-  assert(ValidateShardOptions(options_).ok());
+  LEDGER_CHECK(ValidateShardOptions(options_).ok());
   batch_.reserve(options_.max_batch);
   replies_.reserve(options_.max_batch);
 }
 
 void Shard::LoadAccount(std::string account_id, AccountState state) {
-  assert(!started_);
+  LEDGER_CHECK(!started_);
   accounts_.insert_or_assign(std::move(account_id), state);
 }
 
 Shard::~Shard() {
   // Destroying a started shard without Stop would drop accepted messages unanswered.
-  assert(!started_ || stopped_);
+  LEDGER_CHECK(!started_ || stopped_);
 }
 
 void Shard::Start() {
-  assert(!started_);
+  LEDGER_CHECK(!started_);
   started_ = true;
   if (options_.inline_execution) {
     thread_ = std::thread([this] { RunHandoffLoop(); });
@@ -91,7 +91,7 @@ void Shard::Stop() {
 }
 
 SendOutcome Shard::TrySend(Message&& message) {
-  assert(message.completion != nullptr);
+  LEDGER_CHECK(message.completion != nullptr);
   message.enqueued_at = SteadyClock::now();
   const SendOutcome outcome = mailbox_.TrySend(std::move(message));
   if (outcome == SendOutcome::kFull) observer_->OnShed();

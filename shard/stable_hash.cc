@@ -1,7 +1,8 @@
 #include "shard/stable_hash.h"
 
-#include <cassert>
 #include <cstdint>
+
+#include "shard/check.h"
 
 namespace ledger {
 
@@ -17,7 +18,7 @@ uint64_t Fnv1a64(absl::string_view data) {
 }
 
 int32_t JumpConsistentHash(uint64_t key, int32_t num_buckets) {
-  assert(num_buckets >= 1);
+  LEDGER_CHECK(num_buckets >= 1);
   // Each step jumps forward to the next bucket count at which `key` would move; the constant is
   // the 64-bit linear congruential generator from the paper.
   int64_t bucket = -1;
