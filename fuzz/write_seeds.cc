@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,7 +183,7 @@ std::string Operation(Op op, std::optional<int64_t> balance, int64_t amount, int
   input.Pick(static_cast<size_t>(op), 3).Bool(balance.has_value());
   if (balance.has_value()) input.Integral<int64_t>(*balance);
   input.Integral<int64_t>(amount).Integral<int64_t>(limit, 0, kMax);
-  const std::string bytes = input.Bytes();
+  std::string bytes = input.Bytes();
   // Read it back the way the target does, so a layout mistake fails here and not silently.
   FuzzedDataProvider check(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   const Op got_op = check.PickValueInArray({Op::kDeposit, Op::kWithdraw, Op::kBalance});
