@@ -6,9 +6,10 @@ CMAKE_FLAGS ?=
 RELEASE := $(BUILD_DIR)/release
 TSAN := $(BUILD_DIR)/tsan
 ASAN := $(BUILD_DIR)/asan
+FUZZ := $(BUILD_DIR)/fuzz
 
 .PHONY: all deps build run test test-release test-tsan test-asan test-image bench bench-durability \
-	format tidy clean
+	fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
@@ -28,8 +29,8 @@ run: build
 	$(RELEASE)/server/ledgerd $(ARGS)
 
 # Every test, three ways: Release; shard/ under ThreadSanitizer; the unit and integration tests
-# under AddressSanitizer + UndefinedBehaviorSanitizer.
-test: test-release test-tsan test-asan
+# under AddressSanitizer + UndefinedBehaviorSanitizer; then each fuzz target for a bounded time.
+test: test-release test-tsan test-asan test-fuzz
 
 test-release: build
 	cd $(RELEASE) && ctest --output-on-failure -j $(JOBS)
@@ -47,6 +48,25 @@ test-asan: deps
 	@cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# The libFuzzer targets of fuzz/ (docs/fuzzing.md), with clang, ASan and UBSan, in their own tree.
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DLEDGER_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ) -j $(JOBS)
+
+# Each target for FUZZ_SECONDS (default 20) on its seed corpus, one after another: about 90 s.
+# Fails on any crash, leak, UB or broken property and prints the input that reproduces it.
+test-fuzz: fuzz-build
+	bash fuzz/run_fuzzers.sh --build $(FUZZ) --mode test --seconds $(or $(FUZZ_SECONDS),20) \
+	  $(if $(FUZZ_TARGET),--target $(FUZZ_TARGET))
+
+# Fuzzing by hand: FUZZ_SECONDS per target (default 300; 0 runs until Ctrl-C), FUZZ_TARGET=one
+# target. New corpus entries stay in build/fuzz-out/<target>/corpus and grow run after run;
+# FUZZ_KEEP=1 merges those that add coverage into fuzz/corpus/<target>/ to commit.
+fuzz: fuzz-build
+	bash fuzz/run_fuzzers.sh --build $(FUZZ) --mode explore --seconds $(or $(FUZZ_SECONDS),300) \
+	  $(if $(FUZZ_TARGET),--target $(FUZZ_TARGET)) $(if $(FUZZ_KEEP),--keep)
 
 # The image and docker-compose.yml on a real Docker engine (tests/image/run_image_test.py): the
 # running engine, else a dockerd it starts and stops; skips, saying why, only where none can start.

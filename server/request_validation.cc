@@ -1,0 +1,122 @@
+#include "server/request_validation.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits for protobuf messages.
+
+namespace ledger {
+namespace {
+
+// A page token is a journal sequence number in decimal: at most the 20 digits of a uint64.
+constexpr size_t kMaxPageTokenBytes = 20;
+// How much of a refused page token an error message quotes.
+constexpr size_t kQuotedPageTokenBytes = 24;
+
+Outcome ValidateFacts(const CallFacts& facts) {
+  if (Outcome outcome = ValidateAccountId(facts.account_id); outcome != Outcome::kOk) {
+    return outcome;
+  }
+  if (facts.op == Op::kBalance) return Outcome::kOk;
+  if (Outcome outcome = ValidateAmount(facts.amount); outcome != Outcome::kOk) return outcome;
+  return ValidateRequestId(facts.request_id);
+}
+
+// The sequence number a page token names, exactly as this server writes it: 1 to 20 decimal
+// digits (no sign, space, leading zero or other byte) within uint64. Empty for anything else.
+std::optional<uint64_t> ParsePageToken(absl::string_view token) {
+  if (token.empty() || token.size() > kMaxPageTokenBytes || token[0] == '0') return std::nullopt;
+  for (char c : token) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  uint64_t sequence = 0;
+  if (!absl::SimpleAtoi(token, &sequence) || sequence == 0) return std::nullopt;
+  return sequence;
+}
+
+grpc::Status InvalidPageToken(absl::string_view token) {
+  const absl::string_view quoted = token.substr(0, kQuotedPageTokenBytes);
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("page_token \"", absl::CHexEscape(quoted),
+                       token.size() > quoted.size() ? "..." : "", "\" (", token.size(),
+                       " bytes) is not one this server issued: pass a next_page_token from an "
+                       "earlier History response unchanged, or leave it empty for the newest "
+                       "entries")};
+}
+
+}  // namespace
+
+template <typename Request>
+grpc::Status ParseRequest(const grpc::ByteBuffer& bytes, Request& request) {
+  grpc::ByteBuffer consumed(bytes);  // Deserialize empties its buffer; the copy shares the bytes.
+  if (grpc::SerializationTraits<Request>::Deserialize(&consumed, &request).ok()) {
+    return grpc::Status::OK;
+  }
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(), ": its ",
+                       bytes.Length(),
+                       " bytes are not well-formed protobuf (truncated or of another message), "
+                       "or a string field is not valid UTF-8")};
+}
+
+template <typename Request>
+grpc::Status ParseAndValidate(const grpc::ByteBuffer& bytes, Op op, bool require_request_id,
+                              Request& request, CallFacts& facts) {
+  if (grpc::Status parsed = ParseRequest(bytes, request); !parsed.ok()) return parsed;
+  facts.op = op;
+  facts.account_id = request.account_id();
+  if constexpr (!std::is_same_v<Request, v1::BalanceRequest>) {
+    facts.amount = request.amount();
+    facts.request_id = request.request_id();
+  }
+  if (Outcome invalid = ValidateFacts(facts); invalid != Outcome::kOk) {
+    return ToGrpcStatus(invalid, 0, facts);
+  }
+  if (require_request_id && op != Op::kBalance && facts.request_id.empty()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "request_id is required by this server (--require_request_id): give every "
+            "Deposit and Withdraw a unique request_id, so that a call whose outcome is "
+            "unknown can be retried safely"};
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ValidateHistoryRequest(const v1::HistoryRequest& request, HistoryQuery& query) {
+  if (ValidateAccountId(request.account_id()) != Outcome::kOk) {
+    CallFacts facts;
+    facts.account_id = request.account_id();
+    return ToGrpcStatus(Outcome::kInvalidAccountId, 0, facts);
+  }
+  if (request.page_size() < 0 || request.page_size() > kMaxHistoryPageSize) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("page_size must be 1 to ", kMaxHistoryPageSize, ", or 0 for ",
+                         kDefaultHistoryPageSize, "; got ", request.page_size())};
+  }
+  query.start_sequence = 0;
+  if (!request.page_token().empty()) {
+    std::optional<uint64_t> sequence = ParsePageToken(request.page_token());
+    if (!sequence.has_value()) return InvalidPageToken(request.page_token());
+    query.start_sequence = *sequence;
+  }
+  query.page_size = request.page_size() == 0 ? kDefaultHistoryPageSize : request.page_size();
+  return grpc::Status::OK;
+}
+
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::DepositRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::WithdrawRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::BalanceRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::HistoryRequest&);
+template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::DepositRequest&,
+                                       CallFacts&);
+template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::WithdrawRequest&,
+                                       CallFacts&);
+template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::BalanceRequest&,
+                                       CallFacts&);
+
+}  // namespace ledger

@@ -1,0 +1,49 @@
+// Defines how the front end turns a call's raw request bytes into a validated request: the parse
+// (ledgerd parses the bytes itself, see RawLedgerService) and the rules' input checks, apart from
+// the gRPC server so that tests and fuzz/fuzz_request.cc drive them without one.
+#ifndef LEDGER_SERVER_REQUEST_VALIDATION_H_
+#define LEDGER_SERVER_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/status.h"
+#include "ledger/v1/ledger.pb.h"
+#include "server/status_mapping.h"
+#include "shard/ledger_rules.h"
+
+namespace ledger {
+
+// Parses a request's bytes; INVALID_ARGUMENT, saying what may be wrong, when they are not a valid
+// `Request` (truncated, of another message, or a string field that is not UTF-8). Instantiated for
+// the four requests of ledger.v1.Ledger.
+template <typename Request>
+grpc::Status ParseRequest(const grpc::ByteBuffer& bytes, Request& request);
+
+// Parses a Deposit, Withdraw or Balance request (`op` says which) into `request` and validates it.
+// Fills `facts`' op, account_id, amount and request_id (the strings view `request`, which must
+// outlive them); the caller sets overdraft_limit beforehand, for the words of a refusal. OK when
+// the account id, amount and request id satisfy ValidateAccountId, ValidateAmount and
+// ValidateRequestId (Balance: the account id only), and, when `require_request_id`, a Deposit or
+// Withdraw carries a request id; otherwise INVALID_ARGUMENT naming what is wrong.
+template <typename Request>
+grpc::Status ParseAndValidate(const grpc::ByteBuffer& bytes, Op op, bool require_request_id,
+                              Request& request, CallFacts& facts);
+
+inline constexpr int32_t kDefaultHistoryPageSize = 50;
+inline constexpr int32_t kMaxHistoryPageSize = 1000;
+
+// Where a History call starts and how many entries it returns.
+struct HistoryQuery {
+  uint64_t start_sequence = 0;  // 0: the newest entry.
+  int32_t page_size = kDefaultHistoryPageSize;
+};
+
+// Checks a parsed History request and fills `query`: OK when the account id is valid, page_size
+// is 0 (the default) to kMaxHistoryPageSize and page_token is empty or one this server issues (a
+// journal sequence number >= 1 in plain decimal); otherwise INVALID_ARGUMENT naming the field.
+grpc::Status ValidateHistoryRequest(const v1::HistoryRequest& request, HistoryQuery& query);
+
+}  // namespace ledger
+
+#endif  // LEDGER_SERVER_REQUEST_VALIDATION_H_
