@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "shard/check.h"
 #include "storage/ledger_records.pb.h"
 
 namespace ledger::storage {
@@ -9,7 +10,10 @@ namespace {
 
 constexpr char kSeparator = '\0';
 
+// The encoders write only what the decoders read back: a record that recovery would refuse as
+// DataLoss is a bug in the shard, so it stops the process at write time, not at the next start.
 v1::StoredOp ToStored(Op op) {
+  LEDGER_CHECK(op == Op::kDeposit || op == Op::kWithdraw);
   return op == Op::kWithdraw ? v1::STORED_OP_WITHDRAW : v1::STORED_OP_DEPOSIT;
 }
 
@@ -35,6 +39,7 @@ v1::StoredOutcome ToStored(Outcome outcome) {
     case Outcome::kOverflow:
       return v1::STORED_OUTCOME_OVERFLOW;
     default:
+      LEDGER_CHECK(false && "only the rules' four outcomes are recorded");
       return v1::STORED_OUTCOME_UNSPECIFIED;
   }
 }
@@ -105,6 +110,8 @@ std::string EncodeJournal(const JournalEntry& entry) {
   value.set_op(ToStored(entry.op));
   value.set_amount(entry.amount);
   value.set_balance_after(entry.balance_after);
+  // Protobuf only logs a string that is not UTF-8, and the decoder then refuses the record.
+  LEDGER_CHECK(entry.request_id.empty() || ValidateRequestId(entry.request_id) == Outcome::kOk);
   value.set_request_id(entry.request_id);
   value.set_unix_micros(absl::ToUnixMicros(entry.time));
   return value.SerializeAsString();
