@@ -138,6 +138,10 @@ absl::StatusOr<JournalEntry> DecodeJournal(absl::string_view value) {
   if (!proto.ok()) return proto.status();
   std::optional<Op> op = FromStored(proto->op());
   if (!op.has_value()) return absl::DataLossError("a stored journal record has no operation");
+  // The encoder writes only valid request_ids; anything else did not come from it.
+  if (ValidateRequestId(proto->request_id()) != Outcome::kOk) {
+    return absl::DataLossError("a stored journal record has an invalid request_id");
+  }
   return JournalEntry{.account_id = {},
                       .sequence = 0,
                       .op = *op,
