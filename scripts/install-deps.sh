@@ -25,6 +25,7 @@ packages=(
   prometheus
   libbenchmark-dev
   clang-format clang-tidy
+  clang-14  # make test-thread-safety: GCC ignores the thread-safety annotations
   python3 python3-yaml curl
   openssl
   nghttp2-client python3-h2 haproxy
