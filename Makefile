@@ -51,9 +51,9 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS)
 
 # Compiles every project translation unit with clang -Wthread-safety -Wall -Wextra -Wpedantic
-# -Werror (scripts/check-thread-safety.sh): objects only, -O0, no linking, no generated code. About
-# 1.5 min of CPU cold on two cores (3 min of CPU), 8 s with a warm ccache; docs/architecture.md,
-# "Ownership the compiler checks", says what the annotations guarantee.
+# -Werror (scripts/check-thread-safety.sh): objects only, -O0, no linking, no generated code.
+# Cold: 3 min of CPU, so about 1.5 min on two idle cores; 8 s with a warm ccache. What the
+# annotations guarantee: docs/architecture.md, "Ownership the compiler checks".
 test-thread-safety: deps
 	@bash scripts/check-thread-safety.sh $(CLANG) $(JOBS)
 

@@ -32,9 +32,14 @@ JournalEntry Entry(const std::string& account, uint64_t sequence, int64_t balanc
                       .time = absl::FromUnixSeconds(1'800'000'000)};
 }
 
+// A history long enough that the check skips most of it by a Seek.
+constexpr uint64_t kLongHistory = static_cast<uint64_t>(AccountJournalCheck::kStepsBeforeSeek) * 3;
+
 // An account of `entries` deposits of 10 each, stored as the shard stores it.
 void AddAccount(BatchWrite& batch, const std::string& account, uint64_t entries) {
-  for (uint64_t s = 1; s <= entries; ++s) batch.journal.push_back(Entry(account, s, 10 * s));
+  for (uint64_t s = 1; s <= entries; ++s) {
+    batch.journal.push_back(Entry(account, s, 10 * static_cast<int64_t>(s)));
+  }
   batch.accounts.push_back(
       {account, {.balance = 10 * static_cast<int64_t>(entries), .sequence = entries}});
 }
@@ -44,7 +49,7 @@ BatchWrite AgreeingLedger() {
   BatchWrite batch;
   AddAccount(batch, "a", 1);
   AddAccount(batch, "a1", 3);
-  AddAccount(batch, "ab", AccountJournalCheck::kStepsBeforeSeek * 3);
+  AddAccount(batch, "ab", kLongHistory);
   AddAccount(batch, "b", 2);
   return batch;
 }
@@ -94,7 +99,6 @@ std::vector<Corruption> Corruptions() {
   const auto set_account = [](const std::string& id, AccountState state) {
     return [id, state](BatchWrite& batch) { batch.accounts.push_back({id, state}); };
   };
-  const uint64_t long_history = AccountJournalCheck::kStepsBeforeSeek * 3;
   return {
       {"BalanceDiffers",
        set_account("a1", {.balance = 31, .sequence = 3}),
@@ -102,8 +106,8 @@ std::vector<Corruption> Corruptions() {
        "balance_after is 30",
        {"a"}},
       {"BalanceDiffersAfterASeek",
-       set_account("ab", {.balance = 1, .sequence = long_history}),
-       absl::StrCat("account \"ab\" (sequence ", long_history, ", balance 1) disagrees"),
+       set_account("ab", {.balance = 1, .sequence = kLongHistory}),
+       absl::StrCat("account \"ab\" (sequence ", kLongHistory, ", balance 1) disagrees"),
        {"a", "a1"}},
       {"AccountBehindItsJournal",
        set_account("b", {.balance = 10, .sequence = 1}),
@@ -157,9 +161,9 @@ TEST(AccountJournalCheckTest, FindAccountRefusesAnAccountThatDisagreesWithItsJou
   batch.accounts.push_back({"b", {.balance = 99, .sequence = 2}});
   ASSERT_TRUE((*store)->Write(batch).ok());
 
-  EXPECT_EQ((*store)->FindAccount("ab").value(),
-            (AccountState{.balance = 10 * AccountJournalCheck::kStepsBeforeSeek * 3,
-                          .sequence = AccountJournalCheck::kStepsBeforeSeek * 3}));
+  EXPECT_EQ(
+      (*store)->FindAccount("ab").value(),
+      (AccountState{.balance = 10 * static_cast<int64_t>(kLongHistory), .sequence = kLongHistory}));
   const absl::StatusOr<std::optional<AccountState>> corrupt = (*store)->FindAccount("b");
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(
