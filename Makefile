@@ -51,7 +51,7 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS)
 
 # Compiles every project translation unit with clang -Wthread-safety -Wall -Wextra -Wpedantic
-# -Werror (scripts/check-thread-safety.sh): objects only, -O0, no linking, no generated code.
+# -Werror (scripts/check-thread-safety.sh): objects only at -O0, no generated code.
 # Cold: 3 min of CPU, so about 1.5 min on two idle cores; 8 s with a warm ccache. What the
 # annotations guarantee: docs/architecture.md, "Ownership the compiler checks".
 test-thread-safety: deps
