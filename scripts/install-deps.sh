@@ -25,9 +25,10 @@ packages=(
   prometheus
   libbenchmark-dev
   clang-format clang-tidy
-  # make test-fuzz: clang++ and its libFuzzer, ASan and UBSan runtimes (not in build_packages:
-  # the image's build stage never fuzzes).
-  clang libclang-rt-14-dev
+  # clang 14: make test-thread-safety (GCC ignores the thread-safety annotations), and
+  # make test-fuzz with its libFuzzer, ASan and UBSan runtimes (not in build_packages: the
+  # image's build stage does neither).
+  clang clang-14 libclang-rt-14-dev
   python3 python3-yaml curl
   openssl
   nghttp2-client python3-h2 haproxy

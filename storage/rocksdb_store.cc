@@ -20,6 +20,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
+#include "storage/account_journal_check.h"
 #include "storage/ledger_records.pb.h"
 #include "storage/record_codec.h"
 
@@ -441,15 +442,24 @@ absl::Status RocksDbStore::ForEachAccount(
     read_options.fill_cache = false;  // One pass at start-up: do not evict what serving needs.
     std::unique_ptr<rocksdb::Iterator> it(
         handles.db->NewIterator(read_options, handles.families[kAccounts]));
+    // The journal in one forward pass beside the accounts': each account is checked against its
+    // newest entry before it is loaded.
+    std::unique_ptr<rocksdb::Iterator> journal(
+        handles.db->NewIterator(read_options, handles.families[kJournal]));
+    AccountJournalCheck check(journal.get());
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       absl::StatusOr<AccountState> state = DecodeAccount(View(it->value()));
       if (!state.ok()) {
         return absl::DataLossError(
             absl::StrCat("account ", View(it->key()), ": ", state.status().message()));
       }
+      if (absl::Status agrees = check.CheckNext(View(it->key()), *state); !agrees.ok()) {
+        return agrees;
+      }
       load(it->key().ToString(), *state);
     }
-    return FromRocks(it->status(), "reading the accounts");
+    if (!it->status().ok()) return FromRocks(it->status(), "reading the accounts");
+    return check.Finish();
   });
 }
 
@@ -464,6 +474,14 @@ absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
     if (!read.ok()) return FromRocks(read, "reading an account");
     absl::StatusOr<AccountState> state = DecodeAccount(value);
     if (!state.ok()) return state.status();
+    // A reloaded account is held to its journal as the ones loaded at start-up are: one Seek, on
+    // a path taken only after a failed write (or for a History page that came back empty).
+    std::unique_ptr<rocksdb::Iterator> journal(
+        handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kJournal]));
+    if (absl::Status agrees = AccountJournalCheck(journal.get()).CheckOne(account_id, *state);
+        !agrees.ok()) {
+      return agrees;
+    }
     found = *state;
     return absl::OkStatus();
   });

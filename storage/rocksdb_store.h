@@ -85,10 +85,14 @@ class RocksDbStore final : public LedgerStore {
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
                                                            absl::string_view request_id) override;
 
-  // Calls `load` for every stored account, in key order. Start-up only.
+  // Calls `load` for every stored account, in key order, after checking that it equals its
+  // newest journal entry (AccountJournalCheck): DataLoss, naming the first account that does not,
+  // and then `load` has been called only for the accounts before it. One forward pass over the
+  // accounts and the journal. Start-up only.
   absl::Status ForEachAccount(
       const std::function<void(std::string account_id, const AccountState& state)>& load);
 
+  // DataLoss when the stored account does not equal its newest journal entry.
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
 
   // Up to `limit` journal entries of the account, newest first, starting at sequence number

@@ -1,6 +1,7 @@
 // The ledgerd binary and its data directory as an operator meets them: `ledgerd init` creates a
 // ledger and refuses anything else, the server refuses a directory without a ledger, and a
-// directory deleted while serving stops the writes instead of losing them.
+// directory deleted while serving stops the writes instead of losing them, and a ledger whose
+// accounts disagree with their journal is never served.
 #include <signal.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "storage/rocksdb_store.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
@@ -128,6 +130,39 @@ TEST(LedgerdDataDirectoryTest, ServerRefusesAMissingOrEmptyDirectoryAndSaysToIni
   EXPECT_EQ(on_empty.exit_code, 1);
   EXPECT_THAT(on_empty.output, HasSubstr("it is empty, so it holds no ledger"));
   EXPECT_TRUE(std::filesystem::is_empty(scratch.path()));
+}
+
+TEST(LedgerdDataDirectoryTest, ServerRefusesALedgerWhoseAccountDisagreesWithItsJournal) {
+  ScratchDir scratch;
+  InitLedgerDir(scratch.path());
+  {
+    storage::StoreOptions options;
+    options.data_dir = scratch.path();
+    absl::StatusOr<std::unique_ptr<storage::RocksDbStore>> store =
+        storage::RocksDbStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    // As a corrupted directory could hold it: bob's record says 70, his newest entry 60.
+    BatchWrite batch;
+    batch.accounts = {{"alice", {.balance = 100, .sequence = 1}},
+                      {"bob", {.balance = 70, .sequence = 2}}};
+    const auto entry = [](const char* account, uint64_t sequence, int64_t balance_after) {
+      return JournalEntry{.account_id = account,
+                          .sequence = sequence,
+                          .op = Op::kDeposit,
+                          .amount = 10,
+                          .balance_after = balance_after,
+                          .request_id = "",
+                          .time = absl::FromUnixSeconds(1'800'000'000)};
+    };
+    batch.journal = {entry("alice", 1, 100), entry("bob", 1, 50), entry("bob", 2, 60)};
+    ASSERT_TRUE((*store)->Write(batch).ok());
+  }
+  const Finished run = RunLedgerd(ServeFlags(scratch.path()));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.output, HasSubstr("account \"bob\" (sequence 2, balance 70) disagrees with its "
+                                    "journal entry 2, whose balance_after is 60"));
+  EXPECT_THAT(run.output, HasSubstr("Refusing to start"));
+  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening on")));
 }
 
 TEST(LedgerdDataDirectoryTest, ReadOnlyFilesystemIsNamedAsSuch) {
