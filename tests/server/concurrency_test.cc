@@ -118,7 +118,7 @@ TEST(ConcurrencyTest, OverloadIsShedBeforeTheHeldShardMovesAndNothingShedIsAppli
     requests[i].set_amount(i + 1);  // Distinct amounts: the final sum names what was applied.
     contexts[i].set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     stub->async()->Deposit(&contexts[i], &requests[i], &responses[i], [&, i](grpc::Status status) {
-      answered_while_held[i] = !release.HasBeenNotified();
+      answered_while_held[i] = release.HasBeenNotified() ? 0 : 1;
       if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) shed_replies.fetch_add(1);
       statuses[i] = std::move(status);
       replies.fetch_add(1);
