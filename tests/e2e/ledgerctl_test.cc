@@ -220,6 +220,7 @@ TEST_F(LedgerctlTest, ShedCallIsOverloaded) {
   ASSERT_GT(metrics_port, 0) << ledgerd_->output();
   Result results[3];
   std::vector<std::thread> callers;
+  callers.reserve(2);
   for (int i = 0; i < 2; ++i) {
     callers.emplace_back([this, &results, i] { results[i] = Run({"deposit", "dave", "1"}); });
   }

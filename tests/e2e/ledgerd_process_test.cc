@@ -119,6 +119,7 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   ASSERT_NE(stub, nullptr);
   std::vector<grpc::Status> outcomes(kCalls);
   std::vector<std::thread> callers;
+  callers.reserve(kCalls);
   for (int i = 0; i < kCalls; ++i) {
     callers.emplace_back([&, i] { outcomes[i] = Deposit(*stub, "drain", 1); });
   }
@@ -321,6 +322,7 @@ TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
   auto stub = StubFor(port);
   grpc::Status stuck_outcomes[2];
   std::vector<std::thread> stuck_calls;
+  stuck_calls.reserve(2);
   for (grpc::Status& outcome : stuck_outcomes) {
     stuck_calls.emplace_back([&] { outcome = Deposit(*stub, "stuck", 1); });
   }
