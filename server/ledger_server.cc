@@ -169,8 +169,12 @@ void LedgerServer::Shutdown() {
   grace_timer.join();
   if (server_ != nullptr) {
     // What is left is not the shards' (History, health watches, reflection streams): the rest
-    // of the grace, then gRPC cancels it.
-    server_->Shutdown(absl::ToChronoTime(std::max(grace_deadline, absl::Now())));
+    // of the grace, then gRPC cancels it. Never less than kAnswerDeliveryMin: gRPC cancels
+    // every call not yet complete at the deadline, including one whose answer a shard has given
+    // but gRPC is still sending, and its caller would get "Cancelling all calls" instead of
+    // that definite answer (tests/e2e/ledgerd_process_test.cc caught it under ASan).
+    server_->Shutdown(
+        absl::ToChronoTime(std::max(grace_deadline, absl::Now() + kAnswerDeliveryMin)));
   }
   metrics_endpoint_.reset();  // Last, so that the drain can still be watched.
 }

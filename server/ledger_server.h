@@ -48,6 +48,10 @@ struct ServerOptions {
   TransportLimits transport;
 };
 
+// How long Shutdown lets gRPC deliver the answers the shards have already given, even once the
+// grace has run out (see Shutdown). Only calls still unanswered then wait this long.
+inline constexpr absl::Duration kAnswerDeliveryMin = absl::Seconds(1);
+
 // How often a durable server checks that its data directory is still in place.
 inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
 
@@ -85,7 +89,8 @@ class LedgerServer {
   // applied); drain every mailbox: each accepted call is applied and answered with its real
   // outcome, and those not yet decided when shutdown_grace runs out are answered UNAVAILABLE
   // unapplied; join the shard threads; stop gRPC (other calls get what is left of the grace,
-  // then are cancelled); stop serving metrics. Idempotent.
+  // then are cancelled, but not before kAnswerDeliveryMin has passed); stop serving metrics.
+  // Idempotent.
   void Shutdown();
 
  private:

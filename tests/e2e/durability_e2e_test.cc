@@ -17,7 +17,10 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/http_get.h"
+#include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -49,8 +52,9 @@ class CrashTest : public testing::Test {
     for (int attempt = 0; attempt < 50; ++attempt) {
       ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
           LEDGERD_PATH, "--listen=127.0.0.1:" + std::to_string(port),
-          "--metrics_listen=", "--shards=2", "--data_dir=" + scratch_.Sub("data")});
+          "--metrics_listen=127.0.0.1:0", "--shards=2", "--data_dir=" + scratch_.Sub("data")});
       if (ledgerd_->WaitForOutput("overdraft limit")) {
+        metrics_port_ = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
         return PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
       }
       ledgerd_->WaitForExit(std::chrono::seconds(5));
@@ -68,8 +72,26 @@ class CrashTest : public testing::Test {
     }
   }
 
+  // Deposits and withdrawals the running ledgerd has answered OK (from its /metrics); 0 when
+  // the scrape fails.
+  int64_t AcknowledgedWrites() const {
+    const std::optional<testing_util::HttpResponse> scrape =
+        testing_util::HttpGet(metrics_port_, "/metrics");
+    if (!scrape.has_value()) return 0;
+    int64_t acknowledged = 0;
+    for (const char* method : {"Deposit", "Withdraw"}) {
+      acknowledged += static_cast<int64_t>(
+          testing_util::SampleValue(
+              scrape->body,
+              std::string("ledger_requests_total{code=\"OK\",method=\"") + method + "\"}")
+              .value_or(0));
+    }
+    return acknowledged;
+  }
+
   ScratchDir scratch_;
   std::unique_ptr<Subprocess> ledgerd_;
+  int metrics_port_ = 0;
 };
 
 TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) {
@@ -78,12 +100,19 @@ TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) 
   ASSERT_GT(port, 0);
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));
+    const int64_t acknowledged_before = AcknowledgedWrites();
     const std::string json_path = scratch_.Sub("report-" + std::to_string(cycle) + ".json");
     Subprocess loadtest({LOADTEST_PATH, "--target=127.0.0.1:" + std::to_string(port),
                          "--concurrency=32", "--duration=3s", "--warmup=0s", "--accounts=300",
                          "--deadline=2s", "--resolve_for=60s",
                          "--run_id=crash" + std::to_string(cycle), "--json_file=" + json_path});
-    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    // The kill lands under load: once this ledgerd has acknowledged writes of this cycle's load
+    // that must survive it, while the load test keeps calling.
+    ASSERT_TRUE(
+        testing_util::WaitUntil([&] { return AcknowledgedWrites() >= acknowledged_before + 200; },
+                                "ledgerd has acknowledged 200 writes of this cycle's load",
+                                testing_util::kEventTimeout, std::chrono::milliseconds(20)))
+        << loadtest.output();
     ledgerd_->Signal(SIGKILL);
     ASSERT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), std::nullopt)  // Died by signal.
         << ledgerd_->output();

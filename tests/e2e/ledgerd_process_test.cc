@@ -18,9 +18,11 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "tests/e2e/calls_at_shards.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -70,6 +72,21 @@ grpc::Status Deposit(v1::Ledger::Stub& stub, const std::string& account, int64_t
   return status;
 }
 
+// The metrics port named in ledgerd's start-up line (0 when it serves none).
+int MetricsPort(const Subprocess& ledgerd) {
+  return testing_util::PortAfter(ledgerd.output(), "metrics on http://127.0.0.1:");
+}
+
+// The balance of `account`, or -1 when the call fails (so that it cannot equal a real count).
+int64_t BalanceOf(v1::Ledger::Stub& stub, const std::string& account) {
+  v1::BalanceRequest request;
+  request.set_account_id(account);
+  v1::BalanceResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  return stub.Balance(&context, request, &response).ok() ? response.balance() : -1;
+}
+
 TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
   Subprocess ledgerd(LedgerdArgs(
       {"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512", "--max_batch=64"}));
@@ -88,26 +105,56 @@ TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
 
 TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   constexpr int kCalls = 20;
+  const std::string data_dir_flag = testing_util::NewLedgerDirFlag();
   // Each handler takes 100 ms, so the calls are still queued when the signal arrives (2 s of
-  // work for the one account's shard, well within the 10 s grace).
-  Subprocess ledgerd(LedgerdArgs(
-      {"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1", "--debug_handler_delay=100ms"}));
+  // work for the one account's shard, well within the 10 s grace); max batch 1 keeps them in
+  // the mailbox, where the metrics count them.
+  Subprocess ledgerd({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                      data_dir_flag, "--shards=2", "--max_batch=1", "--debug_handler_delay=100ms"});
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
+  const int metrics_port = MetricsPort(ledgerd);
+  ASSERT_GT(metrics_port, 0) << ledgerd.output();
   auto stub = ConnectedStubFor(port);
   ASSERT_NE(stub, nullptr);
-  std::atomic<int> ok{0};
+  std::vector<grpc::Status> outcomes(kCalls);
   std::vector<std::thread> callers;
+  callers.reserve(kCalls);
   for (int i = 0; i < kCalls; ++i) {
-    callers.emplace_back([&] {
-      if (Deposit(*stub, "drain", 1).ok()) ok.fetch_add(1);
-    });
+    callers.emplace_back([&, i] { outcomes[i] = Deposit(*stub, "drain", 1); });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // Let the calls arrive.
+  // All but at most one (being handled, so in no series) are known to be at the shard.
+  int64_t arrived = 0;
+  const bool all_arrived = testing_util::WaitUntil(
+      [&] {
+        arrived = testing_util::CallsAtShards(metrics_port, 2, "deposit").value_or(0);
+        return arrived >= kCalls - 1;
+      },
+      "the deposits reach the shard", testing_util::kEventTimeout, std::chrono::milliseconds(10));
+  EXPECT_TRUE(all_arrived) << arrived << " of " << kCalls << " arrived";
   ledgerd.Signal(SIGINT);
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
-  EXPECT_EQ(ok.load(), kCalls);
+  EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
+  int ok = 0;
+  for (const grpc::Status& outcome : outcomes) {
+    if (outcome.ok()) {
+      ++ok;
+    } else {
+      // Only a call that had not reached the shard before the signal may be refused, and then
+      // definitely unapplied; never cancelled.
+      EXPECT_EQ(outcome.error_code(), grpc::StatusCode::UNAVAILABLE) << outcome.error_message();
+      EXPECT_THAT(outcome.error_message(), HasSubstr("shutting down; nothing was applied"));
+    }
+  }
+  EXPECT_GE(ok, arrived);  // Every call the shard had accepted was applied and answered OK.
+  // And exactly those are in the ledger after a restart.
+  Subprocess restarted({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  const int restarted_port = StartAndReadPort(restarted);
+  ASSERT_GT(restarted_port, 0) << restarted.output();
+  EXPECT_EQ(BalanceOf(*StubFor(restarted_port), "drain"), ok);
+  restarted.Signal(SIGTERM);
+  EXPECT_EQ(restarted.WaitForExit(), 0) << restarted.output();
 }
 
 // Deposit with a request_id and a long deadline, on its own channel's stub.
@@ -128,12 +175,15 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
   testing_util::ScratchDir scratch;
   const std::string data_dir = scratch.Sub("ledger");
   testing_util::InitLedgerDir(data_dir);
-  // 150 ms a call, about 20 calls a shard: far more work than the 1 s grace.
-  Subprocess ledgerd({LEDGERD_PATH, "--listen=127.0.0.1:0",
-                      "--metrics_listen=", "--data_dir=" + data_dir, "--shards=2",
+  // 150 ms a call, about 20 calls a shard: far more work than the 1 s grace. Max batch 1 keeps
+  // the queued calls in the mailboxes, where the metrics count them.
+  Subprocess ledgerd({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                      "--data_dir=" + data_dir, "--shards=2", "--max_batch=1",
                       "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
+  const int metrics_port = MetricsPort(ledgerd);
+  ASSERT_GT(metrics_port, 0) << ledgerd.output();
   auto stub = ConnectedStubFor(port);
   ASSERT_NE(stub, nullptr);
   std::vector<grpc::Status> outcomes(kCalls);
@@ -144,7 +194,16 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
           DepositWithId(*stub, "drain-" + std::to_string(i % 3), "d-" + std::to_string(i));
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Let the calls queue.
+  // All but at most one a shard (being handled) are known to be queued: far more than the
+  // grace can drain, so some must be applied and some refused.
+  int64_t arrived = 0;
+  ASSERT_TRUE(testing_util::WaitUntil(
+      [&] {
+        arrived = testing_util::CallsAtShards(metrics_port, 2, "deposit").value_or(0);
+        return arrived >= kCalls - 2;
+      },
+      "the deposits reach the shards", testing_util::kEventTimeout, std::chrono::milliseconds(10)))
+      << arrived << " of " << kCalls << " arrived";
   ledgerd.Signal(SIGTERM);
   ASSERT_TRUE(ledgerd.WaitForOutput("shutting down")) << ledgerd.output();
   // A new call during the drain is refused at once, definitely unapplied.
@@ -223,14 +282,23 @@ TEST(LedgerdProcessTest, AFloodOfUndecodableRequestsLogsAtMostAFewLinesASecond) 
   };
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kCalls; ++i) send_one();
-  // The next line let through after the flood says how many were dropped.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  send_one();
+  // The first line let through once the rate limiter's second has passed says how many were
+  // dropped: one more call every 100 ms until it is logged.
+  int sent_after = 0;
+  EXPECT_TRUE(testing_util::WaitUntil(
+      [&] {
+        send_one();
+        ++sent_after;
+        return ledgerd.WaitForOutput("more log line(s) dropped", std::chrono::milliseconds(100));
+      },
+      "ledgerd logs how many lines it dropped", testing_util::kEventTimeout,
+      std::chrono::milliseconds(0)))
+      << ledgerd.output();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ledgerd.Signal(SIGTERM);
   ASSERT_EQ(ledgerd.WaitForExit(), 0);
-  EXPECT_EQ(invalid, kCalls + 1);
+  EXPECT_EQ(invalid, kCalls + sent_after);
   // protobuf logs each invalid string; ledgerd lets 20 lines a second through and says how many
   // it dropped.
   size_t lines = 0;
@@ -244,21 +312,35 @@ TEST(LedgerdProcessTest, AFloodOfUndecodableRequestsLogsAtMostAFewLinesASecond) 
 }
 
 TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
-  Subprocess ledgerd(
-      LedgerdArgs({"--listen=127.0.0.1:0", "--debug_handler_delay=30s", "--shutdown_grace=60s"}));
+  // One call in a 30 s handler and one queued behind it: a drain would take a minute.
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1",
+                                  "--debug_handler_delay=30s", "--shutdown_grace=60s"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
+  const int metrics_port = MetricsPort(ledgerd);
+  ASSERT_GT(metrics_port, 0) << ledgerd.output();
   auto stub = StubFor(port);
-  std::thread stuck_call([&] { (void)Deposit(*stub, "stuck", 1); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  grpc::Status stuck_outcomes[2];
+  std::vector<std::thread> stuck_calls;
+  stuck_calls.reserve(2);
+  for (grpc::Status& outcome : stuck_outcomes) {
+    stuck_calls.emplace_back([&] { outcome = Deposit(*stub, "stuck", 1); });
+  }
+  // One is handled (in no series), so one queued is both arrived.
+  ASSERT_TRUE(testing_util::WaitUntil(
+      [&] { return testing_util::CallsAtShards(metrics_port, 2, "deposit").value_or(0) >= 1; },
+      "a deposit waits behind the stuck one", testing_util::kEventTimeout,
+      std::chrono::milliseconds(10)));
   ledgerd.Signal(SIGTERM);
   ASSERT_TRUE(ledgerd.WaitForOutput("shutting down")) << ledgerd.output();
-  const auto second_signal = std::chrono::steady_clock::now();
   ledgerd.Signal(SIGTERM);
-  EXPECT_EQ(ledgerd.WaitForExit(std::chrono::seconds(10)), 1) << ledgerd.output();
-  EXPECT_LT(std::chrono::steady_clock::now() - second_signal, std::chrono::seconds(5));
+  // Exiting at once means before any handler could finish: not one call was answered OK.
+  EXPECT_EQ(ledgerd.WaitForExit(std::chrono::seconds(20)), 1) << ledgerd.output();
   EXPECT_THAT(ledgerd.output(), HasSubstr("second signal, exiting at once"));
-  stuck_call.join();
+  for (std::thread& call : stuck_calls) call.join();
+  for (const grpc::Status& outcome : stuck_outcomes) {
+    EXPECT_FALSE(outcome.ok()) << "a call was drained although the process was to exit at once";
+  }
 }
 
 TEST(LedgerdProcessTest, AnEmptyMetricsListenServesNoMetrics) {

@@ -30,6 +30,7 @@
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -199,10 +200,13 @@ TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
       }
     });
   }
-  while (calls.load() < 500) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The scrape is taken under load: after 500 calls, while the load threads keep calling.
+  const ::testing::AssertionResult loaded =
+      testing_util::WaitUntil([&] { return calls.load() >= 500; }, "the load has made 500 calls");
   auto scrape = HttpGet(metrics_port, "/metrics");
   stop = true;
   for (std::thread& thread : load) thread.join();
+  ASSERT_TRUE(loaded);
   ASSERT_TRUE(scrape.has_value());
   const std::filesystem::path file = data_dir_ / "scrape.txt";
   std::ofstream(file) << scrape->body;

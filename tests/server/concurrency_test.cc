@@ -6,8 +6,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_server.h"
+#include "tests/shard/shard_test_util.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -81,58 +84,79 @@ TEST(ConcurrencyTest, EightClientThreadsOfFiveThousandDepositsLandExactly) {
   EXPECT_EQ(Balance(*stub, "shared").balance, kThreads * kPerThread);
 }
 
-TEST(ConcurrencyTest, OverloadShedsFastAndNothingShedIsApplied) {
+// Shedding is an answer at admission, not a wait in line: every shed call is answered while
+// the shard is still held (an ordering, not a wall-clock bound, so a slow ASan build cannot
+// fail it), and none of them is applied.
+TEST(ConcurrencyTest, OverloadIsShedBeforeTheHeldShardMovesAndNothingShedIsApplied) {
   constexpr int kBurst = 200;
-  constexpr auto kHandlerDelay = std::chrono::milliseconds(250);
+  constexpr int kCapacity = 4;
+  testing_util::Event held;
+  testing_util::Event release;
   ServerOptions options = LoopbackOptions();
-  options.router.shard.mailbox_capacity = 4;
-  options.router.shard.inline_execution = false;
-  options.router.shard.debug_handler_delay = absl::FromChrono(kHandlerDelay);
+  options.router.shard.mailbox_capacity = kCapacity;
+  options.router.shard.max_batch = 1;             // So that the queued calls stay in the mailbox.
+  options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
+  options.router.shard.test_before_handle = [&](const Message& message) {
+    if (message.amount == kBurst + 1) {  // The holder, sent before the burst.
+      held.Notify();
+      release.WaitForNotification();
+    }
+  };
+  // The calls' state outlives the server, whose Shutdown answers them on every path.
+  std::vector<v1::DepositRequest> requests(kBurst + 1);
+  std::vector<v1::DepositResponse> responses(kBurst + 1);
+  std::vector<grpc::ClientContext> contexts(kBurst + 1);
+  std::vector<grpc::Status> statuses(kBurst + 1);
+  std::vector<char> answered_while_held(kBurst + 1, 0);
+  std::atomic<int> replies{0};
+  std::atomic<int> shed_replies{0};
   TestServer server(options);
-  std::shared_ptr<grpc::Channel> channel = server.NewChannel();
-  // Connect first, so that no latency below includes the connection set-up.
-  ASSERT_TRUE(
-      channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
-  auto stub = v1::Ledger::NewStub(channel);
-  std::vector<v1::DepositRequest> requests(kBurst);
-  std::vector<v1::DepositResponse> responses(kBurst);
-  std::vector<grpc::ClientContext> contexts(kBurst);
-  std::vector<grpc::Status> statuses(kBurst);
-  std::vector<std::chrono::steady_clock::duration> latencies(kBurst);
-  ReplyCounter replies;
-  for (int i = 0; i < kBurst; ++i) {
+  absl::Cleanup always_release = [&] { release.Notify(); };
+  auto stub = server.NewStub();
+  const auto send = [&](int i) {
     requests[i].set_account_id("burst");
     requests[i].set_amount(i + 1);  // Distinct amounts: the final sum names what was applied.
     contexts[i].set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    const auto sent = std::chrono::steady_clock::now();
-    stub->async()->Deposit(&contexts[i], &requests[i], &responses[i],
-                           [&, i, sent](grpc::Status status) {
-                             latencies[i] = std::chrono::steady_clock::now() - sent;
-                             statuses[i] = std::move(status);
-                             replies.Add();
-                           });
-  }
-  replies.WaitFor(kBurst);
+    stub->async()->Deposit(&contexts[i], &requests[i], &responses[i], [&, i](grpc::Status status) {
+      answered_while_held[i] = release.HasBeenNotified() ? 0 : 1;
+      if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) shed_replies.fetch_add(1);
+      statuses[i] = std::move(status);
+      replies.fetch_add(1);
+    });
+  };
+  send(kBurst);  // The holder.
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); },
+                                      "the first deposit is held in its handler"));
+  for (int i = 0; i < kBurst; ++i) send(i);
+  const Shard& shard = server.server().router().shard(server.server().router().ShardFor("burst"));
+  // The mailbox fills and every other call of the burst is answered, all while the shard is
+  // held. If refused calls waited in line instead, this would time out.
+  ASSERT_TRUE(testing_util::WaitUntil(
+      [&] { return shard.MailboxDepth() == kCapacity && replies.load() == kBurst - kCapacity; },
+      "the mailbox is full and the rest of the burst is answered"))
+      << "depth " << shard.MailboxDepth() << ", replies " << replies.load();
+  // Each callback counts a shed before it counts a reply: those answers were all sheds.
+  EXPECT_EQ(shed_replies.load(), kBurst - kCapacity);
+  release.Notify();
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return replies.load() == kBurst + 1; },
+                                      "every call of the burst is answered"));
   int64_t acknowledged_sum = 0;
   int ok = 0;
-  int shed = 0;
-  for (int i = 0; i < kBurst; ++i) {
+  for (int i = 0; i <= kBurst; ++i) {
     if (statuses[i].ok()) {
       ++ok;
       acknowledged_sum += i + 1;
+      EXPECT_FALSE(answered_while_held[i]) << "call " << i << " was applied before the release";
     } else {
-      ASSERT_EQ(statuses[i].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
-          << statuses[i].error_message();
-      ++shed;
-      // Shed at admission: sooner than the first handler, which every accepted call waits
-      // behind, could have finished.
-      EXPECT_LT(latencies[i], kHandlerDelay) << "call " << i;
+      EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << "call " << i << ": " << statuses[i].error_message();
+      EXPECT_TRUE(answered_while_held[i]) << "call " << i << " was shed after the shard moved";
     }
   }
-  EXPECT_GT(shed, 0);
-  EXPECT_GT(ok, 0);
-  EXPECT_EQ(ok + shed, kBurst);
+  EXPECT_EQ(ok, kCapacity + 1);  // The holder and the calls that fit in the mailbox.
   EXPECT_EQ(Balance(*stub, "burst").balance, acknowledged_sum);
+  EXPECT_EQ(server.server().metrics().shard(shard.index()).shed(),
+            static_cast<uint64_t>(kBurst - kCapacity));
 }
 
 }  // namespace

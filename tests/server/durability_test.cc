@@ -22,6 +22,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -388,17 +389,18 @@ TEST_F(FullFilesystemTest, NoCallIsAcknowledgedThatIsNotOnDiskAndWritesResumeWhe
     EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);  // Still alive.
 
     std::filesystem::remove(filler_path());
-    bool resumed = false;
-    for (int i = 0; i < 100 && !resumed; ++i) {
-      const testing_util::CallResult result = Deposit(*stub, "dave", 1, absl::StrCat("after-", i));
-      if (result.status.ok()) {
-        ++acknowledged;
-        resumed = true;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-    EXPECT_TRUE(resumed) << "writes did not resume after space was freed";
+    // Each attempt has its own request_id and counts only when acknowledged, so a refused one
+    // that is retried cannot be counted twice.
+    int attempt = 0;
+    EXPECT_TRUE(testing_util::WaitUntil(
+        [&] {
+          const testing_util::CallResult result =
+              Deposit(*stub, "dave", 1, absl::StrCat("after-", attempt++));
+          if (result.status.ok()) ++acknowledged;
+          return result.status.ok();
+        },
+        "writes resume after space was freed", testing_util::kEventTimeout,
+        std::chrono::milliseconds(50)));
     EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);
   }
   TestServer restarted(DurableOptions(data_dir));

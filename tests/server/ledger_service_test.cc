@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/server/test_server.h"
 #include "tests/shard/shard_test_util.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -110,28 +112,73 @@ TEST(LedgerServiceTest, HandlerFaultIsInternalForThatCallAndTheServerKeepsServin
 }
 
 TEST(LedgerServiceTest, CallWhoseDeadlinePassesInTheMailboxIsNotApplied) {
+  testing_util::Event first_call_held;
+  testing_util::Event release;
   ServerOptions options = LoopbackOptions();
-  options.router.shard.inline_execution = false;
-  options.router.shard.debug_handler_delay = absl::Milliseconds(300);
-  TestServer server(options);
-  auto stub = server.NewStub();
-  // The first call occupies the shard for 300 ms; the second waits behind it, its caller gives
-  // up after 50 ms, and the shard must then skip it.
+  options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
+  options.router.shard.max_batch = 1;             // So that the second call stays in the mailbox.
+  options.router.shard.test_before_handle = [&](const Message&) {
+    if (!first_call_held.HasBeenNotified()) {
+      first_call_held.Notify();
+      release.WaitForNotification();
+    }
+  };
+  // The calls' state is declared before the server, so that it outlives the Shutdown that
+  // answers them even when an assertion ends the test early.
   v1::DepositRequest first;
   first.set_account_id("slow");
   first.set_amount(1);
   v1::DepositResponse first_response;
-  grpc::ClientContext first_context;
-  std::thread first_call([&] { (void)stub->Deposit(&first_context, first, &first_response); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Let the first call start.
+  auto first_context = ContextWithDeadline();
+  std::atomic<bool> first_done{false};
+  grpc::Status first_status;
   v1::DepositRequest second = first;
   second.set_amount(1000);
   v1::DepositResponse second_response;
-  grpc::Status late = stub->Deposit(ContextWithDeadline(std::chrono::milliseconds(50)).get(),
-                                    second, &second_response);
-  first_call.join();
-  EXPECT_EQ(late.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Long enough to reach the mailbox on a loaded machine under ASan (checked below).
+  constexpr std::chrono::seconds kSecondTimeout{1};
+  auto second_context = ContextWithDeadline(kSecondTimeout);
+  std::atomic<bool> second_done{false};
+  grpc::Status second_status;
+  TestServer server(options);
+  // Released on every path, so that a failed assertion cannot leave Shutdown waiting forever.
+  absl::Cleanup always_release = [&] { release.Notify(); };
+  auto stub = server.NewStub();
+  const Shard& shard = server.server().router().shard(server.server().router().ShardFor("slow"));
+  // The first call holds the shard; the second waits behind it in the mailbox until its caller
+  // gives up; only then is the shard let go, and it must skip the second.
+  stub->async()->Deposit(first_context.get(), &first, &first_response, [&](grpc::Status status) {
+    first_status = std::move(status);
+    first_done.store(true);
+  });
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return first_call_held.HasBeenNotified(); },
+                                      "the first deposit is held in its handler"));
+  stub->async()->Deposit(second_context.get(), &second, &second_response, [&](grpc::Status status) {
+    second_status = std::move(status);
+    second_done.store(true);
+  });
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return shard.MailboxDepth() == 1; },
+                                      "the second deposit is queued behind the held one"));
+  const auto queued_by = std::chrono::steady_clock::now();
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return second_done.load(); },
+                                      "the second deposit's caller gives up"));
+  EXPECT_EQ(second_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // NOTE: the one wait on time, and a lower bound only (waiting longer can only make the test
+  // surer). The shard skips a call when gRPC says the server context is cancelled, and nothing
+  // outside gRPC can observe that moment: the caller's DEADLINE_EXCEEDED above comes first, the
+  // server's own deadline timer (at most kSecondTimeout after the call reached the server,
+  // which was before `queued_by`) or the caller's RST_STREAM a little later. A second of margin
+  // lets that notice land even on a loaded ASan run; releasing the shard at once made the test
+  // apply the deposit about once in 50 runs (a legal outcome: its caller never learned it).
+  std::this_thread::sleep_until(queued_by + kSecondTimeout + std::chrono::seconds(1));
+  release.Notify();
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return first_done.load(); }, "the first deposit is answered"));
+  EXPECT_TRUE(first_status.ok()) << first_status.error_message();
+  EXPECT_EQ(first_response.balance(), 1);
+  // Balance queues behind the second deposit, so it sees whatever the shard did with it.
   EXPECT_EQ(Balance(*stub, "slow").balance, 1);
+  EXPECT_EQ(server.server().metrics().shard(shard.index()).expired(), 1u);
 }
 
 // What `grpcurl list` and `grpcurl describe ledger.v1.Ledger` (README) are built from.
@@ -218,8 +265,7 @@ TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
       release.WaitForNotification();
     }
   };
-  TestServer server(options);
-  auto stub = server.NewStub();
+  // The calls' state outlives the server (see CallWhoseDeadlinePassesInTheMailboxIsNotApplied).
   std::vector<grpc::ClientContext> contexts(kInFlight);
   std::vector<v1::DepositResponse> responses(kInFlight);
   std::vector<grpc::Status> statuses(kInFlight);
@@ -227,6 +273,15 @@ TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
   v1::DepositRequest request;
   request.set_account_id("inflight");
   request.set_amount(5);
+  TestServer server(options);
+  std::thread stopper;
+  // Runs before the server is destroyed, on every path: a failed assertion must neither leave
+  // Shutdown waiting for the held call forever nor destroy a joinable thread.
+  absl::Cleanup always_release = [&] {
+    release.Notify();
+    if (stopper.joinable()) stopper.join();
+  };
+  auto stub = server.NewStub();
   for (int i = 0; i < kInFlight; ++i) {
     stub->async()->Deposit(&contexts[i], &request, &responses[i], [&, i](grpc::Status status) {
       statuses[i] = std::move(status);
@@ -234,18 +289,43 @@ TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
     });
   }
   // Every call is at the shard: one held in its handler, the rest queued behind it.
-  first_call_held.WaitForNotification();
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return first_call_held.HasBeenNotified(); },
+                                      "the first call is held in its handler"));
   const Shard& shard =
       server.server().router().shard(server.server().router().ShardFor("inflight"));
-  while (shard.MailboxDepth() < kInFlight - 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::thread stopper([&] { server.server().Shutdown(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Let the shutdown begin.
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return shard.MailboxDepth() == kInFlight - 1; },
+                                      "the other calls are queued behind the held one"));
+  std::atomic<bool> shutdown_returned{false};
+  stopper = std::thread([&] {
+    server.server().Shutdown();
+    shutdown_returned.store(true);
+  });
+  // Shutdown has begun once a new call to that shard is refused at once. A Balance probe, so
+  // that a probe queued before the mailbox closed changes nothing (its deadline then passes
+  // and the shard skips it).
+  grpc::Status refused;
+  ASSERT_TRUE(testing_util::WaitUntil(
+      [&] {
+        v1::BalanceRequest probe;
+        probe.set_account_id("inflight");
+        v1::BalanceResponse ignored;
+        refused = stub->Balance(ContextWithDeadline(std::chrono::milliseconds(200)).get(), probe,
+                                &ignored);
+        return refused.error_code() == grpc::StatusCode::UNAVAILABLE;
+      },
+      "a new call is refused UNAVAILABLE (the shutdown closed the mailboxes)",
+      testing_util::kEventTimeout, std::chrono::milliseconds(10)))
+      << "last probe: " << refused.error_code() << " " << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("nothing was applied"));
+  // The shutdown is under way, yet the calls it found are neither answered nor cut short:
+  // Shutdown is waiting for them.
   EXPECT_EQ(done.load(), 0);
+  EXPECT_FALSE(shutdown_returned.load());
   release.Notify();
   stopper.join();
-  EXPECT_EQ(done.load(), kInFlight);  // Shutdown returned only after answering every call.
+  // Every call accepted before the shutdown is answered with its real outcome, none cancelled.
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return done.load() == kInFlight; },
+                                      "every call in flight is answered"));
   std::vector<int64_t> balances;
   for (int i = 0; i < kInFlight; ++i) {
     EXPECT_TRUE(statuses[i].ok()) << statuses[i].error_message();

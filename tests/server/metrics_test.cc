@@ -12,6 +12,7 @@
 #include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
 #include "tests/shard/shard_test_util.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -133,7 +134,8 @@ TEST(MetricsTest, DepthRisesWhileAShardIsHeldAndASheddingAddsOneToItsRejectedCou
   TestServer server(options);
   auto stub = server.NewStub();
   std::thread holder([&] { EXPECT_TRUE(Deposit(*stub, "hold", 1).status.ok()); });
-  held.WaitForNotification();
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); },
+                                      "the first deposit is held in its handler"));
   // "hold" shares a shard with these ids; two fill the mailbox, the third is shed.
   const std::string shard = ShardLabel("hold");
   std::vector<std::string> same_shard;
@@ -146,7 +148,8 @@ TEST(MetricsTest, DepthRisesWhileAShardIsHeldAndASheddingAddsOneToItsRejectedCou
     queued.emplace_back([&, i] { EXPECT_TRUE(Deposit(*stub, same_shard[i], 5).status.ok()); });
   }
   const Shard& held_shard = server.server().router().shard(std::stoi(shard));
-  while (held_shard.MailboxDepth() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return held_shard.MailboxDepth() == 2; },
+                                      "two deposits are queued behind the held one"));
   EXPECT_EQ(Deposit(*stub, same_shard[2], 5).status.error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
   std::string body = Scrape(server);

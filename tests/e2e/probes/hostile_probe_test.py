@@ -70,7 +70,9 @@ def start_ledgerd(path, nofile, extra_flags):
             metrics = int(re.search(r"metrics on http://[\d.]+:(\d+)", line).group(1))
             # Keep reading its output, so that a chatty ledgerd never blocks on a full pipe.
             tail = collections.deque(lines, maxlen=200)
-            threading.Thread(target=lambda: tail.extend(process.stdout), daemon=True).start()
+            process.reader = threading.Thread(target=lambda: tail.extend(process.stdout),
+                                              daemon=True)
+            process.reader.start()
             return process, grpc, metrics, tail
     process.kill()
     raise SystemExit("ledgerd did not start:\n" + "".join(lines))
@@ -217,8 +219,13 @@ def main():
             time.sleep(0.25)
         if held.connection is not None:
             held.connection.close()
-        time.sleep(1)
+        # Memory freed after the probe can take a moment to leave the RSS: bounded wait until
+        # it is under the limit, then the value at that moment (or at the bound) is reported.
+        settle_end = time.monotonic() + 5
         settled_rss = h2grpc.rss_bytes(ledgerd.pid)
+        while settled_rss >= args.rss_limit_mb * 2**20 and time.monotonic() < settle_end:
+            time.sleep(0.1)
+            settled_rss = h2grpc.rss_bytes(ledgerd.pid)
         if args.expect_listener_lost:
             try:
                 ledgerd.wait(args.recover_seconds)
@@ -236,7 +243,7 @@ def main():
             ledgerd.wait(15)
         except subprocess.TimeoutExpired:
             ledgerd.kill()
-        time.sleep(0.2)  # The reader thread takes the last lines.
+        ledgerd.reader.join(5)  # Ends at the exited process's end of file: its last lines.
         ledgerd_tail = "".join(output)[-2000:]
 
     mb = 2**20
