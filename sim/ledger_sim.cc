@@ -72,7 +72,7 @@ int Usage(const char* problem) {
 }
 
 // Runs one seed; prints its line, or the failure and how to replay it. True when legal.
-bool RunSeed(SimOptions options, bool print_ok) {
+bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
   const SimResult result = ledger::sim::Simulate(options);
   if (!result.ok) {
     std::printf("FAIL %s\nreplay: make simulate SEED=%llu STEPS=%lld\n", result.failure.c_str(),
@@ -87,6 +87,14 @@ bool RunSeed(SimOptions options, bool print_ok) {
         static_cast<unsigned long long>(options.seed), static_cast<long long>(result.steps),
         static_cast<long long>(result.messages), static_cast<long long>(result.write_faults),
         static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts));
+  }
+  if (verbose) {
+    std::printf("  replies:");
+    for (size_t i = 0; i < result.outcomes.size(); ++i) {
+      const std::string name(ledger::OutcomeName(static_cast<ledger::Outcome>(i)));
+      std::printf(" %s=%lld", name.c_str(), static_cast<long long>(result.outcomes[i]));
+    }
+    std::printf(" (replayed=%lld)\n", static_cast<long long>(result.replays));
   }
   return true;
 }
@@ -134,7 +142,7 @@ int main(int argc, char** argv) {
   if (seed >= 0) {
     for (int64_t k = 0; k < seeds; ++k) {
       options.seed = static_cast<uint64_t>(seed + k);
-      if (!RunSeed(options, /*print_ok=*/seeds == 1)) return 1;
+      if (!RunSeed(options, /*print_ok=*/seeds == 1, /*verbose=*/seeds == 1)) return 1;
     }
     if (seeds > 1) {
       std::printf("%lld seeds from %lld ok, %lld steps each\n", static_cast<long long>(seeds),
@@ -148,7 +156,7 @@ int main(int argc, char** argv) {
   int64_t explored = 0;
   do {
     options.seed = ((uint64_t{entropy()} << 32) | entropy()) & ((uint64_t{1} << 53) - 1);
-    if (!RunSeed(options, /*print_ok=*/true)) return 1;
+    if (!RunSeed(options, /*print_ok=*/true, /*verbose=*/false)) return 1;
     ++explored;
   } while (std::chrono::steady_clock::now() < deadline);
   std::printf("explored %lld seeds of %lld steps: all legal\n", static_cast<long long>(explored),

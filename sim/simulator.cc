@@ -173,6 +173,8 @@ class Simulation {
     for (size_t i = 0; i < size; ++i) {
       record.calls[i].reply = completions[i].reply();
       record.calls[i].completions = completions[i].completions();
+      ++result_.outcomes[static_cast<size_t>(completions[i].reply().outcome)];
+      if (completions[i].reply().replayed) ++result_.replays;
     }
     record.facts = store_.facts();
     result_.messages += static_cast<int64_t>(size);
@@ -228,7 +230,7 @@ class Simulation {
     call.caller_gone = Percent(rng_, 5);
     call.account_id = kAccounts[Uniform(rng_, kAccounts.size())];
     const uint64_t op_roll = Uniform(rng_, 100);
-    call.op = op_roll < 45 ? Op::kDeposit : op_roll < 80 ? Op::kWithdraw : Op::kBalance;
+    call.op = op_roll < 40 ? Op::kDeposit : op_roll < 82 ? Op::kWithdraw : Op::kBalance;
     if (call.op == Op::kBalance) return call;
     const uint64_t amount_roll = Uniform(rng_, 100);
     if (amount_roll < 1) {

@@ -14,6 +14,7 @@
 #ifndef LEDGER_SIM_SIMULATOR_H_
 #define LEDGER_SIM_SIMULATOR_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,9 @@ struct SimResult {
   int64_t write_faults = 0;
   int64_t lookup_faults = 0;
   int64_t restarts = 0;
+  // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
+  std::array<int64_t, 13> outcomes{};
+  int64_t replays = 0;
   // When !ok: the violation, the step it happened at and a short trace of the steps before it.
   std::string failure;
 };
