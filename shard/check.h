@@ -26,9 +26,7 @@ namespace ledger::check_internal {
 // Integers, enums and bools print as numbers; anything else as "?".
 template <typename T>
 void PrintValue(const T& value) {
-  if constexpr (std::is_enum_v<T>) {
-    std::fprintf(stderr, "%lld", static_cast<long long>(value));
-  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+  if constexpr (std::is_enum_v<T> || (std::is_integral_v<T> && std::is_signed_v<T>)) {
     std::fprintf(stderr, "%lld", static_cast<long long>(value));
   } else if constexpr (std::is_integral_v<T>) {
     std::fprintf(stderr, "%llu", static_cast<unsigned long long>(value));

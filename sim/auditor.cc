@@ -139,9 +139,8 @@ std::string Auditor::CheckBatch(const std::vector<AuditedCall>& calls, absl::Tim
       // The shard reloads the account first; only a failed lookup leaves memory as it was.
       const Reply settled_read = BalanceReply(Find(durable_, call.account_id));
       const Reply stale_read = BalanceReply(Find(work, call.account_id));
-      if (lookup_failures_left == 0 || write_failed) {
-        settle(call.account_id);
-      } else if (!mutation) {
+      const bool lookup_may_have_failed = lookup_failures_left > 0 && !write_failed;
+      if (lookup_may_have_failed && !mutation) {
         // Settled only when the read proves it; equal reads leave the account unsettled.
         if (Same(call.reply, stale_read)) {
           if (!Same(settled_read, stale_read)) --lookup_failures_left;
@@ -153,12 +152,12 @@ std::string Auditor::CheckBatch(const std::vector<AuditedCall>& calls, absl::Tim
         }
         return violation(i, absl::StrCat(DescribeReply(settled_read), " or, unsettled, ",
                                          DescribeReply(stale_read)));
-      } else if (call.reply.outcome == Outcome::kStorageFailed) {
+      }
+      if (lookup_may_have_failed && call.reply.outcome == Outcome::kStorageFailed) {
         --lookup_failures_left;  // Its reload (or request lookup) failed: not applied.
         continue;
-      } else {
-        settle(call.account_id);
       }
+      settle(call.account_id);
     }
     if (!mutation) {
       const Reply expected = BalanceReply(Find(work, call.account_id));
