@@ -34,7 +34,8 @@ struct AuditedCall {
   std::string account_id;
   std::string request_id;  // Empty: not deduplicated.
   bool caller_gone = false;
-  bool abandoned = false;  // Decided while the shard was abandoning undecided messages.
+  bool abandoned = false;       // Decided while the shard was abandoning undecided messages.
+  bool handler_throws = false;  // The handler faults (an injected exception): kInternal.
   int completions = 0;
   Reply reply;
 };

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,7 +36,8 @@ bool Percent(std::mt19937_64& rng, uint64_t percent) { return Uniform(rng, 100) 
 
 class SimCompletion final : public Completion {
  public:
-  explicit SimCompletion(bool gone) : gone_(gone) {}
+  SimCompletion(bool gone, bool handler_throws) : gone_(gone), handler_throws_(handler_throws) {}
+  bool handler_throws() const { return handler_throws_; }
   bool CallerGone() const override { return gone_; }
   void Complete(const Reply& reply) override {
     reply_ = reply;
@@ -46,6 +48,7 @@ class SimCompletion final : public Completion {
 
  private:
   bool gone_;
+  bool handler_throws_;
   Reply reply_;
   int completions_ = 0;
 };
@@ -126,6 +129,12 @@ class Simulation {
     core.clock = [this] { return clock_; };
     // Steady time only feeds the observer's durations; a constant keeps the run deterministic.
     core.steady_clock = [] { return SteadyClock::time_point{}; };
+    // A handler fault (a bug the shard survives): every SimCompletion is the simulator's own.
+    core.test_before_handle = [](const Message& message) {
+      if (static_cast<const SimCompletion*>(message.completion)->handler_throws()) {
+        throw std::runtime_error("simulated handler fault");
+      }
+    };
     core.bug_for_testing = options_.core_bug;
     core.log_errors = false;
     core_ = std::make_unique<ShardCore>(std::move(core));
@@ -156,7 +165,7 @@ class Simulation {
     completions.reserve(size);
     std::vector<Message>& batch = core_->batch();
     for (const AuditedCall& call : record.calls) {
-      completions.emplace_back(call.caller_gone);
+      completions.emplace_back(call.caller_gone, call.handler_throws);
       batch.push_back(Message{.op = call.op,
                               .amount = call.amount,
                               .account_id = call.account_id,
@@ -228,6 +237,7 @@ class Simulation {
     AuditedCall call;
     call.abandoned = abandoned;
     call.caller_gone = Percent(rng_, 5);
+    call.handler_throws = Percent(rng_, 1);
     call.account_id = kAccounts[Uniform(rng_, kAccounts.size())];
     const uint64_t op_roll = Uniform(rng_, 100);
     call.op = op_roll < 40 ? Op::kDeposit : op_roll < 82 ? Op::kWithdraw : Op::kBalance;
