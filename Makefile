@@ -10,7 +10,7 @@ FUZZ := $(BUILD_DIR)/fuzz
 CLANG := $(BUILD_DIR)/clang
 
 .PHONY: all deps build run test test-release test-tsan test-asan test-thread-safety test-image \
-	bench bench-durability fuzz-build fuzz test-fuzz format tidy clean
+	bench bench-durability simulate fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
@@ -94,6 +94,19 @@ bench: build
 # (about 10 minutes; docs/benchmarks.md).
 bench-durability: build
 	python3 bench/durability_bench.py --build $(RELEASE) --rounds 3 --duration 5 --warmup 1
+
+# The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
+# replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds
+# for SECONDS (default 60), printing each. A failure prints the seed, a trace and the command
+# that replays it. `make test` runs seeds 1 to 200 as the ctest simulate_fixed_seeds.
+SEED ?=
+STEPS ?= 1000
+SECONDS ?= 60
+simulate: deps
+	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(RELEASE) -j $(JOBS) --target ledger-sim
+	@if [ -n "$(SEED)" ]; then $(RELEASE)/sim/ledger-sim --seed=$(SEED) --steps=$(STEPS); \
+	else $(RELEASE)/sim/ledger-sim --seconds=$(SECONDS) --steps=$(STEPS); fi
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

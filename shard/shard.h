@@ -13,15 +13,15 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "shard/drain_token.h"
 #include "shard/ledger_rules.h"
 #include "shard/ledger_store.h"
-#include "shard/log_rate_limiter.h"
 #include "shard/mailbox.h"
 #include "shard/message.h"
+#include "shard/shard_core.h"
 #include "shard/shard_observer.h"
 
 namespace ledger {
@@ -69,9 +69,10 @@ struct ShardOptions {
 absl::Status ValidateShardOptions(const ShardOptions& options);
 
 // Thread-safe: TrySend, MailboxDepth and the accessors may be called from any thread; Start and
-// Stop from one controlling thread. The accounts, the batch and the mailbox's consumer side are
-// touched only by the thread holding the drain token (`draining_`): the shard thread, or with
-// inline_execution a sender that found the shard idle. Never by two threads at once.
+// Stop from one controlling thread. The accounts, the batch and the mailbox's consumer side live
+// in a ShardCore touched only by the thread holding the drain token (`drain_`, a capability that
+// clang -Wthread-safety checks): the shard thread, or with inline_execution a sender that found
+// the shard idle. Never by two threads at once.
 //
 // Lifecycle: construct, Start, any number of TrySend, Stop (mandatory before destruction).
 // Stop closes the mailbox, waits until every message accepted before it is applied and
@@ -119,28 +120,15 @@ class Shard {
   // holds the token (that thread will see them).
   bool DrainWhileOwner(int max_batches, size_t batch_limit);
   void HandOffToShardThread();
-  void ProcessBatch();
-  Reply Handle(const Message& message);
-  Reply ApplyToAccounts(const Message& message);
-  // The recorded reply for a request_id seen before (or kRequestIdReused, or kStorageFailed when
-  // the lookup failed); nullopt when the request is new. `request_key` is its batch_requests_ key.
-  std::optional<Reply> FindRecordedReply(const Message& message, const std::string& request_key);
-  // Adds an applied operation to the batch's write and its undo log.
-  void RecordApplied(const Message& message, std::optional<AccountState> before,
-                     const AccountState& after);
-  // Writes the batch; on failure restores the batch's in-memory changes and rewrites replies.
-  void CommitBatch();
-  void RollBackBatch();
-  // Reloads an account of a failed batch from the store. False when the store cannot say.
-  bool SettleAccount(absl::string_view account_id);
-  void LogStorageError(const absl::Status& status, absl::string_view what);
-  void LogInternalError(Op op, absl::string_view what);
+  // Decides, commits and completes core_.batch(), reading the abandon flag before each message.
+  void ProcessBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
 
   const ShardOptions options_;
   ShardObserver* const observer_;
   Mailbox<Message> mailbox_;
-  // The drain token: true while some thread is applying this shard's messages.
-  alignas(kCacheLineBytes) std::atomic<bool> draining_{false};
+  // The right to apply this shard's messages: the shard thread's, or with inline_execution a
+  // sender's that found the shard idle. Never two threads at once.
+  DrainToken drain_;
   // Bumped to wake the shard thread (inline mode) for a backlog or for Stop.
   std::atomic<uint32_t> handoff_epoch_{0};
   std::atomic<bool> stopping_{false};
@@ -150,24 +138,9 @@ class Shard {
   bool started_ = false;
   bool stopped_ = false;
 
-  // Owned by the holder of the drain token.
-  absl::flat_hash_map<std::string, AccountState> accounts_;
-  std::vector<Message> batch_;
-  std::vector<Reply> replies_;
-  // The current batch's durable changes, the state each changed account had before them (in the
-  // order of the changes), and the request_ids it recorded (key: account, NUL, request_id; value:
-  // index into write_.requests).
-  BatchWrite write_;
-  std::vector<std::pair<std::string, std::optional<AccountState>>> undo_;
-  absl::flat_hash_map<std::string, size_t> batch_requests_;
-  // Accounts of batches whose write failed. A failed write may still have reached the disk (a
-  // sync can fail after the data did), so each is reloaded from the store before its next use.
-  absl::flat_hash_set<std::string> unsettled_accounts_;
-  absl::Time batch_time_;
-  // A failing disk fails every batch: the first error is logged, then at most one a second.
-  LogRateLimiter storage_error_log_{1};
-  // A handler fault is a bug; the lines say which op, at most five a second.
-  LogRateLimiter internal_error_log_{5};
+  // The accounts, the batch (which the mailbox's consumer side drains into), the undo log and
+  // the batch's write: single-threaded, touched only by the holder of the drain token.
+  ShardCore core_ ABSL_GUARDED_BY(drain_);
 };
 
 }  // namespace ledger

@@ -1,0 +1,320 @@
+#include "shard/shard_core.h"
+
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "shard/check.h"
+
+namespace ledger {
+namespace {
+
+NullShardObserver null_observer;
+
+// The money invariant of one applied Deposit or Withdraw, checked independently of the rules'
+// arithmetic: the balance moved by exactly `amount`, without overflow, and a withdrawal left it
+// at or above the overdraft floor.
+void CheckAppliedChange(Op op, int64_t amount, const AccountState& before,
+                        const AccountState& after, const LedgerPolicy& policy) {
+  LEDGER_CHECK_GT(amount, 0);
+  LEDGER_CHECK_EQ(after.sequence, before.sequence + 1);
+  int64_t expected = 0;
+  if (op == Op::kDeposit) {
+    LEDGER_CHECK(!__builtin_add_overflow(before.balance, amount, &expected));
+  } else {
+    LEDGER_CHECK(op == Op::kWithdraw);
+    LEDGER_CHECK(!__builtin_sub_overflow(before.balance, amount, &expected));
+    LEDGER_CHECK_GE(after.balance, -policy.overdraft_limit);
+  }
+  LEDGER_CHECK_EQ(after.balance, expected);
+}
+
+}  // namespace
+
+ShardCore::ShardCore(ShardCoreOptions options)
+    : options_(std::move(options)),
+      observer_(options_.observer != nullptr ? options_.observer : &null_observer),
+      steady_clock_(options_.steady_clock != nullptr ? options_.steady_clock : &SteadyClock::now) {
+  LEDGER_CHECK(options_.policy.overdraft_limit >= 0);
+  LEDGER_CHECK(options_.idempotency_ttl > absl::ZeroDuration());
+  batch_.reserve(options_.max_batch);
+  replies_.reserve(options_.max_batch);
+}
+
+void ShardCore::LoadAccount(std::string account_id, AccountState state) {
+  LEDGER_CHECK(batch_.empty());
+  accounts_.insert_or_assign(std::move(account_id), state);
+}
+
+std::optional<AccountState> ShardCore::FindAccountForTesting(absl::string_view account_id) const {
+  auto account = accounts_.find(account_id);
+  if (account == accounts_.end()) return std::nullopt;
+  return account->second;
+}
+
+void ShardCore::ProcessBatch(bool abandoning) {
+  BeginBatch();
+  while (!AllDecided()) DecideNext(abandoning);
+  CommitAndComplete();
+}
+
+void ShardCore::BeginBatch() {
+  LEDGER_CHECK(replies_.empty() && write_.empty() && undo_.empty() && batch_applied_ == 0);
+  if (options_.store != nullptr) batch_time_ = options_.clock ? options_.clock() : absl::Now();
+  // Time is read once per message: each handler's end is the next one's start.
+  handler_start_ = SteadyNow();
+}
+
+void ShardCore::DecideNext(bool abandoning) {
+  LEDGER_CHECK_LT(replies_.size(), batch_.size());
+  const Message& message = batch_[replies_.size()];
+  if (message.completion->CallerGone()) {
+    observer_->OnExpired();
+    replies_.push_back({.outcome = Outcome::kCallerGone});
+    return;
+  }
+  if (abandoning) {
+    // The shutdown grace ran out: this message is answered, certainly not applied.
+    replies_.push_back({.outcome = Outcome::kShuttingDown});
+    return;
+  }
+  replies_.push_back(Handle(message));
+  const SteadyClock::time_point end = SteadyNow();
+  observer_->OnHandled(message.op, handler_start_ - message.enqueued_at, end - handler_start_);
+  handler_start_ = end;
+}
+
+void ShardCore::CommitAndComplete() {
+  LEDGER_CHECK(AllDecided());
+  // One durable change, one undo entry and one journal entry per applied operation; a request
+  // record at most per message.
+  if (options_.store != nullptr) {
+    LEDGER_CHECK_EQ(write_.accounts.size(), batch_applied_);
+    LEDGER_CHECK_EQ(write_.journal.size(), batch_applied_);
+    LEDGER_CHECK_EQ(undo_.size(), batch_applied_);
+    LEDGER_CHECK_LE(write_.requests.size(), batch_.size());
+  } else {
+    LEDGER_CHECK(write_.empty() && undo_.empty());
+  }
+  // Every message of the batch is decided before any is answered, so that one write makes the
+  // whole batch durable (group commit) before a caller hears OK.
+  if (!write_.empty()) CommitBatch();
+  observer_->OnBatch(batch_.size(), accounts_.size());
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    batch_[i].completion->Complete(replies_[i]);
+  }
+  batch_.clear();
+  replies_.clear();
+  write_.clear();
+  undo_.clear();
+  batch_requests_.clear();
+  batch_applied_ = 0;
+}
+
+void ShardCore::CommitBatch() {
+  const SteadyClock::time_point start = SteadyNow();
+  const absl::Status status = options_.store->Write(write_);
+  observer_->OnJournalWrite(SteadyNow() - start);
+  if (status.ok()) return;
+  observer_->OnStorageError();
+  LogStorageError(status, "writing a batch");
+  RollBackBatch();
+}
+
+// After a failed write nothing of the batch is on disk, so nothing of it may be visible: the
+// accounts go back to their state before the batch, every Deposit and Withdraw is answered
+// kStorageFailed (not applied; safe to retry), and Balance reads are answered from the restored
+// state, as if they had run before the failed operations.
+void ShardCore::RollBackBatch() {
+  if (options_.bug_for_testing != CoreBugForTesting::kSkipRollback) {
+    for (const auto& [account_id, before] : undo_) unsettled_accounts_.insert(account_id);
+    for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) {
+      if (undo->second.has_value()) {
+        accounts_.insert_or_assign(undo->first, *undo->second);
+      } else {
+        accounts_.erase(undo->first);
+      }
+    }
+    // Each account is back to its state before the batch: the first undo entry for it. (Failure
+    // path only, so the set's allocation costs nothing on the hot path.)
+    absl::flat_hash_set<absl::string_view> checked;
+    for (const auto& [account_id, before] : undo_) {
+      if (!checked.insert(account_id).second) continue;
+      auto account = accounts_.find(account_id);
+      LEDGER_CHECK_EQ(account != accounts_.end(), before.has_value());
+      if (before.has_value()) {
+        LEDGER_CHECK_EQ(account->second.balance, before->balance);
+        LEDGER_CHECK_EQ(account->second.sequence, before->sequence);
+      }
+    }
+  }
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    Reply& reply = replies_[i];
+    if (reply.outcome == Outcome::kCallerGone || reply.outcome == Outcome::kInternal) continue;
+    if (batch_[i].op != Op::kBalance) {
+      reply = {.outcome = Outcome::kStorageFailed};
+      continue;
+    }
+    auto account = accounts_.find(batch_[i].account_id);
+    reply = account == accounts_.end()
+                ? Reply{.outcome = Outcome::kAccountNotFound}
+                : Reply{.outcome = Outcome::kOk, .balance = account->second.balance};
+  }
+}
+
+void ShardCore::LogStorageError(const absl::Status& status, absl::string_view what) {
+  if (!options_.log_errors) return;
+  const std::optional<int64_t> dropped = storage_error_log_.Admit();
+  if (!dropped.has_value()) return;
+  std::cerr << "ledgerd: shard " << options_.index << ": storage failed " << what << ": "
+            << status.message() << " (" << *dropped
+            << " more storage error(s) since the last report); the affected calls were "
+               "answered UNAVAILABLE with their outcome unknown (retry with the same "
+               "request_id)\n";
+}
+
+void ShardCore::LogInternalError(Op op, absl::string_view what) {
+  if (!options_.log_errors) return;
+  const std::optional<int64_t> dropped = internal_error_log_.Admit();
+  if (!dropped.has_value()) return;
+  std::cerr << "ledgerd: shard " << options_.index << ": " << OpName(op)
+            << " failed unexpectedly: " << what << "; answered INTERNAL (" << *dropped
+            << " more such line(s) dropped)\n";
+}
+
+Reply ShardCore::Handle(const Message& message) {
+  try {
+    if (options_.test_before_handle) options_.test_before_handle(message);
+    if (options_.debug_handler_delay > absl::ZeroDuration()) {
+      absl::SleepFor(options_.debug_handler_delay);
+    }
+    return ApplyToAccounts(message);
+  } catch (const std::exception& error) {
+    LogInternalError(message.op, error.what());
+  } catch (...) {
+    LogInternalError(message.op, "an exception that is not a std::exception");
+  }
+  observer_->OnInternalError();
+  return {.outcome = Outcome::kInternal};
+}
+
+bool ShardCore::SettleAccount(absl::string_view account_id) {
+  auto unsettled = unsettled_accounts_.find(account_id);
+  if (unsettled == unsettled_accounts_.end()) return true;
+  absl::StatusOr<std::optional<AccountState>> stored = options_.store->FindAccount(account_id);
+  if (!stored.ok()) {
+    observer_->OnStorageError();
+    LogStorageError(stored.status(), "reloading an account after a failed write");
+    return false;
+  }
+  auto account = accounts_.find(account_id);
+  if (stored->has_value()) {
+    // The store holds the state before the failed batch or, when the write landed anyway, the
+    // state after it: never older than what memory was rolled back to.
+    if (account != accounts_.end()) {
+      LEDGER_CHECK_GE((*stored)->sequence, account->second.sequence);
+    }
+    accounts_.insert_or_assign(std::string(account_id), **stored);
+  } else {
+    accounts_.erase(account_id);
+  }
+  unsettled_accounts_.erase(unsettled);
+  return true;
+}
+
+Reply ShardCore::ApplyToAccounts(const Message& message) {
+  const bool mutation = message.op != Op::kBalance;
+  // A read of an account the store cannot settle yet is answered from memory: the state before
+  // the failed write.
+  if (!unsettled_accounts_.empty() && !SettleAccount(message.account_id) && mutation) {
+    return Reply{.outcome = Outcome::kStorageFailed};
+  }
+  const bool deduplicated = mutation && options_.store != nullptr && !message.request_id.empty();
+  // Key of batch_requests_: account, NUL, request_id.
+  std::string request_key;
+  if (deduplicated) {
+    request_key = absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id);
+    if (std::optional<Reply> recorded = FindRecordedReply(message, request_key)) return *recorded;
+  }
+  auto account = accounts_.find(message.account_id);
+  const bool exists = account != accounts_.end();
+  const Decision decision = ApplyOperation(
+      message.op, exists ? std::optional<int64_t>(account->second.balance) : std::nullopt,
+      message.amount, options_.policy);
+  const Reply reply{.outcome = decision.outcome, .balance = decision.balance};
+  if (!mutation || decision.outcome == Outcome::kInvalidAmount) return reply;
+
+  if (decision.outcome == Outcome::kOk) {
+    // After this point the operation must succeed: the decision is final and only stored.
+    std::optional<AccountState> before;
+    if (exists) {
+      before = account->second;
+    } else {
+      account = accounts_.emplace(std::string(message.account_id), AccountState{}).first;
+    }
+    account->second.balance = decision.balance;
+    ++account->second.sequence;
+    CheckAppliedChange(message.op, message.amount, before.value_or(AccountState{}), account->second,
+                       options_.policy);
+    ++batch_applied_;
+    if (options_.store != nullptr) RecordApplied(message, before, account->second);
+  }
+  if (deduplicated) {
+    batch_requests_.insert_or_assign(std::move(request_key), write_.requests.size());
+    write_.requests.push_back({.account_id = std::string(message.account_id),
+                               .request_id = std::string(message.request_id),
+                               .record = {.op = message.op,
+                                          .amount = message.amount,
+                                          .outcome = decision.outcome,
+                                          .balance = decision.balance,
+                                          .recorded_at = batch_time_}});
+  }
+  return reply;
+}
+
+std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
+                                                  const std::string& request_key) {
+  RequestRecord record;
+  auto in_batch = batch_requests_.find(request_key);
+  if (in_batch != batch_requests_.end()) {
+    record = write_.requests[in_batch->second].record;
+  } else {
+    absl::StatusOr<std::optional<RequestRecord>> found =
+        options_.store->FindRequest(message.account_id, message.request_id);
+    if (!found.ok()) {
+      observer_->OnStorageError();
+      LogStorageError(found.status(), "looking up a request_id");
+      return Reply{.outcome = Outcome::kStorageFailed};
+    }
+    if (!found->has_value()) return std::nullopt;
+    record = **found;
+    // An expired record may linger until compaction purges it; it no longer counts.
+    if (record.recorded_at + options_.idempotency_ttl <= batch_time_) return std::nullopt;
+  }
+  if (record.op != message.op || record.amount != message.amount) {
+    return Reply{.outcome = Outcome::kRequestIdReused,
+                 .recorded_op = record.op,
+                 .recorded_amount = record.amount};
+  }
+  if (options_.bug_for_testing == CoreBugForTesting::kReapplyReplays) return std::nullopt;
+  return Reply{.outcome = record.outcome, .balance = record.balance, .replayed = true};
+}
+
+void ShardCore::RecordApplied(const Message& message, std::optional<AccountState> before,
+                              const AccountState& after) {
+  // The journal entry continues the account's numbering: entries are numbered from 1, one each.
+  LEDGER_CHECK_EQ(after.sequence, before.value_or(AccountState{}).sequence + 1);
+  undo_.emplace_back(std::string(message.account_id), before);
+  write_.accounts.push_back({.account_id = std::string(message.account_id), .state = after});
+  write_.journal.push_back({.account_id = std::string(message.account_id),
+                            .sequence = after.sequence,
+                            .op = message.op,
+                            .amount = message.amount,
+                            .balance_after = after.balance,
+                            .request_id = std::string(message.request_id),
+                            .time = batch_time_});
+}
+
+}  // namespace ledger

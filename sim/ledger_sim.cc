@@ -1,0 +1,165 @@
+// ledger-sim: runs the deterministic shard simulation (sim/simulator.h).
+//
+//   ledger-sim --seed=S [--steps=N]            replays one seed exactly
+//   ledger-sim --seed=S --seeds=K [--steps=N]  seeds S, S+1, ..., S+K-1 (what `make test` runs)
+//   ledger-sim --seconds=T [--steps=N]         new random seeds for T seconds, each printed
+//
+// Exit status 0 when every run was legal; 1 on the first violation, after printing the seed, the
+// step, a short trace and the command that replays it; 2 on a bad command line. A LEDGER_CHECK
+// that aborts inside the core also prints the seed and step (from a SIGABRT handler).
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "sim/simulator.h"
+
+namespace {
+
+using ledger::CoreBugForTesting;
+using ledger::sim::SimOptions;
+using ledger::sim::SimResult;
+using ledger::sim::StoreBugForTesting;
+
+// Written before every step, read by the SIGABRT handler (which may only call write(2)).
+char abort_context[256];
+int64_t steps_flag = 1000;
+
+void OnStep(uint64_t seed, int64_t step) {
+  std::snprintf(abort_context, sizeof abort_context,
+                "ledger-sim: aborted in seed %llu step %lld; replay: make simulate SEED=%llu "
+                "STEPS=%lld\n",
+                static_cast<unsigned long long>(seed), static_cast<long long>(step),
+                static_cast<unsigned long long>(seed), static_cast<long long>(steps_flag));
+}
+
+void OnAbort(int) {
+  const ssize_t written = write(STDERR_FILENO, abort_context, std::strlen(abort_context));
+  (void)written;
+  std::signal(SIGABRT, SIG_DFL);
+  std::abort();
+}
+
+bool ParseFlag(const char* arg, const char* name, std::string* value) {
+  const size_t length = std::strlen(name);
+  if (std::strncmp(arg, name, length) != 0 || arg[length] != '=') return false;
+  *value = arg + length + 1;
+  return true;
+}
+
+bool ParseInt(const std::string& text, int64_t* value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0' || parsed < 0) return false;
+  *value = parsed;
+  return true;
+}
+
+int Usage(const char* problem) {
+  std::fprintf(stderr,
+               "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
+               "[--steps=N] [--core_bug=skip_rollback|reapply_replays] "
+               "[--store_bug=lose_writes]\n",
+               problem);
+  return 2;
+}
+
+// Runs one seed; prints its line, or the failure and how to replay it. True when legal.
+bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
+  const SimResult result = ledger::sim::Simulate(options);
+  if (!result.ok) {
+    std::printf("FAIL %s\nreplay: make simulate SEED=%llu STEPS=%lld\n", result.failure.c_str(),
+                static_cast<unsigned long long>(options.seed),
+                static_cast<long long>(options.steps));
+    return false;
+  }
+  if (print_ok) {
+    std::printf(
+        "seed %llu ok: %lld steps, %lld messages, %lld failed writes, %lld failed "
+        "lookups, %lld restarts\n",
+        static_cast<unsigned long long>(options.seed), static_cast<long long>(result.steps),
+        static_cast<long long>(result.messages), static_cast<long long>(result.write_faults),
+        static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts));
+  }
+  if (verbose) {
+    std::printf("  replies:");
+    for (size_t i = 0; i < result.outcomes.size(); ++i) {
+      const std::string name(ledger::OutcomeName(static_cast<ledger::Outcome>(i)));
+      std::printf(" %s=%lld", name.c_str(), static_cast<long long>(result.outcomes[i]));
+    }
+    std::printf(" (replayed=%lld)\n", static_cast<long long>(result.replays));
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t seed = -1;
+  int64_t seeds = 1;
+  int64_t seconds = -1;
+  SimOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string value;
+    if (ParseFlag(argv[i], "--seed", &value)) {
+      if (!ParseInt(value, &seed)) return Usage("--seed needs a number");
+    } else if (ParseFlag(argv[i], "--seeds", &value)) {
+      if (!ParseInt(value, &seeds) || seeds < 1) return Usage("--seeds needs a number >= 1");
+    } else if (ParseFlag(argv[i], "--steps", &value)) {
+      if (!ParseInt(value, &steps_flag) || steps_flag < 1) {
+        return Usage("--steps needs a number >= 1");
+      }
+    } else if (ParseFlag(argv[i], "--seconds", &value)) {
+      if (!ParseInt(value, &seconds)) return Usage("--seconds needs a number");
+    } else if (ParseFlag(argv[i], "--core_bug", &value)) {
+      if (value == "skip_rollback") {
+        options.core_bug = CoreBugForTesting::kSkipRollback;
+      } else if (value == "reapply_replays") {
+        options.core_bug = CoreBugForTesting::kReapplyReplays;
+      } else {
+        return Usage("unknown --core_bug");
+      }
+    } else if (ParseFlag(argv[i], "--store_bug", &value)) {
+      if (value != "lose_writes") return Usage("unknown --store_bug");
+      options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;
+    } else {
+      return Usage(("unknown argument " + std::string(argv[i])).c_str());
+    }
+  }
+  if ((seed >= 0) == (seconds >= 0)) return Usage("give exactly one of --seed and --seconds");
+  options.steps = steps_flag;
+  options.on_step = &OnStep;
+  std::signal(SIGABRT, &OnAbort);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  if (seed >= 0) {
+    for (int64_t k = 0; k < seeds; ++k) {
+      options.seed = static_cast<uint64_t>(seed + k);
+      if (!RunSeed(options, /*print_ok=*/seeds == 1, /*verbose=*/seeds == 1)) return 1;
+    }
+    if (seeds > 1) {
+      std::printf("%lld seeds from %lld ok, %lld steps each\n", static_cast<long long>(seeds),
+                  static_cast<long long>(seed), static_cast<long long>(options.steps));
+    }
+    return 0;
+  }
+  // Exploring: fresh seeds (kept below 2^53 so that they survive any shell or JSON round trip).
+  std::random_device entropy;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  int64_t explored = 0;
+  do {
+    options.seed = ((uint64_t{entropy()} << 32) | entropy()) & ((uint64_t{1} << 53) - 1);
+    if (!RunSeed(options, /*print_ok=*/true, /*verbose=*/false)) return 1;
+    ++explored;
+  } while (std::chrono::steady_clock::now() < deadline);
+  std::printf("explored %lld seeds of %lld steps: all legal\n", static_cast<long long>(explored),
+              static_cast<long long>(options.steps));
+  return 0;
+}

@@ -1,0 +1,95 @@
+// ShardCore driven step by step, without threads: the API the simulator (sim/) builds on.
+#include "shard/shard_core.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "shard/check.h"
+#include "tests/shard/memory_store.h"
+#include "tests/shard/shard_test_util.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::MemoryStore;
+using testing_util::RecordingCompletion;
+
+Message MakeMessage(Op op, absl::string_view account_id, int64_t amount, Completion* completion) {
+  return Message{.op = op,
+                 .amount = amount,
+                 .account_id = account_id,
+                 .completion = completion,
+                 .enqueued_at = {},
+                 .request_id = {}};
+}
+
+ShardCoreOptions Options(LedgerStore* store) {
+  ShardCoreOptions options;
+  options.store = store;
+  options.clock = [] { return absl::FromUnixSeconds(1000); };
+  options.log_errors = false;
+  return options;
+}
+
+TEST(ShardCoreTest, DecidesStepByStepAndAnswersOnlyAfterTheWrite) {
+  MemoryStore store;
+  ShardCore core(Options(&store));
+  RecordingCompletion deposit, withdraw;
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 100, &deposit));
+  core.batch().push_back(MakeMessage(Op::kWithdraw, "a", 30, &withdraw));
+  core.BeginBatch();
+  core.DecideNext(/*abandoning=*/false);
+  EXPECT_FALSE(core.AllDecided());
+  core.DecideNext(/*abandoning=*/false);
+  EXPECT_TRUE(core.AllDecided());
+  EXPECT_FALSE(deposit.HasReply());  // Decided, not yet durable: nobody hears OK.
+  EXPECT_TRUE(store.batches().empty());
+  core.CommitAndComplete();
+  EXPECT_EQ(deposit.WaitForReply().balance, 100);
+  EXPECT_EQ(withdraw.WaitForReply().balance, 70);
+  ASSERT_EQ(store.batches().size(), 1u);
+  EXPECT_EQ(store.account("a"), (AccountState{.balance = 70, .sequence = 2}));
+  EXPECT_TRUE(core.batch().empty());
+}
+
+TEST(ShardCoreTest, AbandoningFromTheMiddleOfABatchRefusesOnlyTheRest) {
+  ShardCore core(Options(nullptr));
+  RecordingCompletion first, second;
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 5, &first));
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 7, &second));
+  core.BeginBatch();
+  core.DecideNext(/*abandoning=*/false);
+  core.DecideNext(/*abandoning=*/true);
+  core.CommitAndComplete();
+  EXPECT_EQ(first.WaitForReply().balance, 5);
+  EXPECT_EQ(second.WaitForReply().outcome, Outcome::kShuttingDown);
+  EXPECT_EQ(core.FindAccountForTesting("a"), (AccountState{.balance = 5, .sequence = 1}));
+}
+
+TEST(ShardCoreTest, AFailedWriteRestoresEveryAccountAndAnswersStorageFailed) {
+  MemoryStore store;
+  ShardCore core(Options(&store));
+  core.LoadAccount("a", {.balance = 50, .sequence = 4});
+  store.FailWrites(true);
+  RecordingCompletion deposit, opened, read;
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 10, &deposit));
+  core.batch().push_back(MakeMessage(Op::kDeposit, "new", 3, &opened));
+  core.batch().push_back(MakeMessage(Op::kBalance, "a", 0, &read));
+  core.ProcessBatch(/*abandoning=*/false);
+  EXPECT_EQ(deposit.WaitForReply().outcome, Outcome::kStorageFailed);
+  EXPECT_EQ(opened.WaitForReply().outcome, Outcome::kStorageFailed);
+  EXPECT_EQ(read.WaitForReply().balance, 50);  // As if read before the failed deposit.
+  EXPECT_EQ(core.FindAccountForTesting("a"), (AccountState{.balance = 50, .sequence = 4}));
+  EXPECT_EQ(core.FindAccountForTesting("new"), std::nullopt);
+}
+
+TEST(CheckDeathTest, AComparisonThatFailsPrintsBothValuesAndAborts) {
+  const int64_t balance = -7;
+  EXPECT_DEATH(LEDGER_CHECK_GE(balance, -5), "check failed at .*balance >= -5 \\(-7 vs -5\\)");
+  const uint64_t sequence = 3;
+  EXPECT_DEATH(LEDGER_CHECK_EQ(sequence, uint64_t{2} + 2), "\\(3 vs 4\\)");
+}
+
+}  // namespace
+}  // namespace ledger
