@@ -87,6 +87,22 @@ int64_t BalanceOf(v1::Ledger::Stub& stub, const std::string& account) {
   return stub.Balance(&context, request, &response).ok() ? response.balance() : -1;
 }
 
+// How many calls of a drain were answered OK; every other one must have been refused
+// UNAVAILABLE, definitely unapplied, never CANCELLED: a caller always learns whether its call was
+// applied.
+int CountOkRestRefusedUnapplied(const std::vector<grpc::Status>& outcomes) {
+  int ok = 0;
+  for (const grpc::Status& outcome : outcomes) {
+    if (outcome.ok()) {
+      ++ok;
+    } else {
+      EXPECT_EQ(outcome.error_code(), grpc::StatusCode::UNAVAILABLE) << outcome.error_message();
+      EXPECT_THAT(outcome.error_message(), HasSubstr("shutting down; nothing was applied"));
+    }
+  }
+  return ok;
+}
+
 TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
   Subprocess ledgerd(LedgerdArgs(
       {"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512", "--max_batch=64"}));
@@ -136,17 +152,8 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
   EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
-  int ok = 0;
-  for (const grpc::Status& outcome : outcomes) {
-    if (outcome.ok()) {
-      ++ok;
-    } else {
-      // Only a call that had not reached the shard before the signal may be refused, and then
-      // definitely unapplied; never cancelled.
-      EXPECT_EQ(outcome.error_code(), grpc::StatusCode::UNAVAILABLE) << outcome.error_message();
-      EXPECT_THAT(outcome.error_message(), HasSubstr("shutting down; nothing was applied"));
-    }
-  }
+  // Only a call that had not reached the shard before the signal may be refused.
+  const int ok = CountOkRestRefusedUnapplied(outcomes);
   EXPECT_GE(ok, arrived);  // Every call the shard had accepted was applied and answered OK.
   // And exactly those are in the ledger after a restart.
   Subprocess restarted({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
@@ -213,18 +220,8 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
 
   EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
   EXPECT_THAT(late.error_message(), HasSubstr("shutting down; nothing was applied"));
-  int ok = 0;
-  int refused = 0;
-  for (const grpc::Status& outcome : outcomes) {
-    if (outcome.ok()) {
-      ++ok;
-    } else {
-      // Never CANCELLED: a caller always learns whether its call was applied.
-      EXPECT_EQ(outcome.error_code(), grpc::StatusCode::UNAVAILABLE) << outcome.error_message();
-      EXPECT_THAT(outcome.error_message(), HasSubstr("shutting down; nothing was applied"));
-      ++refused;
-    }
-  }
+  const int ok = CountOkRestRefusedUnapplied(outcomes);
+  const int refused = static_cast<int>(outcomes.size()) - ok;
   EXPECT_GT(ok, 0);
   EXPECT_GT(refused, 0);  // The grace ran out before the queue did.
 

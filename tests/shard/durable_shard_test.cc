@@ -17,18 +17,9 @@ namespace {
 
 using testing_util::CountingObserver;
 using testing_util::Event;
+using testing_util::MakeMessage;
 using testing_util::MemoryStore;
 using testing_util::RecordingCompletion;
-
-Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
-                    absl::string_view request_id, Completion* completion) {
-  return Message{.op = op,
-                 .amount = amount,
-                 .account_id = account_id,
-                 .completion = completion,
-                 .enqueued_at = {},
-                 .request_id = request_id};
-}
 
 class DurableShardTest : public testing::Test {
  protected:
@@ -58,14 +49,14 @@ class DurableShardTest : public testing::Test {
 
   Reply Call(Op op, absl::string_view account, int64_t amount, absl::string_view request_id = {}) {
     RecordingCompletion completion;
-    EXPECT_EQ(shard_->TrySend(MakeMessage(op, account, amount, request_id, &completion)),
+    EXPECT_EQ(shard_->TrySend(MakeMessage(op, account, amount, &completion, request_id)),
               SendOutcome::kAccepted);
     return completion.WaitForReply();
   }
 
   // Blocks the shard thread on a message of its own, so that what is sent next forms one batch.
   void HoldShard() {
-    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, {}, &hold_completion_)),
+    ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "hold", 1, &hold_completion_)),
               SendOutcome::kAccepted);
     held_.WaitForNotification();
   }
@@ -76,7 +67,7 @@ class DurableShardTest : public testing::Test {
 
   void Send(Op op, absl::string_view account, int64_t amount, absl::string_view request_id,
             RecordingCompletion* completion) {
-    ASSERT_EQ(shard_->TrySend(MakeMessage(op, account, amount, request_id, completion)),
+    ASSERT_EQ(shard_->TrySend(MakeMessage(op, account, amount, completion, request_id)),
               SendOutcome::kAccepted);
   }
 
@@ -276,7 +267,7 @@ TEST(ShardWithoutStoreTest, DoesNotDeduplicateRequestIds) {
   shard.Start();
   for (int i = 0; i < 2; ++i) {
     RecordingCompletion completion;
-    ASSERT_EQ(shard.TrySend(MakeMessage(Op::kDeposit, "a", 10, "same", &completion)),
+    ASSERT_EQ(shard.TrySend(MakeMessage(Op::kDeposit, "a", 10, &completion, "same")),
               SendOutcome::kAccepted);
     EXPECT_EQ(completion.WaitForReply().balance, 10 * (i + 1));
   }

@@ -12,17 +12,9 @@
 namespace ledger {
 namespace {
 
+using testing_util::MakeMessage;
 using testing_util::MemoryStore;
 using testing_util::RecordingCompletion;
-
-Message MakeMessage(Op op, absl::string_view account_id, int64_t amount, Completion* completion) {
-  return Message{.op = op,
-                 .amount = amount,
-                 .account_id = account_id,
-                 .completion = completion,
-                 .enqueued_at = {},
-                 .request_id = {}};
-}
 
 ShardCoreOptions Options(LedgerStore* store) {
   ShardCoreOptions options;

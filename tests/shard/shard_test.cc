@@ -14,16 +14,8 @@ namespace ledger {
 namespace {
 
 using testing_util::CountingObserver;
+using testing_util::MakeMessage;
 using testing_util::RecordingCompletion;
-
-Message MakeMessage(Op op, absl::string_view account_id, int64_t amount, Completion* completion) {
-  return Message{.op = op,
-                 .amount = amount,
-                 .account_id = account_id,
-                 .completion = completion,
-                 .enqueued_at = {},
-                 .request_id = {}};
-}
 
 // A shard whose handler blocks on any message for the account "hold" until Release(), and
 // throws for the account "boom".

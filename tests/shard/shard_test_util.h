@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
+#include "shard/ledger_rules.h"
 #include "shard/message.h"
 #include "shard/shard_observer.h"
 
@@ -83,6 +85,17 @@ class CountingObserver final : public ShardObserver {
   std::atomic<int64_t> journal_writes{0};
   std::atomic<int64_t> storage_errors{0};
 };
+
+// A message for `account_id`, answered through `completion`; `request_id` empty means none.
+inline Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
+                           Completion* completion, absl::string_view request_id = {}) {
+  return Message{.op = op,
+                 .amount = amount,
+                 .account_id = account_id,
+                 .completion = completion,
+                 .enqueued_at = {},
+                 .request_id = request_id};
+}
 
 }  // namespace ledger::testing_util
 
