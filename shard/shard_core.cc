@@ -124,9 +124,9 @@ void ShardCore::CommitBatch() {
 }
 
 // After a failed write nothing of the batch is on disk, so nothing of it may be visible: the
-// accounts go back to their state before the batch, every Deposit and Withdraw is answered
-// kStorageFailed (not applied; safe to retry), and Balance reads are answered from the restored
-// state, as if they had run before the failed operations.
+// accounts go back to their state before the batch, every Deposit and Withdraw that was decided
+// is answered kStorageFailed (not applied; safe to retry), and Balance reads are answered from the
+// restored state, as if they had run before the failed operations.
 void ShardCore::RollBackBatch() {
   if (options_.bug_for_testing != CoreBugForTesting::kSkipRollback) {
     for (const auto& [account_id, before] : undo_) unsettled_accounts_.insert(account_id);
@@ -152,7 +152,13 @@ void ShardCore::RollBackBatch() {
   }
   for (size_t i = 0; i < batch_.size(); ++i) {
     Reply& reply = replies_[i];
-    if (reply.outcome == Outcome::kCallerGone || reply.outcome == Outcome::kInternal) continue;
+    // Never applied, so the failed write changes nothing for them: they keep their definite
+    // answer (a caller told "shutting down" knows to retry; "outcome unknown" would send it to
+    // check its balance first).
+    if (reply.outcome == Outcome::kCallerGone || reply.outcome == Outcome::kInternal ||
+        reply.outcome == Outcome::kShuttingDown) {
+      continue;
+    }
     if (batch_[i].op != Op::kBalance) {
       reply = {.outcome = Outcome::kStorageFailed};
       continue;

@@ -130,9 +130,8 @@ std::string Auditor::CheckBatch(const std::vector<AuditedCall>& calls, absl::Tim
       continue;
     }
     if (call.abandoned) {
-      if (check_now && call.reply.outcome != Outcome::kShuttingDown) {
-        return violation(i, "shutting_down");
-      }
+      // Never decided, so answered kShuttingDown whether or not the batch's write failed.
+      if (call.reply.outcome != Outcome::kShuttingDown) return violation(i, "shutting_down");
       continue;
     }
     if (call.handler_throws) {
@@ -243,7 +242,7 @@ std::string Auditor::CheckBatch(const std::vector<AuditedCall>& calls, absl::Tim
   // The write failed: the shard rolled memory back to `base` and rewrote every reply.
   for (size_t i = 0; i < calls.size(); ++i) {
     const AuditedCall& call = calls[i];
-    if (call.caller_gone || (call.handler_throws && !call.abandoned)) continue;
+    if (call.caller_gone || call.abandoned || call.handler_throws) continue;
     const Reply expected = call.op != Op::kBalance ? Reply{.outcome = Outcome::kStorageFailed}
                                                    : BalanceReply(Find(base, call.account_id));
     // An account no handler of this batch settled may have been settled by an earlier batch

@@ -76,6 +76,24 @@ TEST(ShardCoreTest, AFailedWriteRestoresEveryAccountAndAnswersStorageFailed) {
   EXPECT_EQ(core.FindAccountForTesting("new"), std::nullopt);
 }
 
+TEST(ShardCoreTest, MessagesAbandonedInABatchWhoseWriteFailsKeepTheirDefiniteAnswer) {
+  MemoryStore store;
+  ShardCore core(Options(&store));
+  store.FailWrites(true);
+  RecordingCompletion decided, abandoned;
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 10, &decided));
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 20, &abandoned));
+  core.BeginBatch();
+  core.DecideNext(/*abandoning=*/false);
+  core.DecideNext(/*abandoning=*/true);
+  core.CommitAndComplete();
+  // The decided deposit may or may not be on disk: outcome unknown. The abandoned one was never
+  // decided, so the caller still hears "shutting down, nothing applied".
+  EXPECT_EQ(decided.WaitForReply().outcome, Outcome::kStorageFailed);
+  EXPECT_EQ(abandoned.WaitForReply().outcome, Outcome::kShuttingDown);
+  EXPECT_EQ(core.FindAccountForTesting("a"), std::nullopt);
+}
+
 TEST(CheckDeathTest, AComparisonThatFailsPrintsBothValuesAndAborts) {
   const int64_t balance = -7;
   EXPECT_DEATH(LEDGER_CHECK_GE(balance, -5), "check failed at .*balance >= -5 \\(-7 vs -5\\)");
