@@ -56,6 +56,7 @@ uint64_t LedgerMetrics::requests(RpcMethod method, int status_code) const {
 std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> families;
   CollectShardFamilies(families);
+  CollectJournal(families);
   CollectRequests(families);
   auto build = Family("ledger_build_info", "Always 1; the version label says which ledgerd runs.",
                       prometheus::MetricType::Gauge);
@@ -104,13 +105,8 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
                          MetricType::Counter);
   auto accounts = Family("ledger_accounts", "Accounts the shard owns.", MetricType::Gauge);
   auto batch_size = Family("ledger_batch_size",
-                           "Messages the shard drained and applied together; with durability, "
-                           "the calls that one journal write (and one sync) made durable.",
+                           "Messages the shard drained and decided together in one batch.",
                            MetricType::Histogram);
-  auto journal_write = Family("ledger_journal_write_seconds",
-                              "Time one batch's journal write took, including the sync with "
-                              "--durability=sync.",
-                              MetricType::Histogram);
   auto storage_errors = Family("ledger_storage_errors_total",
                                "Failed storage writes or reads; their calls were answered "
                                "UNAVAILABLE and nothing of them was applied.",
@@ -138,14 +134,31 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
         static_cast<double>(shard.internal_errors());
     AddMetric(accounts, {{"shard", label}}).gauge.value = static_cast<double>(shard.accounts());
     shard.batch_size().Collect(AddMetric(batch_size, {{"shard", label}}));
-    shard.journal_write().Collect(AddMetric(journal_write, {{"shard", label}}));
     AddMetric(storage_errors, {{"shard", label}}).counter.value =
         static_cast<double>(shard.storage_errors());
   }
   for (auto* family : {&depth, &capacity, &wait, &handler, &rejected, &expired, &internal,
-                       &accounts, &batch_size, &journal_write, &storage_errors}) {
+                       &accounts, &batch_size, &storage_errors}) {
     families.push_back(std::move(*family));
   }
+}
+
+void LedgerMetrics::CollectJournal(std::vector<prometheus::MetricFamily>& families) const {
+  using prometheus::MetricType;
+  auto write = Family("ledger_journal_write_seconds",
+                      "Time one journal write took: every shard's batches queued since the "
+                      "previous write, in one RocksDB write and, with --durability=sync, one sync.",
+                      MetricType::Histogram);
+  auto calls = Family("ledger_journal_group_calls",
+                      "Calls one journal write made durable (all shards): _sum/_count is the calls "
+                      "per sync, the group-commit factor; _count is the writes (syncs).",
+                      MetricType::Histogram);
+  auto batches = Family("ledger_journal_group_batches",
+                        "Shard batches one journal write made durable.", MetricType::Histogram);
+  journal_.write().Collect(AddMetric(write, {}));
+  journal_.group_calls().Collect(AddMetric(calls, {}));
+  journal_.group_batches().Collect(AddMetric(batches, {}));
+  for (auto* family : {&write, &calls, &batches}) families.push_back(std::move(*family));
 }
 
 void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& families) const {

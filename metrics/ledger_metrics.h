@@ -5,8 +5,8 @@
 // docs/metrics.md): ledger_mailbox_depth, ledger_mailbox_capacity, ledger_mailbox_wait_seconds,
 // ledger_handler_seconds, ledger_mailbox_rejected_total, ledger_expired_total,
 // ledger_internal_errors_total, ledger_requests_total, ledger_accounts, ledger_build_info,
-// ledger_batch_size, ledger_journal_write_seconds, ledger_storage_errors_total,
-// ledger_recovery_seconds.
+// ledger_batch_size, ledger_journal_write_seconds, ledger_journal_group_calls,
+// ledger_journal_group_batches, ledger_storage_errors_total, ledger_recovery_seconds.
 //
 // Values are kept in plain atomics owned by this class and turned into Prometheus families only
 // when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
@@ -28,6 +28,7 @@
 #include "metrics/status_code_names.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "shard/commit_pipeline.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
 #include "shard/shard_observer.h"
@@ -66,15 +67,11 @@ class ShardMetrics final : public ShardObserver {
     batch_size_.Record(size);
     accounts_.store(accounts, std::memory_order_relaxed);
   }
-  void OnJournalWrite(std::chrono::nanoseconds duration) override {
-    journal_write_.Record(duration);
-  }
   void OnStorageError() override { Bump(storage_errors_); }
 
   const LogHistogram& wait() const { return wait_; }
   const LogHistogram& handler(Op op) const { return handler_[static_cast<size_t>(op)]; }
   const BatchSizeHistogram& batch_size() const { return batch_size_; }
-  const LogHistogram& journal_write() const { return journal_write_; }
   uint64_t storage_errors() const { return storage_errors_.load(std::memory_order_relaxed); }
   uint64_t shed() const { return shed_.load(std::memory_order_relaxed); }
   uint64_t expired() const { return expired_.load(std::memory_order_relaxed); }
@@ -90,12 +87,32 @@ class ShardMetrics final : public ShardObserver {
   LogHistogram wait_;
   std::array<LogHistogram, kOpCount> handler_;
   BatchSizeHistogram batch_size_;
-  LogHistogram journal_write_;
   alignas(kCacheLineBytes) std::atomic<uint64_t> shed_{0};  // Many writers: senders.
   std::atomic<uint64_t> expired_{0};
   std::atomic<uint64_t> internal_errors_{0};
   std::atomic<uint64_t> storage_errors_{0};
   std::atomic<size_t> accounts_{0};
+};
+
+// The commit pipeline's series (one journal thread for the process). Thread-safe: the observer
+// method from the journal thread only; Collect* from any thread.
+class JournalMetrics final : public CommitObserver {
+ public:
+  void OnGroupWrite(size_t batches, size_t calls, std::chrono::nanoseconds duration,
+                    bool /*ok*/) override {
+    write_.Record(duration);
+    group_calls_.Record(calls);
+    group_batches_.Record(batches);
+  }
+
+  const LogHistogram& write() const { return write_; }
+  const BatchSizeHistogram& group_calls() const { return group_calls_; }
+  const BatchSizeHistogram& group_batches() const { return group_batches_; }
+
+ private:
+  LogHistogram write_;
+  BatchSizeHistogram group_calls_;
+  BatchSizeHistogram group_batches_;
 };
 
 // Thread-safe.
@@ -107,6 +124,9 @@ class LedgerMetrics final : public prometheus::Collectable {
   // One observer per shard, for RouterOptions::observers. Valid as long as this object.
   std::vector<ShardObserver*> observers();
   const ShardMetrics& shard(int32_t index) const { return *shards_[index]; }
+  // For RouterOptions::commit_observer. Valid as long as this object.
+  CommitObserver* commit_observer() { return &journal_; }
+  const JournalMetrics& journal() const { return journal_; }
 
   // Depth and capacity are read from the router at scrape time. Call once, before the first
   // scrape; `router` must outlive this object's scrapes.
@@ -131,9 +151,11 @@ class LedgerMetrics final : public prometheus::Collectable {
  private:
   void CollectShardFamilies(std::vector<prometheus::MetricFamily>& families) const;
   void CollectRequests(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectJournal(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
+  JournalMetrics journal_;
   std::atomic<const Router*> router_{nullptr};
   std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kRpcMethodCount> requests_{};
   std::atomic<double> recovery_seconds_{0};

@@ -33,8 +33,6 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   router_options.shard.idempotency_ttl = options.storage.idempotency_ttl;
   router_options.shard.clock = options.storage.clock;
   const bool durable = options.storage.durability != storage::Durability::kNone;
-  // A journal write must never run on a gRPC thread: with a store only shard threads apply.
-  if (durable) router_options.shard.inline_execution = false;
   // Validated before the store is opened and before the metrics, which are sized by the shard
   // count.
   if (absl::Status status = Router::ValidateOptions(router_options); !status.ok()) return status;
@@ -53,6 +51,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   }
   auto metrics = std::make_shared<LedgerMetrics>(router_options.num_shards, options.version);
   router_options.observers = metrics->observers();
+  router_options.commit_observer = metrics->commit_observer();
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options);
   if (!router.ok()) return router.status();
 

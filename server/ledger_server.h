@@ -31,7 +31,7 @@ struct ServerOptions {
   // Reported as ledger_build_info{version}.
   std::string version = "dev";
   // Its `observers` are set by the server (the metrics of each shard), and so are `store`,
-  // `idempotency_ttl` and `clock` (from `storage`) and, with a store, `inline_execution = false`.
+  // `idempotency_ttl` and `clock` (from `storage`).
   RouterOptions router;
   // Where and how durably the accounts are kept. With durability kNone nothing is opened: the
   // accounts live in memory only, History is refused and request_ids are not deduplicated.

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "shard/ledger_rules.h"
 
 namespace ledger {
@@ -79,18 +81,44 @@ struct BatchWrite {
   }
 };
 
-// Implementations are thread-safe: every shard thread calls Write and FindRequest concurrently.
+// What a lookup that must not wait for the disk found.
+struct MemoryLookup {
+  // False when the answer is only on disk: nothing else is set, and the caller must ask
+  // FindRequest from a thread that may block.
+  bool answered = false;
+  std::optional<RequestRecord> record;  // When answered: the record, or nullopt when none.
+};
+
+// Implementations are thread-safe: the commit pipeline writes while shards look up records and
+// accounts.
 class LedgerStore {
  public:
   virtual ~LedgerStore() = default;
 
-  // Writes the whole batch atomically and, as far as the store's durability setting promises,
-  // durably. On error nothing of the batch is stored.
-  virtual absl::Status Write(const BatchWrite& batch) = 0;
+  // Writes every batch of the group atomically, in one write and, as far as the store's
+  // durability setting promises, durably (one sync for the whole group). On error nothing of
+  // the group is stored. Later entries for the same key win, across batches too.
+  virtual absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) = 0;
+
+  // A group of one.
+  absl::Status Write(const BatchWrite& batch) {
+    const BatchWrite* const one[] = {&batch};
+    return WriteGroup(one);
+  }
 
   // The record written for (account_id, request_id), expired or not; nullopt when there is none.
   virtual absl::StatusOr<std::optional<RequestRecord>> FindRequest(
       absl::string_view account_id, absl::string_view request_id) = 0;
+
+  // Like FindRequest, but never waits for the disk: answers from what the store holds in memory
+  // (RocksDB: memtables, block cache, bloom filters), else says it cannot. Stores kept in memory
+  // answer every lookup.
+  virtual absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
+                                                           absl::string_view request_id) {
+    absl::StatusOr<std::optional<RequestRecord>> found = FindRequest(account_id, request_id);
+    if (!found.ok()) return found.status();
+    return MemoryLookup{.answered = true, .record = *std::move(found)};
+  }
 
   // The account's stored state; nullopt when it was never written.
   virtual absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) = 0;

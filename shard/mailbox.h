@@ -92,19 +92,25 @@ class Mailbox {
   // Consumer only. Moves up to `max_items` queued messages, oldest first, to the end of `out`.
   // Never blocks; returns how many it moved.
   size_t TryDrain(std::vector<T>& out, size_t max_items) {
-    uint64_t position = head_position_;
-    size_t moved = 0;
-    while (moved < max_items) {
-      Cell& cell = cells_[Index(position)];
-      if (cell.sequence.load(std::memory_order_acquire) != PublishedSequence(position)) break;
-      out.push_back(std::move(cell.item));
-      cell.sequence.store(FreeSequence(position + capacity_), std::memory_order_release);
-      ++position;
-      ++moved;
+    return Take(out, max_items, /*free_cells=*/true);
+  }
+
+  // Consumer only. Like TryDrain, but the messages keep their cells: producers find the mailbox
+  // full until FreeTaken gives the cells back. A shard with a journal uses it so that its
+  // capacity bounds the messages it has accepted and not yet answered, not only those queued.
+  size_t TryTake(std::vector<T>& out, size_t max_items) {
+    return Take(out, max_items, /*free_cells=*/false);
+  }
+
+  // Frees the cells of the `count` oldest messages taken by TryTake and not yet freed. Any
+  // thread, but one at a time and in order: the caller orders successive calls (a shard does,
+  // through its pipeline's release/acquire handoffs).
+  void FreeTaken(size_t count) {
+    LEDGER_CHECK_LE(freed_position_ + count, head_.load(std::memory_order_acquire));
+    for (size_t i = 0; i < count; ++i, ++freed_position_) {
+      cells_[Index(freed_position_)].sequence.store(FreeSequence(freed_position_ + capacity_),
+                                                    std::memory_order_release);
     }
-    head_position_ = position;
-    head_.store(position, std::memory_order_seq_cst);
-    return moved;
   }
 
   // Consumer only. Like TryDrain, but sleeps while the mailbox is open and empty. Returns 0 only
@@ -198,6 +204,24 @@ class Mailbox {
     return false;
   }
 
+  size_t Take(std::vector<T>& out, size_t max_items, bool free_cells) {
+    uint64_t position = head_position_;
+    size_t moved = 0;
+    while (moved < max_items) {
+      Cell& cell = cells_[Index(position)];
+      if (cell.sequence.load(std::memory_order_acquire) != PublishedSequence(position)) break;
+      out.push_back(std::move(cell.item));
+      if (free_cells) {
+        cell.sequence.store(FreeSequence(position + capacity_), std::memory_order_release);
+      }
+      ++position;
+      ++moved;
+    }
+    head_position_ = position;
+    head_.store(position, std::memory_order_seq_cst);
+    return moved;
+  }
+
   static void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -244,6 +268,8 @@ class Mailbox {
   // Sleep state: written by the consumer only when it runs out of work.
   alignas(kCacheLineBytes) std::atomic<bool> consumer_sleeping_{false};
   std::atomic<uint32_t> wake_epoch_{0};
+  // TryTake's side: the oldest position taken and not yet freed.
+  alignas(kCacheLineBytes) uint64_t freed_position_ = 0;
 };
 
 }  // namespace ledger

@@ -25,18 +25,27 @@ absl::Status Router::ValidateOptions(const RouterOptions& options) {
 absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& options) {
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
 
+  std::unique_ptr<CommitPipeline> pipeline;
+  if (options.shard.store != nullptr) {
+    pipeline = std::make_unique<CommitPipeline>(CommitPipelineOptions{
+        .store = options.shard.store,
+        .observer = options.commit_observer,
+        .num_shards = options.num_shards});
+  }
   std::vector<std::unique_ptr<Shard>> shards;
   shards.reserve(options.num_shards);
   for (int32_t i = 0; i < options.num_shards; ++i) {
     ShardOptions shard_options = options.shard;
     shard_options.index = i;
     shard_options.observer = options.observers.empty() ? nullptr : options.observers[i];
+    shard_options.pipeline = pipeline.get();
     shards.push_back(std::make_unique<Shard>(std::move(shard_options)));
   }
-  return std::unique_ptr<Router>(new Router(std::move(shards)));
+  return std::unique_ptr<Router>(new Router(std::move(pipeline), std::move(shards)));
 }
 
-Router::Router(std::vector<std::unique_ptr<Shard>> shards) : shards_(std::move(shards)) {}
+Router::Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards)
+    : pipeline_(std::move(pipeline)), shards_(std::move(shards)) {}
 
 Router::~Router() { Stop(); }
 
@@ -46,6 +55,7 @@ void Router::LoadAccount(std::string account_id, AccountState state) {
 }
 
 void Router::Start() {
+  if (pipeline_ != nullptr) pipeline_->Start();
   for (const auto& shard : shards_) shard->Start();
 }
 
@@ -61,6 +71,8 @@ void Router::Stop() {
   // Close every mailbox first so that no shard keeps accepting while another drains.
   CloseMailboxes();
   for (const auto& shard : shards_) shard->Stop();
+  // Last: each shard's Stop waits for the pipeline to answer what the shard sealed.
+  if (pipeline_ != nullptr) pipeline_->Stop();
 }
 
 int32_t Router::ShardFor(absl::string_view account_id) const {

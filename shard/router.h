@@ -23,6 +23,8 @@ struct RouterOptions {
   ShardOptions shard;
   // Empty, or one per shard (not owned; must outlive the router).
   std::vector<ShardObserver*> observers;
+  // With a store (shard.store): what the commit pipeline reports. Not owned; may be null.
+  CommitObserver* commit_observer = nullptr;
 };
 
 // Thread-safe: ShardFor, TrySend and the accessors may be called from any thread; Start and Stop
@@ -41,7 +43,7 @@ class Router {
   // shard count (which may differ from the count it was written under).
   void LoadAccount(std::string account_id, AccountState state);
 
-  // Starts every shard thread.
+  // Starts the commit pipeline (with a store) and every shard thread.
   void Start();
   // Closes every mailbox: from now on TrySend answers kClosed. Any thread.
   void CloseMailboxes();
@@ -49,7 +51,8 @@ class Router {
   // Shard::AbandonUndecided). Any thread.
   void AbandonUndecided();
   // Closes every mailbox, then waits until each shard has applied (or, after AbandonUndecided,
-  // refused) and answered everything it accepted, and joins the shard threads. Idempotent.
+  // refused) and answered everything it accepted, and joins the shard threads and then the
+  // journal thread. Idempotent.
   void Stop();
 
   // The shard that owns `account_id`: ShardOf(account_id, num_shards()), see stable_hash.h.
@@ -62,8 +65,10 @@ class Router {
   const Shard& shard(int32_t index) const { return *shards_[index]; }
 
  private:
-  explicit Router(std::vector<std::unique_ptr<Shard>> shards);
+  Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards);
 
+  // With a store: the one write path of every shard. Declared first, so it outlives them.
+  const std::unique_ptr<CommitPipeline> pipeline_;
   const std::vector<std::unique_ptr<Shard>> shards_;
 };
 

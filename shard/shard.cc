@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,9 +36,8 @@ absl::Status ValidateShardOptions(const ShardOptions& options) {
     return absl::InvalidArgumentError(
         "a debug handler delay needs inline execution off: it must not sleep on a sender's thread");
   }
-  if (options.store != nullptr && options.inline_execution) {
-    return absl::InvalidArgumentError(
-        "a durable store needs inline execution off: it must not write on a sender's thread");
+  if (options.pipeline != nullptr && options.store == nullptr) {
+    return absl::InvalidArgumentError("a commit pipeline needs a store");
   }
   if (options.idempotency_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idempotency TTL must be greater than zero");
@@ -61,12 +62,25 @@ ShardCoreOptions CoreOptions(const ShardOptions& options, ShardObserver* observe
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<CommitPipeline> OwnPipeline(const ShardOptions& options) {
+  if (options.store == nullptr || options.pipeline != nullptr) return nullptr;
+  return std::make_unique<CommitPipeline>(CommitPipelineOptions{
+      .store = options.store, .observer = nullptr, .num_shards = options.index + 1});
+}
+
+}  // namespace
+
 Shard::Shard(ShardOptions options)
     : options_(std::move(options)),
       observer_(options_.observer != nullptr ? options_.observer : &null_observer),
+      own_pipeline_(OwnPipeline(options_)),
+      pipeline_(own_pipeline_ != nullptr ? own_pipeline_.get() : options_.pipeline),
       mailbox_(options_.mailbox_capacity),
       core_(CoreOptions(options_, observer_)) {
   LEDGER_CHECK(ValidateShardOptions(options_).ok());
+  if (pipeline_ != nullptr) pipeline_->SetLane(options_.index, this);
 }
 
 void Shard::LoadAccount(std::string account_id, AccountState state) {
@@ -85,7 +99,10 @@ Shard::~Shard() {
 void Shard::Start() {
   LEDGER_CHECK(!started_);
   started_ = true;
-  if (options_.inline_execution) {
+  if (own_pipeline_ != nullptr) own_pipeline_->Start();
+  // The dedicated loop sleeps in the mailbox, where nothing but a message wakes it; a shard with
+  // a pipeline must also wake for a failed write, so it always sleeps on its handoff word.
+  if (options_.inline_execution || pipeline_ != nullptr) {
     thread_ = std::thread([this] { RunHandoffLoop(); });
   } else {
     thread_ = std::thread([this] { Run(); });
@@ -99,11 +116,27 @@ void Shard::Stop() {
   stopping_.store(true, std::memory_order_release);
   HandOffToShardThread();
   thread_.join();
-  // A sender may still hold the token for messages it accepted before the close; it drains them
-  // before it lets go, and whatever it leaves is taken here.
-  while (drain_.IsHeld() || mailbox_.Depth() > 0) {
-    if (!DrainWhileOwner(1, options_.max_batch)) std::this_thread::yield();
+  // A sender may still hold the token for messages it accepted before the close; it decides them
+  // before it lets go, and whatever it leaves is taken here. Then the pipeline answers what was
+  // sealed (it writes while this waits).
+  for (;;) {
+    if (drain_.TryAcquire()) {
+      const Turn turn = TakeTurn(options_.max_batch, /*may_block=*/true);
+      const bool done = turn == Turn::kIdle && Quiescent();
+      drain_.Release();
+      if (done) break;
+      if (turn != Turn::kIdle) continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  if (own_pipeline_ != nullptr) own_pipeline_->Stop();
+}
+
+bool Shard::Quiescent() {
+  return mailbox_.Depth() == 0 && core_.batch().empty() &&
+         !recovery_pending_.load(std::memory_order_acquire) &&
+         (pipeline_ == nullptr ||
+          finished_through_.load(std::memory_order_acquire) == core_.last_sealed());
 }
 
 SendOutcome Shard::TrySend(Message&& message) {
@@ -111,57 +144,114 @@ SendOutcome Shard::TrySend(Message&& message) {
   message.enqueued_at = SteadyClock::now();
   const SendOutcome outcome = mailbox_.TrySend(std::move(message));
   if (outcome == SendOutcome::kFull) observer_->OnShed();
-  if (outcome == SendOutcome::kAccepted && options_.inline_execution &&
-      DrainWhileOwner(kInlineBatchesMax, std::min(kInlineBatchMax, options_.max_batch))) {
-    HandOffToShardThread();  // A backlog: the shard thread takes it from here.
+  if (outcome != SendOutcome::kAccepted) return outcome;
+  if (options_.inline_execution) {
+    if (DrainWhileOwner(kInlineBatchesMax, std::min(kInlineBatchMax, options_.max_batch),
+                        /*may_block=*/false)) {
+      HandOffToShardThread();  // A backlog, or a disk read: the shard thread takes it from here.
+    }
+  } else if (pipeline_ != nullptr) {
+    HandOffToShardThread();  // The shard thread sleeps on its handoff word, not in the mailbox.
   }
   return outcome;
 }
 
-// Dedicated mode: the shard thread is the only consumer and sleeps in the mailbox. It holds the
-// drain token for its whole life (no sender ever takes it in this mode).
+// Dedicated mode without a store: the shard thread is the only consumer and sleeps in the
+// mailbox. It holds the drain token for its whole life (no sender ever takes it in this mode).
 void Shard::Run() {
   LEDGER_CHECK(drain_.TryAcquire());
   while (mailbox_.WaitAndDrain(core_.batch(), options_.max_batch) > 0) {
-    ProcessBatch();
+    core_.BeginBatch();
+    while (!core_.AllDecided()) core_.DecideNext(abandoning_.load(std::memory_order_acquire));
+    core_.Seal(/*finished_through=*/0);  // No store: answered at once.
   }
   drain_.Release();
 }
 
-// Inline mode: the shard thread sleeps until a sender hands it a backlog (or Stop), then drains
-// until the mailbox is empty or a sender holds the token.
+// The shard thread sleeps until a sender hands it work (a backlog, a batch that needs a disk
+// read), the journal thread reports a failed write, or Stop; then it drains until nothing is left
+// or a sender holds the token.
 void Shard::RunHandoffLoop() {
   for (;;) {
     const uint32_t epoch = handoff_epoch_.load(std::memory_order_acquire);
-    while (DrainWhileOwner(1, options_.max_batch)) {
+    while (DrainWhileOwner(1, options_.max_batch, /*may_block=*/true)) {
     }
     if (stopping_.load(std::memory_order_acquire)) return;  // Stop drains what is left.
     handoff_epoch_.wait(epoch, std::memory_order_acquire);
   }
 }
 
-bool Shard::DrainWhileOwner(int max_batches, size_t batch_limit) {
+bool Shard::DrainWhileOwner(int max_batches, size_t batch_limit, bool may_block) {
   for (int i = 0; i < max_batches; ++i) {
-    // seq_cst (inside the token): pairs with Mailbox::HeadPublished below, see there.
+    // seq_cst (inside the token): pairs with WorkPending below, see there.
     if (!drain_.TryAcquire()) return false;
-    if (mailbox_.TryDrain(core_.batch(), batch_limit) > 0) ProcessBatch();
+    const Turn turn = TakeTurn(batch_limit, may_block);
     drain_.Release();
-    // A message published while we held the token was left to us by its sender.
-    if (!mailbox_.HeadPublished()) return false;
+    if (turn == Turn::kNeedsShardThread) return true;
+    // Work published while we held the token was left to us by whoever published it.
+    if (!WorkPending()) return false;
   }
   return true;
+}
+
+bool Shard::WorkPending() const {
+  // Both seq_cst, like the token: a thread that publishes work and then fails TryAcquire, and
+  // the holder that releases the token and then checks here, cannot both miss each other.
+  return mailbox_.HeadPublished() || recovery_pending_.load(std::memory_order_seq_cst);
+}
+
+Shard::Turn Shard::TakeTurn(size_t batch_limit, bool may_block) {
+  if (recovery_pending_.load(std::memory_order_acquire)) RecoverFailedWrites();
+  // A batch left undecided by a sender (it needed a disk read) goes first.
+  if (core_.batch().empty()) {
+    const size_t taken = pipeline_ != nullptr ? mailbox_.TryTake(core_.batch(), batch_limit)
+                                              : mailbox_.TryDrain(core_.batch(), batch_limit);
+    if (taken == 0) return Turn::kIdle;
+  }
+  if (!core_.Prefetch(may_block, finished_through_.load(std::memory_order_acquire))) {
+    return Turn::kNeedsShardThread;
+  }
+  core_.BeginBatch();
+  // The flag is read per message: AbandonUndecided refuses every message not yet decided.
+  while (!core_.AllDecided()) core_.DecideNext(abandoning_.load(std::memory_order_acquire));
+  // Acquire: when every sealed batch is finished, the journal thread's last FreeTaken for this
+  // shard happened before the one below.
+  SealResult sealed = core_.Seal(finished_through_.load(std::memory_order_acquire));
+  if (pipeline_ == nullptr) return Turn::kProgressed;  // Drained cells are free already.
+  if (sealed.completed_now > 0) mailbox_.FreeTaken(sealed.completed_now);
+  if (sealed.to_write != nullptr && !pipeline_->Submit(std::move(sealed.to_write))) {
+    RecoverFailedWrites();  // An earlier write failed; this batch joined it.
+  }
+  return Turn::kProgressed;
+}
+
+void Shard::RecoverFailedWrites() {
+  // Cleared before taking: a failure reported after this is seen by the next turn.
+  recovery_pending_.store(false, std::memory_order_seq_cst);
+  std::vector<std::unique_ptr<SealedBatch>> failed = pipeline_->TakeFailed(options_.index);
+  if (failed.empty()) return;
+  core_.RollBack(failed);
+  for (std::unique_ptr<SealedBatch>& batch : failed) {
+    batch->CompleteAll();
+    mailbox_.FreeTaken(batch->messages.size());
+  }
+  finished_through_.store(core_.last_sealed(), std::memory_order_release);
+}
+
+void Shard::OnDurable(std::unique_ptr<SealedBatch> batch) {
+  batch->CompleteAll();
+  mailbox_.FreeTaken(batch->messages.size());
+  finished_through_.store(batch->sequence, std::memory_order_release);
+}
+
+void Shard::OnFailed() {
+  recovery_pending_.store(true, std::memory_order_seq_cst);
+  HandOffToShardThread();
 }
 
 void Shard::HandOffToShardThread() {
   handoff_epoch_.fetch_add(1, std::memory_order_release);
   handoff_epoch_.notify_one();
-}
-
-void Shard::ProcessBatch() {
-  core_.BeginBatch();
-  // The flag is read per message: AbandonUndecided refuses every message not yet decided.
-  while (!core_.AllDecided()) core_.DecideNext(abandoning_.load(std::memory_order_acquire));
-  core_.CommitAndComplete();
 }
 
 }  // namespace ledger

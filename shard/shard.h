@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "shard/commit_pipeline.h"
 #include "shard/drain_token.h"
 #include "shard/ledger_rules.h"
 #include "shard/ledger_store.h"
@@ -54,10 +56,14 @@ struct ShardOptions {
   // Not owned; must outlive the shard. Null discards everything.
   ShardObserver* observer = nullptr;
   // Not owned; must outlive the shard. Null keeps accounts in memory only: no journal, and
-  // request_ids are not deduplicated. With a store, every batch's changes are written in one
-  // Write before any of its messages is answered, so inline_execution must be false: a disk
-  // write must never run on a sender's (gRPC) thread.
+  // request_ids are not deduplicated. With a store, a batch is decided in memory (inline too)
+  // and its messages are answered once the commit pipeline has made its changes durable; disk
+  // reads that deciding needs run on the shard thread, never a sender's.
   LedgerStore* store = nullptr;
+  // Not owned; must outlive the shard. The pipeline that writes this shard's batches (with a
+  // store only; the router's, shared by every shard). Null with a store: the shard runs a
+  // pipeline of its own.
+  CommitPipeline* pipeline = nullptr;
   // How long a request_id's recorded outcome is replayed; after that the id is new again.
   absl::Duration idempotency_ttl = absl::Hours(24);
   // Wall-clock time for journal entries and idempotency records; empty means absl::Now. Tests
@@ -74,10 +80,14 @@ absl::Status ValidateShardOptions(const ShardOptions& options);
 // clang -Wthread-safety checks): the shard thread, or with inline_execution a sender that found
 // the shard idle. Never by two threads at once.
 //
+// With a store, a message counts against the mailbox capacity from TrySend until it is answered
+// (queued, decided and waiting for its write), so a shard whose disk falls behind refuses new
+// messages at once.
+//
 // Lifecycle: construct, Start, any number of TrySend, Stop (mandatory before destruction).
 // Stop closes the mailbox, waits until every message accepted before it is applied and
 // answered, and joins the shard thread.
-class Shard {
+class Shard final : public CommitLane {
  public:
   // Requires ValidateShardOptions(options).ok().
   explicit Shard(ShardOptions options);
@@ -90,6 +100,8 @@ class Shard {
   // accounts this shard owns.
   void LoadAccount(std::string account_id, AccountState state);
 
+  // Starts the shard thread (and the shard's own pipeline, if it has one). A shared pipeline
+  // must be started by its owner.
   void Start();
   // Any thread; idempotent. From now on TrySend answers kClosed; accepted messages still run.
   void CloseMailbox() { mailbox_.Close(); }
@@ -98,42 +110,71 @@ class Shard {
   // Messages already decided are still written and answered with their real outcome. Any
   // thread.
   void AbandonUndecided() { abandoning_.store(true, std::memory_order_release); }
-  // Closes the mailbox, waits until every accepted message is applied and answered, joins.
+  // Closes the mailbox, waits until every accepted message is applied, written and answered,
+  // joins. Requires the pipeline still running.
   void Stop();
 
   // Any thread; never waits for another thread. Stamps `message.enqueued_at`. On kFull (counted
   // as shed) or kClosed the message was not queued and its completion will not be called: the
   // caller answers it. On kAccepted with inline_execution, the message (and others queued) may
-  // already have been applied and completed on this thread when TrySend returns.
+  // already have been decided, or even answered, on this thread when TrySend returns.
   [[nodiscard]] SendOutcome TrySend(Message&& message);
 
   size_t MailboxDepth() const { return mailbox_.Depth(); }
   size_t mailbox_capacity() const { return mailbox_.capacity(); }
   int32_t index() const { return options_.index; }
 
+  // CommitLane: the journal thread's calls.
+  void OnDurable(std::unique_ptr<SealedBatch> batch) override;
+  void OnFailed() override;
+
  private:
+  // What one turn with the drain token did.
+  enum class Turn : uint8_t {
+    kIdle,              // Nothing to do.
+    kProgressed,        // Decided (and sealed or answered) a batch.
+    kNeedsShardThread,  // The batch needs a disk read: only a thread that may block can go on.
+  };
+
   void Run();
   void RunHandoffLoop();
-  // Takes the drain token and applies up to `max_batches` batches of up to `batch_limit`
-  // messages, releasing the token after each. True when published messages remain that this
-  // call left (the caller hands them off); false when the mailbox is empty or another thread
-  // holds the token (that thread will see them).
-  bool DrainWhileOwner(int max_batches, size_t batch_limit);
+  // Takes the drain token and runs up to `max_batches` turns of up to `batch_limit` messages,
+  // releasing the token after each. True when work remains that this call left (the caller hands
+  // it off); false when there is none or another thread holds the token (that thread will see
+  // it). `may_block` false: never waits for the disk (a sender's thread).
+  bool DrainWhileOwner(int max_batches, size_t batch_limit, bool may_block);
+  // One turn: rolls back failed writes first, then decides the next batch and seals it.
+  Turn TakeTurn(size_t batch_limit, bool may_block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
+  // Rolls back and answers this shard's batches whose write failed (no disk I/O).
+  void RecoverFailedWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
+  // Work a thread that gives up the token must not leave behind unseen: a published message or
+  // a failed write to roll back. seq_cst: see DrainWhileOwner.
+  bool WorkPending() const;
+  // True when nothing accepted is left: mailbox empty, no batch pending, every sealed batch
+  // answered.
+  bool Quiescent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
   void HandOffToShardThread();
-  // Decides, commits and completes core_.batch(), reading the abandon flag before each message.
-  void ProcessBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
 
   const ShardOptions options_;
   ShardObserver* const observer_;
+  // With a store and no shared pipeline: this shard's own.
+  std::unique_ptr<CommitPipeline> own_pipeline_;
+  // Null without a store.
+  CommitPipeline* const pipeline_;
   Mailbox<Message> mailbox_;
   // The right to apply this shard's messages: the shard thread's, or with inline_execution a
   // sender's that found the shard idle. Never two threads at once.
   DrainToken drain_;
-  // Bumped to wake the shard thread (inline mode) for a backlog or for Stop.
+  // Bumped to wake the shard thread (inline mode) for a backlog, a failed write or Stop.
   std::atomic<uint32_t> handoff_epoch_{0};
   std::atomic<bool> stopping_{false};
   // Set by AbandonUndecided; read by whoever holds the drain token.
   std::atomic<bool> abandoning_{false};
+  // The newest sealed batch that is answered (durable, or rolled back): written by the journal
+  // thread after it answers a batch, and by the token holder after a rollback.
+  std::atomic<uint64_t> finished_through_{0};
+  // Set by the journal thread when a write of this shard failed; the token holder rolls back.
+  std::atomic<bool> recovery_pending_{false};
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;

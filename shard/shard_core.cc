@@ -55,13 +55,82 @@ std::optional<AccountState> ShardCore::FindAccountForTesting(absl::string_view a
 }
 
 void ShardCore::ProcessBatch(bool abandoning) {
+  LEDGER_CHECK(Prefetch(/*may_block=*/true, last_sealed_));
   BeginBatch();
   while (!AllDecided()) DecideNext(abandoning);
   CommitAndComplete();
 }
 
+namespace {
+
+// Key of a request_id in batch_requests_ and pending_records_: account, NUL, request_id.
+std::string RequestKey(const Message& message) {
+  return absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id);
+}
+
+bool Deduplicated(const Message& message, const LedgerStore* store) {
+  return store != nullptr && message.op != Op::kBalance && !message.request_id.empty();
+}
+
+}  // namespace
+
+bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
+  LEDGER_CHECK(replies_.empty());
+  LEDGER_CHECK_LE(finished_through, last_sealed_);
+  if (options_.store == nullptr) return true;
+  ForgetFinishedRecords(finished_through);
+  prefetched_records_.assign(batch_.size(), PrefetchedRecord{});
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    const Message& message = batch_[i];
+    if (!unsettled_accounts_.empty() && unsettled_accounts_.contains(message.account_id)) {
+      if (!may_block) return false;
+      // When the store cannot say, the account stays unsettled and DecideNext refuses changes.
+      SettleAccount(message.account_id);
+    }
+    if (!Deduplicated(message, options_.store)) continue;
+    if (pending_records_.contains(RequestKey(message))) continue;
+    PrefetchedRecord& prefetched = prefetched_records_[i];
+    prefetched.looked_up = true;
+    if (may_block) {
+      absl::StatusOr<std::optional<RequestRecord>> found =
+          options_.store->FindRequest(message.account_id, message.request_id);
+      if (found.ok()) {
+        prefetched.record = *std::move(found);
+      } else {
+        prefetched.status = found.status();
+      }
+      continue;
+    }
+    absl::StatusOr<MemoryLookup> found =
+        options_.store->FindRequestInMemory(message.account_id, message.request_id);
+    if (!found.ok()) {
+      prefetched.status = found.status();
+    } else if (!found->answered) {
+      return false;
+    } else {
+      prefetched.record = std::move(found->record);
+    }
+  }
+  prefetched_ = true;
+  return true;
+}
+
+void ShardCore::ForgetFinishedRecords(uint64_t finished_through) {
+  while (!pending_record_keys_.empty() && pending_record_keys_.front().first <= finished_through) {
+    const uint64_t sequence = pending_record_keys_.front().first;
+    for (const std::string& key : pending_record_keys_.front().second) {
+      auto pending = pending_records_.find(key);
+      if (pending != pending_records_.end() && pending->second.sequence == sequence) {
+        pending_records_.erase(pending);
+      }
+    }
+    pending_record_keys_.pop_front();
+  }
+}
+
 void ShardCore::BeginBatch() {
   LEDGER_CHECK(replies_.empty() && write_.empty() && undo_.empty() && batch_applied_ == 0);
+  LEDGER_CHECK(options_.store == nullptr || prefetched_);
   if (options_.store != nullptr) batch_time_ = options_.clock ? options_.clock() : absl::Now();
   // Time is read once per message: each handler's end is the next one's start.
   handler_start_ = SteadyNow();
@@ -86,8 +155,9 @@ void ShardCore::DecideNext(bool abandoning) {
   handler_start_ = end;
 }
 
-void ShardCore::CommitAndComplete() {
+SealResult ShardCore::Seal(uint64_t finished_through) {
   LEDGER_CHECK(AllDecided());
+  LEDGER_CHECK_LE(finished_through, last_sealed_);
   // One durable change, one undo entry and one journal entry per applied operation; a request
   // record at most per message.
   if (options_.store != nullptr) {
@@ -98,75 +168,141 @@ void ShardCore::CommitAndComplete() {
   } else {
     LEDGER_CHECK(write_.empty() && undo_.empty());
   }
+  observer_->OnBatch(batch_.size(), accounts_.size());
+  SealResult result;
   // Every message of the batch is decided before any is answered, so that one write makes the
   // whole batch durable (group commit) before a caller hears OK.
-  if (!write_.empty()) CommitBatch();
-  observer_->OnBatch(batch_.size(), accounts_.size());
-  for (size_t i = 0; i < batch_.size(); ++i) {
-    batch_[i].completion->Complete(replies_[i]);
+  if (options_.store == nullptr || (write_.empty() && finished_through == last_sealed_)) {
+    result.completed_now = batch_.size();
+    CompleteNow();
+    return result;
   }
+  auto sealed = std::make_unique<SealedBatch>();
+  sealed->shard = options_.index;
+  sealed->sequence = ++last_sealed_;
+  // Its request_ids stay answerable from memory until the store has them.
+  std::vector<std::string> keys;
+  keys.reserve(batch_requests_.size());
+  for (auto& [key, index] : batch_requests_) {
+    pending_records_.insert_or_assign(
+        key, PendingRecord{.sequence = sealed->sequence, .record = write_.requests[index].record});
+    keys.push_back(key);
+  }
+  if (!keys.empty()) pending_record_keys_.emplace_back(sealed->sequence, std::move(keys));
+  sealed->messages.swap(batch_);
+  sealed->replies.swap(replies_);
+  sealed->write = std::move(write_);
+  sealed->undo.swap(undo_);
+  write_.clear();
+  ClearBatch();
+  batch_.reserve(options_.max_batch);
+  replies_.reserve(options_.max_batch);
+  result.to_write = std::move(sealed);
+  return result;
+}
+
+void ShardCore::CompleteNow() {
+  for (size_t i = 0; i < batch_.size(); ++i) batch_[i].completion->Complete(replies_[i]);
+  ClearBatch();
+}
+
+void ShardCore::ClearBatch() {
   batch_.clear();
   replies_.clear();
   write_.clear();
   undo_.clear();
   batch_requests_.clear();
   batch_applied_ = 0;
+  prefetched_ = false;
+  prefetched_records_.clear();
 }
 
-void ShardCore::CommitBatch() {
-  const SteadyClock::time_point start = SteadyNow();
-  const absl::Status status = options_.store->Write(write_);
-  observer_->OnJournalWrite(SteadyNow() - start);
-  if (status.ok()) return;
+void ShardCore::CommitAndComplete() {
+  SealResult sealed = Seal(last_sealed_);
+  if (sealed.to_write == nullptr) return;
+  absl::Status status = absl::OkStatus();
+  if (!sealed.to_write->write.empty()) {
+    status = options_.store->Write(sealed.to_write->write);
+  }
+  if (status.ok()) {
+    ForgetFinishedRecords(sealed.to_write->sequence);
+    sealed.to_write->CompleteAll();
+    return;
+  }
+  sealed.to_write->failure = status;
+  std::vector<std::unique_ptr<SealedBatch>> failed;
+  failed.push_back(std::move(sealed.to_write));
+  RollBack(failed);
+  failed.front()->CompleteAll();
+}
+
+// After a failed write nothing of the failed batches is on disk (as far as anyone knows), so
+// nothing of them may be visible: the accounts go back to their state before the first, every
+// Deposit and Withdraw that was decided is answered kStorageFailed (not applied; safe to retry),
+// and Balance reads are answered from the restored state, as if they had run before the failed
+// operations.
+void ShardCore::RollBack(std::vector<std::unique_ptr<SealedBatch>>& failed) {
+  LEDGER_CHECK(!failed.empty());
+  LEDGER_CHECK(replies_.empty());
+  // The failed batches are exactly the newest ones, in order: none is missing.
+  LEDGER_CHECK_EQ(failed.back()->sequence, last_sealed_);
+  for (size_t i = 1; i < failed.size(); ++i) {
+    LEDGER_CHECK_EQ(failed[i]->sequence, failed[i - 1]->sequence + 1);
+  }
   observer_->OnStorageError();
-  LogStorageError(status, "writing a batch");
-  RollBackBatch();
-}
-
-// After a failed write nothing of the batch is on disk, so nothing of it may be visible: the
-// accounts go back to their state before the batch, every Deposit and Withdraw that was decided
-// is answered kStorageFailed (not applied; safe to retry), and Balance reads are answered from the
-// restored state, as if they had run before the failed operations.
-void ShardCore::RollBackBatch() {
+  LogStorageError(failed.front()->failure, "writing a batch");
   if (options_.bug_for_testing != CoreBugForTesting::kSkipRollback) {
-    for (const auto& [account_id, before] : undo_) unsettled_accounts_.insert(account_id);
-    for (auto undo = undo_.rbegin(); undo != undo_.rend(); ++undo) {
-      if (undo->second.has_value()) {
-        accounts_.insert_or_assign(undo->first, *undo->second);
-      } else {
-        accounts_.erase(undo->first);
+    for (auto batch = failed.rbegin(); batch != failed.rend(); ++batch) {
+      for (auto undo = (*batch)->undo.rbegin(); undo != (*batch)->undo.rend(); ++undo) {
+        unsettled_accounts_.insert(undo->first);
+        if (undo->second.has_value()) {
+          accounts_.insert_or_assign(undo->first, *undo->second);
+        } else {
+          accounts_.erase(undo->first);
+        }
       }
     }
-    // Each account is back to its state before the batch: the first undo entry for it. (Failure
-    // path only, so the set's allocation costs nothing on the hot path.)
+    // Each account is back to its state before the first failed batch: its first undo entry.
+    // (Failure path only, so the set's allocation costs nothing on the hot path.)
     absl::flat_hash_set<absl::string_view> checked;
-    for (const auto& [account_id, before] : undo_) {
-      if (!checked.insert(account_id).second) continue;
-      auto account = accounts_.find(account_id);
-      LEDGER_CHECK_EQ(account != accounts_.end(), before.has_value());
-      if (before.has_value()) {
-        LEDGER_CHECK_EQ(account->second.balance, before->balance);
-        LEDGER_CHECK_EQ(account->second.sequence, before->sequence);
+    for (const std::unique_ptr<SealedBatch>& batch : failed) {
+      for (const auto& [account_id, before] : batch->undo) {
+        if (!checked.insert(account_id).second) continue;
+        auto account = accounts_.find(account_id);
+        LEDGER_CHECK_EQ(account != accounts_.end(), before.has_value());
+        if (before.has_value()) {
+          LEDGER_CHECK_EQ(account->second.balance, before->balance);
+          LEDGER_CHECK_EQ(account->second.sequence, before->sequence);
+        }
       }
     }
   }
-  for (size_t i = 0; i < batch_.size(); ++i) {
-    Reply& reply = replies_[i];
-    // Never applied, so the failed write changes nothing for them: they keep their definite
-    // answer (a caller told "shutting down" knows to retry; "outcome unknown" would send it to
-    // check its balance first).
-    if (reply.outcome == Outcome::kCallerGone || reply.outcome == Outcome::kInternal ||
-        reply.outcome == Outcome::kShuttingDown) {
-      continue;
+  // Their request_ids were never durable (as far as anyone knows): a retry looks in the store.
+  const uint64_t first_failed = failed.front()->sequence;
+  while (!pending_record_keys_.empty() && pending_record_keys_.back().first >= first_failed) {
+    for (const std::string& key : pending_record_keys_.back().second) pending_records_.erase(key);
+    pending_record_keys_.pop_back();
+  }
+  for (const std::unique_ptr<SealedBatch>& batch : failed) {
+    for (size_t i = 0; i < batch->messages.size(); ++i) {
+      Reply& reply = batch->replies[i];
+      // Never applied, so the failed write changes nothing for them: they keep their definite
+      // answer (a caller told "shutting down" knows to retry; "outcome unknown" would send it to
+      // check its balance first).
+      if (reply.outcome == Outcome::kCallerGone || reply.outcome == Outcome::kInternal ||
+          reply.outcome == Outcome::kShuttingDown) {
+        continue;
+      }
+      const Message& message = batch->messages[i];
+      if (message.op != Op::kBalance) {
+        reply = {.outcome = Outcome::kStorageFailed};
+        continue;
+      }
+      auto account = accounts_.find(message.account_id);
+      reply = account == accounts_.end()
+                  ? Reply{.outcome = Outcome::kAccountNotFound}
+                  : Reply{.outcome = Outcome::kOk, .balance = account->second.balance};
     }
-    if (batch_[i].op != Op::kBalance) {
-      reply = {.outcome = Outcome::kStorageFailed};
-      continue;
-    }
-    auto account = accounts_.find(batch_[i].account_id);
-    reply = account == accounts_.end()
-                ? Reply{.outcome = Outcome::kAccountNotFound}
-                : Reply{.outcome = Outcome::kOk, .balance = account->second.balance};
   }
 }
 
@@ -232,16 +368,15 @@ bool ShardCore::SettleAccount(absl::string_view account_id) {
 
 Reply ShardCore::ApplyToAccounts(const Message& message) {
   const bool mutation = message.op != Op::kBalance;
-  // A read of an account the store cannot settle yet is answered from memory: the state before
-  // the failed write.
-  if (!unsettled_accounts_.empty() && !SettleAccount(message.account_id) && mutation) {
+  // Prefetch could not reload this account after a failed write. A read is answered from memory
+  // (the state before the failed write); a change waits until the store can say.
+  if (mutation && !unsettled_accounts_.empty() && unsettled_accounts_.contains(message.account_id)) {
     return Reply{.outcome = Outcome::kStorageFailed};
   }
-  const bool deduplicated = mutation && options_.store != nullptr && !message.request_id.empty();
-  // Key of batch_requests_: account, NUL, request_id.
+  const bool deduplicated = Deduplicated(message, options_.store);
   std::string request_key;
   if (deduplicated) {
-    request_key = absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id);
+    request_key = RequestKey(message);
     if (std::optional<Reply> recorded = FindRecordedReply(message, request_key)) return *recorded;
   }
   auto account = accounts_.find(message.account_id);
@@ -284,18 +419,22 @@ std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
                                                   const std::string& request_key) {
   RequestRecord record;
   auto in_batch = batch_requests_.find(request_key);
+  auto pending = in_batch == batch_requests_.end() ? pending_records_.find(request_key)
+                                                   : pending_records_.end();
   if (in_batch != batch_requests_.end()) {
     record = write_.requests[in_batch->second].record;
+  } else if (pending != pending_records_.end()) {
+    record = pending->second.record;
   } else {
-    absl::StatusOr<std::optional<RequestRecord>> found =
-        options_.store->FindRequest(message.account_id, message.request_id);
-    if (!found.ok()) {
+    const PrefetchedRecord& prefetched = prefetched_records_[replies_.size()];
+    LEDGER_CHECK(prefetched.looked_up);
+    if (!prefetched.status.ok()) {
       observer_->OnStorageError();
-      LogStorageError(found.status(), "looking up a request_id");
+      LogStorageError(prefetched.status, "looking up a request_id");
       return Reply{.outcome = Outcome::kStorageFailed};
     }
-    if (!found->has_value()) return std::nullopt;
-    record = **found;
+    if (!prefetched.record.has_value()) return std::nullopt;
+    record = *prefetched.record;
     // An expired record may linger until compaction purges it; it no longer counts.
     if (record.recorded_at + options_.idempotency_ttl <= batch_time_) return std::nullopt;
   }

@@ -7,21 +7,23 @@
 // same code runs in the server (driven by `Shard`, which owns the mailbox, the threads and the
 // drain token) and in the deterministic simulator (sim/, driven step by step from a seed).
 //
-// How later work extends it (see docs/architecture.md, "The shard core"):
-// - A pipelined commit (decide batch N+1 while batch N is written) splits CommitAndComplete into
-//   "seal the batch and hand its BatchWrite to the writer" and "complete the sealed batch when its
-//   write returns"; the undo log and replies then belong to the sealed batch, and the rollback of
-//   a failed batch N must also undo N+1's decisions that read N's state. The step API below
-//   (BeginBatch / DecideNext / CommitAndComplete) is where that split goes; the simulator drives
-//   the same steps and can interleave them.
-// - Cross-shard transfers and batch calls add message kinds decided by DecideNext; their undo
-//   entries go through the same undo log, so rollback and the invariants stay in one place.
+// With a store, a batch is decided in memory and then sealed: the SealedBatch carries its write,
+// replies and undo log to the commit pipeline (shard/commit_pipeline.h), and the core goes on
+// deciding the next batch on top of it while it is written. Every disk read that deciding needs
+// (a request_id's record, an account to reload after a failed write) happens before the decision,
+// in Prefetch, so that deciding never waits for the disk. See docs/architecture.md, "The shard
+// core" and "The commit pipeline".
+//
+// Cross-shard transfers and batch calls add message kinds decided by DecideNext; their undo
+// entries go through the same undo log, so rollback and the invariants stay in one place.
 #ifndef LEDGER_SHARD_SHARD_CORE_H_
 #define LEDGER_SHARD_SHARD_CORE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,12 +31,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "shard/ledger_rules.h"
 #include "shard/ledger_store.h"
 #include "shard/log_rate_limiter.h"
 #include "shard/message.h"
+#include "shard/sealed_batch.h"
 #include "shard/shard_observer.h"
 
 namespace ledger {
@@ -73,11 +77,22 @@ struct ShardCoreOptions {
   bool log_errors = true;
 };
 
+// What Seal did with a decided batch.
+struct SealResult {
+  // The batch to hand to the commit pipeline; null when it was completed at once.
+  std::unique_ptr<SealedBatch> to_write;
+  // Messages answered by Seal itself (the whole batch, or none).
+  size_t completed_now = 0;
+};
+
 // Not thread-safe: one thread at a time drives it (in the server, the holder of the shard's
-// drain token). Between batches `batch()` is empty and every message handed in was completed.
+// drain token). Between batches `batch()` holds no decided message.
 //
-// A batch is driven as: fill batch(), BeginBatch(), DecideNext() until AllDecided(),
-// CommitAndComplete(). ProcessBatch does all of it for callers with nothing to interleave.
+// A batch is driven as: fill batch(), Prefetch() until it returns true (on a thread that may
+// block, if it returned false), BeginBatch(), DecideNext() until AllDecided(), Seal(). A sealed
+// batch goes to the commit pipeline; when its write fails, RollBack() takes it (and every batch
+// sealed after it) back. CommitAndComplete() writes and answers a sealed batch on the spot, for
+// callers without a pipeline; ProcessBatch() does all of it.
 class ShardCore {
  public:
   // Requires options.policy.overdraft_limit >= 0 and options.idempotency_ttl > 0.
@@ -90,18 +105,41 @@ class ShardCore {
   void LoadAccount(std::string account_id, AccountState state);
 
   // Where the caller puts the next batch's messages (the shard drains its mailbox into it).
+  // Messages stay here, undecided, while Prefetch returns false.
   std::vector<Message>& batch() { return batch_; }
 
+  // Reads from the store what deciding batch() needs: the records of the request_ids it carries
+  // (unless a batch decided earlier holds them in memory) and, after a failed write, the stored
+  // state of the accounts it touches. `finished_through`: every batch sealed up to this sequence
+  // number is durable (or rolled back), so its records can be read from the store. Without
+  // `may_block`, only what the store holds in memory: false when something is on disk, and then
+  // nothing changed and the caller calls again from a thread that may block.
+  bool Prefetch(bool may_block, uint64_t finished_through);
   // Starts deciding batch(): reads the wall clock once for the whole batch.
   void BeginBatch();
   bool AllDecided() const { return replies_.size() == batch_.size(); }
-  // Decides the next undecided message of the batch. With `abandoning`, a message not yet decided
-  // is answered kShuttingDown, certainly not applied.
+  // Decides the next undecided message of the batch, in memory only. With `abandoning`, a message
+  // not yet decided is answered kShuttingDown, certainly not applied.
   void DecideNext(bool abandoning);
-  // Writes the batch's changes in one Write (rolling them back when it fails), then completes
-  // every message of the batch and empties it.
+  // Ends the decided batch. Without a store every message is answered now. With one, a batch
+  // that wrote nothing is answered now too when every batch sealed before it is finished
+  // (`finished_through` == last_sealed()): it cannot have read an undurable change. Any other
+  // batch is numbered last_sealed() + 1 and returned for the pipeline, which answers it once its
+  // write is durable.
+  SealResult Seal(uint64_t finished_through);
+  // The write of `failed.front()` failed, and `failed` holds it and every batch sealed after it,
+  // in sequence order (all decided on top of it). Restores every account they changed to its
+  // state before them, rewrites their replies (changes: kStorageFailed; reads: the restored
+  // state), and marks the changed accounts for a reload before their next use (a failed write may
+  // still have reached the disk). The caller then completes them.
+  void RollBack(std::vector<std::unique_ptr<SealedBatch>>& failed);
+  // The sequence number of the newest sealed batch; 0 before the first.
+  uint64_t last_sealed() const { return last_sealed_; }
+
+  // Without a pipeline: Seal, then write a sealed batch through the store at once, rolling it
+  // back when the write fails, and complete it.
   void CommitAndComplete();
-  // BeginBatch, DecideNext for every message, CommitAndComplete.
+  // Prefetch (may block), BeginBatch, DecideNext for every message, CommitAndComplete.
   void ProcessBatch(bool abandoning);
 
   size_t account_count() const { return accounts_.size(); }
@@ -110,6 +148,18 @@ class ShardCore {
   std::optional<AccountState> FindAccountForTesting(absl::string_view account_id) const;
 
  private:
+  // A request_id's record read by Prefetch for the message at the same index of batch_.
+  struct PrefetchedRecord {
+    bool looked_up = false;  // False: the request carries no request_id, or memory had it.
+    absl::Status status;     // A failed lookup answers its message kStorageFailed.
+    std::optional<RequestRecord> record;
+  };
+  // A request_id recorded by a sealed batch whose write is not yet finished.
+  struct PendingRecord {
+    uint64_t sequence = 0;
+    RequestRecord record;
+  };
+
   Reply Handle(const Message& message);
   Reply ApplyToAccounts(const Message& message);
   // The recorded reply for a request_id seen before (or kRequestIdReused, or kStorageFailed when
@@ -118,9 +168,11 @@ class ShardCore {
   // Adds an applied operation to the batch's write and its undo log.
   void RecordApplied(const Message& message, std::optional<AccountState> before,
                      const AccountState& after);
-  // Writes the batch; on failure restores the batch's in-memory changes and rewrites replies.
-  void CommitBatch();
-  void RollBackBatch();
+  // Forgets the pending records of batches up to `finished_through`: the store has them now.
+  void ForgetFinishedRecords(uint64_t finished_through);
+  // Completes the decided batch now and empties it.
+  void CompleteNow();
+  void ClearBatch();
   // Reloads an account of a failed batch from the store. False when the store cannot say.
   bool SettleAccount(absl::string_view account_id);
   void LogStorageError(const absl::Status& status, absl::string_view what);
@@ -141,12 +193,22 @@ class ShardCore {
   // order of the changes), and the request_ids it recorded (key: account, NUL, request_id; value:
   // index into write_.requests).
   BatchWrite write_;
-  std::vector<std::pair<std::string, std::optional<AccountState>>> undo_;
+  std::vector<UndoEntry> undo_;
   absl::flat_hash_map<std::string, size_t> batch_requests_;
   // Deposits and withdrawals of the batch that changed an account (whether or not stored).
   size_t batch_applied_ = 0;
+  // Prefetch's results for batch_ (same indices); `prefetched_` says they are current.
+  std::vector<PrefetchedRecord> prefetched_records_;
+  bool prefetched_ = false;
+  // Request_ids recorded by sealed batches not yet finished, so that a retry that arrives while
+  // the first call's write is in flight is answered from its record, not applied twice; and the
+  // keys each such batch added, oldest first, to forget them once the batch is finished.
+  absl::flat_hash_map<std::string, PendingRecord> pending_records_;
+  std::deque<std::pair<uint64_t, std::vector<std::string>>> pending_record_keys_;
+  uint64_t last_sealed_ = 0;
   // Accounts of batches whose write failed. A failed write may still have reached the disk (a
-  // sync can fail after the data did), so each is reloaded from the store before its next use.
+  // sync can fail after the data did), so each is reloaded from the store (in Prefetch) before
+  // its next use.
   absl::flat_hash_set<std::string> unsettled_accounts_;
   absl::Time batch_time_;
   // Where the next message's handler time starts (the previous one's end).

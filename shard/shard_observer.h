@@ -31,13 +31,9 @@ class ShardObserver {
   // A handler failed unexpectedly and answered kInternal. Shard thread.
   virtual void OnInternalError() = 0;
 
-  // A batch of `size` messages was drained; `accounts` is the shard's account count after it.
-  // Shard thread.
+  // A batch of `size` messages was decided; `accounts` is the shard's account count after it.
+  // Shard thread. (Its write is the commit pipeline's, reported by a CommitObserver.)
   virtual void OnBatch(size_t size, size_t accounts) = 0;
-
-  // A batch's changes were written to the store (successfully or not) in `duration`. Shard
-  // thread.
-  virtual void OnJournalWrite(std::chrono::nanoseconds duration) = 0;
 
   // The store failed a write or a lookup; the messages it concerned were answered kStorageFailed.
   // Shard thread.
@@ -52,7 +48,6 @@ class NullShardObserver final : public ShardObserver {
   void OnHandled(Op, std::chrono::nanoseconds, std::chrono::nanoseconds) override {}
   void OnInternalError() override {}
   void OnBatch(size_t, size_t) override {}
-  void OnJournalWrite(std::chrono::nanoseconds) override {}
   void OnStorageError() override {}
 };
 

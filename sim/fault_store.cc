@@ -4,7 +4,7 @@
 
 namespace ledger::sim {
 
-absl::Status FaultStore::Write(const BatchWrite& batch) {
+absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   // The core writes a batch at most once: a second write would be a double commit.
   LEDGER_CHECK(!facts_.write_called);
   facts_.write_called = true;
@@ -16,12 +16,12 @@ absl::Status FaultStore::Write(const BatchWrite& batch) {
       if (bug_ == StoreBugForTesting::kLoseAcknowledgedWrites && successful_writes_ % 10 == 0) {
         return absl::OkStatus();
       }
-      Apply(batch);
+      for (const BatchWrite* batch : group) Apply(*batch);
       return absl::OkStatus();
     case WriteFault::kFail:
       return absl::UnavailableError("simulated write failure");
     case WriteFault::kFailLanded:
-      Apply(batch);
+      for (const BatchWrite* batch : group) Apply(*batch);
       return absl::UnavailableError("simulated write failure after the data landed");
   }
   return absl::InternalError("unreachable");

@@ -60,7 +60,8 @@ class FaultStore final : public LedgerStore {
   }
   const BatchFacts& facts() const { return facts_; }
 
-  absl::Status Write(const BatchWrite& batch) override;
+  using LedgerStore::Write;
+  absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override;
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
                                                            absl::string_view request_id) override;
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;

@@ -175,6 +175,7 @@ class Simulation {
     }
     store_.BeginBatch(record.plan);
     record.batch_time = clock_;  // The core reads the clock once, in BeginBatch.
+    LEDGER_CHECK(core_->Prefetch(/*may_block=*/true, core_->last_sealed()));
     core_->BeginBatch();
     for (size_t i = 0; !core_->AllDecided(); ++i) core_->DecideNext(i >= abandon_from);
     core_->CommitAndComplete();

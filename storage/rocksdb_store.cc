@@ -309,7 +309,7 @@ RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<DataDire
 
 RocksDbStore::~RocksDbStore() = default;
 
-absl::Status RocksDbStore::Write(const BatchWrite& batch) {
+absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batches) {
   if (options_.test_write_fault) {
     if (absl::Status fault = options_.test_write_fault(); !fault.ok()) return fault;
   }
@@ -321,7 +321,7 @@ absl::Status RocksDbStore::Write(const BatchWrite& batch) {
   {
     absl::ReaderMutexLock lock(&mu_);
     if (handles_ != nullptr) {
-      failed = WriteWith(*handles_, batch);
+      failed = WriteWith(*handles_, batches);
       if (failed.ok()) return failed;
       generation = generation_;
     }
@@ -337,7 +337,7 @@ absl::Status RocksDbStore::Write(const BatchWrite& batch) {
   if (handles_ == nullptr) {
     if (absl::Status reopened = ReopenLocked(); !reopened.ok()) return reopened;
   }
-  failed = WriteWith(*handles_, batch);
+  failed = WriteWith(*handles_, batches);
   if (!failed.ok()) CloseAfterFailureLocked(failed);
   return failed;
 }
@@ -350,24 +350,28 @@ void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
   last_reopen_attempt_ = absl::Now();
 }
 
-absl::Status RocksDbStore::WriteWith(Handles& handles, const BatchWrite& batch) {
+absl::Status RocksDbStore::WriteWith(Handles& handles,
+                                     absl::Span<const BatchWrite* const> batches) {
+  // One WriteBatch for the whole group: one log record, one sync, all or nothing.
   rocksdb::WriteBatch write;
   rocksdb::Status added;
-  for (const AccountWrite& account : batch.accounts) {
-    added = write.Put(handles.families[kAccounts], AccountKey(account.account_id),
-                      EncodeAccount(account.state));
-    if (!added.ok()) return FromRocks(added, "preparing a write");
-  }
-  for (const JournalEntry& entry : batch.journal) {
-    added = write.Put(handles.families[kJournal], JournalKey(entry.account_id, entry.sequence),
-                      EncodeJournal(entry));
-    if (!added.ok()) return FromRocks(added, "preparing a write");
-  }
-  for (const RequestWrite& request : batch.requests) {
-    added =
-        write.Put(handles.families[kRequests], RequestKey(request.account_id, request.request_id),
-                  EncodeRequest(request.record));
-    if (!added.ok()) return FromRocks(added, "preparing a write");
+  for (const BatchWrite* batch : batches) {
+    for (const AccountWrite& account : batch->accounts) {
+      added = write.Put(handles.families[kAccounts], AccountKey(account.account_id),
+                        EncodeAccount(account.state));
+      if (!added.ok()) return FromRocks(added, "preparing a write");
+    }
+    for (const JournalEntry& entry : batch->journal) {
+      added = write.Put(handles.families[kJournal], JournalKey(entry.account_id, entry.sequence),
+                        EncodeJournal(entry));
+      if (!added.ok()) return FromRocks(added, "preparing a write");
+    }
+    for (const RequestWrite& request : batch->requests) {
+      added = write.Put(handles.families[kRequests],
+                        RequestKey(request.account_id, request.request_id),
+                        EncodeRequest(request.record));
+      if (!added.ok()) return FromRocks(added, "preparing a write");
+    }
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.durability == Durability::kSync;
@@ -418,16 +422,37 @@ absl::Status RocksDbStore::ClosedError() const {
 
 absl::StatusOr<std::optional<RequestRecord>> RocksDbStore::FindRequest(
     absl::string_view account_id, absl::string_view request_id) {
-  std::optional<RequestRecord> found;
+  absl::StatusOr<MemoryLookup> found =
+      LookUpRequest(account_id, request_id, rocksdb::ReadOptions());
+  if (!found.ok()) return found.status();
+  return std::move(found->record);
+}
+
+absl::StatusOr<MemoryLookup> RocksDbStore::FindRequestInMemory(absl::string_view account_id,
+                                                               absl::string_view request_id) {
+  // A closed store reopens on its next read: that is disk work, for a thread that may block.
+  if (closed_.load(std::memory_order_acquire)) return MemoryLookup{};
+  rocksdb::ReadOptions memory_only;
+  memory_only.read_tier = rocksdb::kBlockCacheTier;
+  return LookUpRequest(account_id, request_id, memory_only);
+}
+
+absl::StatusOr<MemoryLookup> RocksDbStore::LookUpRequest(absl::string_view account_id,
+                                                         absl::string_view request_id,
+                                                         const rocksdb::ReadOptions& read_options) {
+  MemoryLookup found;
   absl::Status status = ReadWith([&](Handles& handles) {
     std::string value;
-    rocksdb::Status read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kRequests],
+    rocksdb::Status read = handles.db->Get(read_options, handles.families[kRequests],
                                            RequestKey(account_id, request_id), &value);
+    // kBlockCacheTier: the answer is in a block that is not cached.
+    if (read.IsIncomplete()) return absl::OkStatus();
+    found.answered = true;
     if (read.IsNotFound()) return absl::OkStatus();
     if (!read.ok()) return FromRocks(read, "reading an idempotency record");
     absl::StatusOr<RequestRecord> record = DecodeRequest(value);
     if (!record.ok()) return record.status();
-    found = *std::move(record);
+    found.record = *std::move(record);
     return absl::OkStatus();
   });
   if (!status.ok()) return status;

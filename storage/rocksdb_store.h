@@ -24,6 +24,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+struct ReadOptions;
 }  // namespace rocksdb
 
 namespace ledger::storage {
@@ -81,9 +82,14 @@ class RocksDbStore final : public LedgerStore {
 
   ~RocksDbStore() override;
 
-  absl::Status Write(const BatchWrite& batch) override;
+  using LedgerStore::Write;
+  absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) override;
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
                                                            absl::string_view request_id) override;
+  // Reads only RocksDB's memtables and block cache (ReadOptions::read_tier = kBlockCacheTier);
+  // a key its bloom filters rule out is answered without a read.
+  absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
+                                                   absl::string_view request_id) override;
 
   // Calls `load` for every stored account, in key order, after checking that it equals its
   // newest journal entry (AccountJournalCheck): DataLoss, naming the first account that does not,
@@ -131,7 +137,11 @@ class RocksDbStore final : public LedgerStore {
   // it, then runs `read` under the shared lock. Unavailable while it stays closed.
   absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status WriteWith(Handles& handles, const BatchWrite& batch);
+  absl::Status WriteWith(Handles& handles, absl::Span<const BatchWrite* const> batches);
+  // FindRequest and FindRequestInMemory: `answered` false only when `read_options` forbid I/O.
+  absl::StatusOr<MemoryLookup> LookUpRequest(absl::string_view account_id,
+                                             absl::string_view request_id,
+                                             const rocksdb::ReadOptions& read_options);
   // Closes the database after `failure`; a later use reopens it.
   void CloseAfterFailureLocked(const absl::Status& failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to reopen the closed database, at most once per kReopenInterval.

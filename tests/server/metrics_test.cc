@@ -62,6 +62,8 @@ TEST(MetricsTest, EveryFamilyIsServedWithHelpAndType) {
       {"ledger_build_info", "gauge"},
       {"ledger_batch_size", "histogram"},
       {"ledger_journal_write_seconds", "histogram"},
+      {"ledger_journal_group_calls", "histogram"},
+      {"ledger_journal_group_batches", "histogram"},
       {"ledger_storage_errors_total", "counter"},
       {"ledger_recovery_seconds", "gauge"}};
   for (const auto& [name, type] : families) {
@@ -82,16 +84,21 @@ TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
   auto stub = server.NewStub();
   // One call at a time: each is a batch of one, written on its own.
   for (int i = 0; i < kDeposits; ++i) ASSERT_TRUE(Deposit(*stub, "alice", 1).status.ok());
-  ASSERT_TRUE(Balance(*stub, "alice").status.ok());  // Read only: batched, but nothing written.
+  // Read only, with nothing in flight: answered at once, nothing written.
+  ASSERT_TRUE(Balance(*stub, "alice").status.ok());
   const std::string body = Scrape(server);
   const std::string shard = "{shard=\"" + ShardLabel("alice") + "\"}";
   EXPECT_EQ(SampleValue(body, "ledger_batch_size_count" + shard), kDeposits + 1);
   EXPECT_EQ(SampleValue(body, "ledger_batch_size_sum" + shard), kDeposits + 1);
-  EXPECT_EQ(SampleValue(body, "ledger_journal_write_seconds_count" + shard), kDeposits);
-  EXPECT_EQ(SampleValue(body, "ledger_storage_errors_total" + shard), 0);
-  EXPECT_EQ(SampleValue(body, "ledger_journal_write_seconds_count{shard=\"" +
-                                  OtherShardLabel("alice") + "\"}"),
+  EXPECT_EQ(SampleValue(body, "ledger_batch_size_count{shard=\"" + OtherShardLabel("alice") +
+                                  "\"}"),
             0);
+  // The journal is the process's: one write per deposit, each making one call durable.
+  EXPECT_EQ(SampleValue(body, "ledger_journal_write_seconds_count"), kDeposits);
+  EXPECT_EQ(SampleValue(body, "ledger_journal_group_calls_count"), kDeposits);
+  EXPECT_EQ(SampleValue(body, "ledger_journal_group_calls_sum"), kDeposits);
+  EXPECT_EQ(SampleValue(body, "ledger_journal_group_batches_sum"), kDeposits);
+  EXPECT_EQ(SampleValue(body, "ledger_storage_errors_total" + shard), 0);
   const std::optional<double> recovery = SampleValue(body, "ledger_recovery_seconds");
   ASSERT_TRUE(recovery.has_value());
   EXPECT_GE(*recovery, 0);

@@ -18,16 +18,24 @@ namespace ledger::testing_util {
 // Thread-safe.
 class MemoryStore final : public LedgerStore {
  public:
-  absl::Status Write(const BatchWrite& batch) override {
+  using LedgerStore::Write;
+  absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (on_write_) on_write_(batch);
+    ++groups_;
+    for (const BatchWrite* batch : group) {
+      if (on_write_) on_write_(*batch);
+    }
     if (fail_writes_) {
       ++failed_writes_;
-      if (land_failed_writes_) Apply(batch);
+      if (land_failed_writes_) {
+        for (const BatchWrite* batch : group) Apply(*batch);
+      }
       return absl::UnavailableError("injected write failure");
     }
-    Apply(batch);
-    batches_.push_back(batch);
+    for (const BatchWrite* batch : group) {
+      Apply(*batch);
+      batches_.push_back(*batch);
+    }
     return absl::OkStatus();
   }
 
@@ -63,13 +71,19 @@ class MemoryStore final : public LedgerStore {
     std::lock_guard<std::mutex> lock(mu_);
     fail_lookups_ = fail;
   }
-  // Runs inside every Write, on the shard's thread, before the write succeeds or fails.
+  // Runs inside every write, once per batch of the group, on the writing thread (the commit
+  // pipeline's), before the write succeeds or fails. May block, to hold the write in flight.
   void OnWrite(std::function<void(const BatchWrite&)> hook) {
     std::lock_guard<std::mutex> lock(mu_);
     on_write_ = std::move(hook);
   }
 
-  // Successful writes, in order.
+  // Writes (groups) attempted, successful or not.
+  int groups() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return groups_;
+  }
+  // Batches successfully written, in order.
   std::vector<BatchWrite> batches() const {
     std::lock_guard<std::mutex> lock(mu_);
     return batches_;
@@ -105,6 +119,7 @@ class MemoryStore final : public LedgerStore {
   bool fail_lookups_ = false;
   bool land_failed_writes_ = false;
   int failed_writes_ = 0;
+  int groups_ = 0;
   std::function<void(const BatchWrite&)> on_write_;
   std::map<std::string, AccountState> accounts_;
   std::vector<JournalEntry> journal_;

@@ -30,6 +30,7 @@ TEST(ShardCoreTest, DecidesStepByStepAndAnswersOnlyAfterTheWrite) {
   RecordingCompletion deposit, withdraw;
   core.batch().push_back(MakeMessage(Op::kDeposit, "a", 100, &deposit));
   core.batch().push_back(MakeMessage(Op::kWithdraw, "a", 30, &withdraw));
+  ASSERT_TRUE(core.Prefetch(/*may_block=*/false, core.last_sealed()));
   core.BeginBatch();
   core.DecideNext(/*abandoning=*/false);
   EXPECT_FALSE(core.AllDecided());
@@ -50,6 +51,7 @@ TEST(ShardCoreTest, AbandoningFromTheMiddleOfABatchRefusesOnlyTheRest) {
   RecordingCompletion first, second;
   core.batch().push_back(MakeMessage(Op::kDeposit, "a", 5, &first));
   core.batch().push_back(MakeMessage(Op::kDeposit, "a", 7, &second));
+  ASSERT_TRUE(core.Prefetch(/*may_block=*/false, core.last_sealed()));
   core.BeginBatch();
   core.DecideNext(/*abandoning=*/false);
   core.DecideNext(/*abandoning=*/true);
@@ -83,6 +85,7 @@ TEST(ShardCoreTest, MessagesAbandonedInABatchWhoseWriteFailsKeepTheirDefiniteAns
   RecordingCompletion decided, abandoned;
   core.batch().push_back(MakeMessage(Op::kDeposit, "a", 10, &decided));
   core.batch().push_back(MakeMessage(Op::kDeposit, "a", 20, &abandoned));
+  ASSERT_TRUE(core.Prefetch(/*may_block=*/false, core.last_sealed()));
   core.BeginBatch();
   core.DecideNext(/*abandoning=*/false);
   core.DecideNext(/*abandoning=*/true);

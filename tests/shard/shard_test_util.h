@@ -71,7 +71,6 @@ class CountingObserver final : public ShardObserver {
     batched_messages.fetch_add(static_cast<int64_t>(size));
     accounts.store(static_cast<int64_t>(account_count));
   }
-  void OnJournalWrite(std::chrono::nanoseconds) override { journal_writes.fetch_add(1); }
   void OnStorageError() override { storage_errors.fetch_add(1); }
 
   std::atomic<int64_t> shed{0};
@@ -82,7 +81,6 @@ class CountingObserver final : public ShardObserver {
   std::atomic<int64_t> batched_messages{0};
   std::atomic<int64_t> accounts{0};
   std::atomic<int64_t> negative_durations{0};
-  std::atomic<int64_t> journal_writes{0};
   std::atomic<int64_t> storage_errors{0};
 };
 
