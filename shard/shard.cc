@@ -1,5 +1,7 @@
 #include "shard/shard.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -102,11 +104,17 @@ void Shard::Start() {
   if (own_pipeline_ != nullptr) own_pipeline_->Start();
   // The dedicated loop sleeps in the mailbox, where nothing but a message wakes it; a shard with
   // a pipeline must also wake for a failed write, so it always sleeps on its handoff word.
-  if (options_.inline_execution || pipeline_ != nullptr) {
-    thread_ = std::thread([this] { RunHandoffLoop(); });
-  } else {
-    thread_ = std::thread([this] { Run(); });
-  }
+  const bool handoff = options_.inline_execution || pipeline_ != nullptr;
+  thread_ = std::thread([this, handoff] {
+    // Named for top -H, perf and gdb (at most 15 characters).
+    const std::string name = absl::StrCat("ledger-shard-", options_.index);
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    if (handoff) {
+      RunHandoffLoop();
+    } else {
+      Run();
+    }
+  });
 }
 
 void Shard::Stop() {
