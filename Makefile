@@ -92,8 +92,12 @@ bench: build
 
 # Durable Deposits against --durability=none and PostgreSQL, and start-up with a million accounts
 # (about 10 minutes; docs/benchmarks.md).
+# Issue 13's goal table (about 8 minutes; bench/durability_bench.py --help). More options, e.g.
+# DURABILITY_ARGS="--modes sync,none --skip_postgres --million_accounts 0 --json out.json".
+DURABILITY_ARGS ?=
 bench-durability: build
-	python3 bench/durability_bench.py --build $(RELEASE) --rounds 3 --duration 5 --warmup 1
+	python3 bench/durability_bench.py --build $(RELEASE) --rounds 3 --duration 4 --warmup 1 \
+		$(DURABILITY_ARGS)
 
 # The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
 # replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds
