@@ -30,21 +30,33 @@ void CommitPipeline::Start() {
     pthread_setname_np(pthread_self(), "ledger-journal");
     Run();
   });
+  if (options_.completion_thread) {
+    completer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "ledger-complete");
+      RunCompletions();
+    });
+  }
 }
 
 void CommitPipeline::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
-    work_.Signal();
+    work_.notify_one();
   }
   if (journal_.joinable()) journal_.join();
+  {
+    MutexLock lock(&completions_mu_);
+    completions_stopping_ = true;
+    completions_work_.notify_one();
+  }
+  if (completer_.joinable()) completer_.join();
 }
 
 bool CommitPipeline::Submit(std::unique_ptr<SealedBatch> batch) {
   LEDGER_CHECK(batch->shard >= 0 && batch->shard < options_.num_shards);
   LEDGER_CHECK(lanes_[batch->shard] != nullptr);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::unique_ptr<SealedBatch>>& failed = failed_[batch->shard];
   if (!failed.empty()) {
     batch->failure = failed.front()->failure;
@@ -53,13 +65,13 @@ bool CommitPipeline::Submit(std::unique_ptr<SealedBatch> batch) {
   }
   queue_.push_back(std::move(batch));
   // Only a sleeping journal thread needs the wake-up; a busy one takes the queue when it is done.
-  if (journal_waiting_) work_.Signal();
+  if (journal_waiting_) work_.notify_one();
   return true;
 }
 
 std::vector<std::unique_ptr<SealedBatch>> CommitPipeline::TakeFailed(int32_t shard) {
   LEDGER_CHECK(shard >= 0 && shard < options_.num_shards);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return std::exchange(failed_[shard], {});
 }
 
@@ -68,10 +80,10 @@ void CommitPipeline::Run() {
   std::vector<const BatchWrite*> writes;
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       while (queue_.empty() && !stopping_) {
         journal_waiting_ = true;
-        work_.Wait(&mu_);
+        mu_.Wait(work_);
         journal_waiting_ = false;
       }
       if (queue_.empty()) return;  // Stopping, and nothing is left to write.
@@ -94,20 +106,60 @@ void CommitPipeline::Run() {
       }
     }
     if (written.ok()) {
-      for (std::unique_ptr<SealedBatch>& batch : group) {
-        lanes_[batch->shard]->OnDurable(std::move(batch));
-      }
+      Release(group);
     } else {
+      AwaitCompletions();
       for (CommitLane* lane : FailGroup(group, written)) lane->OnFailed();
     }
     group.clear();
   }
 }
 
+void CommitPipeline::Release(std::vector<std::unique_ptr<SealedBatch>>& group) {
+  if (!options_.completion_thread) {
+    for (std::unique_ptr<SealedBatch>& batch : group) {
+      lanes_[batch->shard]->OnDurable(std::move(batch));
+    }
+    return;
+  }
+  MutexLock lock(&completions_mu_);
+  for (std::unique_ptr<SealedBatch>& batch : group) completions_.push_back(std::move(batch));
+  if (completer_waiting_) completions_work_.notify_one();
+}
+
+void CommitPipeline::RunCompletions() {
+  std::vector<std::unique_ptr<SealedBatch>> done;
+  for (;;) {
+    {
+      MutexLock lock(&completions_mu_);
+      completing_ = false;
+      if (completions_.empty()) completions_idle_.notify_all();
+      while (completions_.empty() && !completions_stopping_) {
+        completer_waiting_ = true;
+        completions_mu_.Wait(completions_work_);
+        completer_waiting_ = false;
+      }
+      if (completions_.empty()) return;
+      done.swap(completions_);
+      completing_ = true;
+    }
+    for (std::unique_ptr<SealedBatch>& batch : done) {
+      lanes_[batch->shard]->OnDurable(std::move(batch));
+    }
+    done.clear();
+  }
+}
+
+void CommitPipeline::AwaitCompletions() {
+  if (!options_.completion_thread) return;
+  MutexLock lock(&completions_mu_);
+  while (!completions_.empty() || completing_) completions_mu_.Wait(completions_idle_);
+}
+
 std::vector<CommitLane*> CommitPipeline::FailGroup(
     std::vector<std::unique_ptr<SealedBatch>>& group, const absl::Status& failure) {
   std::vector<CommitLane*> to_tell;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (std::unique_ptr<SealedBatch>& batch : group) {
     std::vector<std::unique_ptr<SealedBatch>>& failed = failed_[batch->shard];
     if (failed.empty()) to_tell.push_back(lanes_[batch->shard]);

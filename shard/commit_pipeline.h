@@ -13,6 +13,7 @@
 #define LEDGER_SHARD_COMMIT_PIPELINE_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,7 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "shard/annotated_mutex.h"
 #include "shard/ledger_store.h"
 #include "shard/sealed_batch.h"
 
@@ -54,6 +55,9 @@ struct CommitPipelineOptions {
   LedgerStore* store = nullptr;        // Not owned; required.
   CommitObserver* observer = nullptr;  // Not owned; null discards.
   int32_t num_shards = 0;              // Lanes, one per shard index.
+  // Where durable batches are answered: false, on the journal thread between writes; true, on a
+  // completion thread of their own, so that the next write starts while they are answered.
+  bool completion_thread = false;
 };
 
 // Thread-safe: Submit and TakeFailed from any thread (each lane's from the thread holding its
@@ -88,6 +92,12 @@ class CommitPipeline {
 
  private:
   void Run();
+  void RunCompletions();
+  // Answers durable batches, here or on the completion thread.
+  void Release(std::vector<std::unique_ptr<SealedBatch>>& group);
+  // Returns once every durable batch handed to the completion thread is answered: a lane's
+  // rollback must come after its earlier batches' answers.
+  void AwaitCompletions() ABSL_LOCKS_EXCLUDED(completions_mu_);
   // After `group` failed with `failure`: moves it, and every queued batch of its lanes, to the
   // lanes' failed batches, and says which lanes must be told.
   std::vector<CommitLane*> FailGroup(std::vector<std::unique_ptr<SealedBatch>>& group,
@@ -96,14 +106,25 @@ class CommitPipeline {
   const CommitPipelineOptions options_;
   std::vector<CommitLane*> lanes_;  // Set before Start, then read-only.
 
-  absl::Mutex mu_;
-  absl::CondVar work_;
+  Mutex mu_;
+  std::condition_variable work_;
   std::vector<std::unique_ptr<SealedBatch>> queue_ ABSL_GUARDED_BY(mu_);
   // Per lane: batches failed and not yet taken back (non-empty means the lane is failed).
   std::vector<std::vector<std::unique_ptr<SealedBatch>>> failed_ ABSL_GUARDED_BY(mu_);
   bool journal_waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread journal_;
+
+  // The completion thread's queue (completion_thread only).
+  Mutex completions_mu_;
+  std::condition_variable completions_work_;
+  // Notified when the completion thread runs out of work.
+  std::condition_variable completions_idle_;
+  std::vector<std::unique_ptr<SealedBatch>> completions_ ABSL_GUARDED_BY(completions_mu_);
+  bool completing_ ABSL_GUARDED_BY(completions_mu_) = false;
+  bool completer_waiting_ ABSL_GUARDED_BY(completions_mu_) = false;
+  bool completions_stopping_ ABSL_GUARDED_BY(completions_mu_) = false;
+  std::thread completer_;
 };
 
 }  // namespace ledger

@@ -233,6 +233,10 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
     family_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
     if (name == kFamilyNames[kRequests]) {
       family_options.compaction_filter = handles->request_filter.get();
+      // Almost every request_id looked up is new: a bloom filter on the memtable answers "not
+      // there" without a skiplist search, on the gRPC thread that decides the call.
+      family_options.memtable_prefix_bloom_size_ratio = 0.02;
+      family_options.memtable_whole_key_filtering = true;
       // Compact every file at least once a TTL, so expired records do not outlive it by much.
       family_options.periodic_compaction_seconds = static_cast<uint64_t>(
           std::max<int64_t>(absl::ToInt64Seconds(options.idempotency_ttl), 1));
