@@ -88,8 +88,9 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
       SettleAccount(message.account_id);
     }
     if (!Deduplicated(message, options_.store)) continue;
-    if (pending_records_.contains(RequestKey(message))) continue;
     PrefetchedRecord& prefetched = prefetched_records_[i];
+    prefetched.key = RequestKey(message);
+    if (pending_records_.contains(prefetched.key)) continue;
     prefetched.looked_up = true;
     if (may_block) {
       absl::StatusOr<std::optional<RequestRecord>> found =
@@ -376,7 +377,9 @@ Reply ShardCore::ApplyToAccounts(const Message& message) {
   const bool deduplicated = Deduplicated(message, options_.store);
   std::string request_key;
   if (deduplicated) {
-    request_key = RequestKey(message);
+    // Made once, by Prefetch.
+    request_key = std::move(prefetched_records_[replies_.size()].key);
+    LEDGER_CHECK(!request_key.empty());
     if (std::optional<Reply> recorded = FindRecordedReply(message, request_key)) return *recorded;
   }
   auto account = accounts_.find(message.account_id);

@@ -150,6 +150,7 @@ class ShardCore {
  private:
   // A request_id's record read by Prefetch for the message at the same index of batch_.
   struct PrefetchedRecord {
+    std::string key;         // The request's RequestKey; empty without a request_id.
     bool looked_up = false;  // False: the request carries no request_id, or memory had it.
     absl::Status status;     // A failed lookup answers its message kStorageFailed.
     std::optional<RequestRecord> record;
