@@ -3,6 +3,9 @@
 //   ledger-sim --seed=S [--steps=N]            replays one seed exactly
 //   ledger-sim --seed=S --seeds=K [--steps=N]  seeds S, S+1, ..., S+K-1 (what `make test` runs)
 //   ledger-sim --seconds=T [--steps=N]         new random seeds for T seconds, each printed
+//   --max_in_flight=K   sealed batches held in flight before a write must take them (default 8;
+//                       1 writes each batch before the next is decided)
+//   --strict_ttl        refuse a replay of an expired record whose write is still in flight
 //
 // Exit status 0 when every run was legal; 1 on the first violation, after printing the seed, the
 // step, a short trace and the command that replays it; 2 on a bad command line. A LEDGER_CHECK
@@ -23,6 +26,7 @@
 namespace {
 
 using ledger::CoreBugForTesting;
+using ledger::sim::PipelineBugForTesting;
 using ledger::sim::SimOptions;
 using ledger::sim::SimResult;
 using ledger::sim::StoreBugForTesting;
@@ -63,11 +67,13 @@ bool ParseInt(const std::string& text, int64_t* value) {
 }
 
 int Usage(const char* problem) {
-  std::fprintf(stderr,
-               "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
-               "[--steps=N] [--core_bug=skip_rollback|reapply_replays] "
-               "[--store_bug=lose_writes]\n",
-               problem);
+  std::fprintf(
+      stderr,
+      "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
+      "[--steps=N] [--max_in_flight=K] [--strict_ttl] [--core_bug=skip_rollback|reapply_replays] "
+      "[--store_bug=lose_writes] "
+      "[--pipeline_bug=release_before_write|release_out_of_order]\n",
+      problem);
   return 2;
 }
 
@@ -87,6 +93,18 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<unsigned long long>(options.seed), static_cast<long long>(result.steps),
         static_cast<long long>(result.messages), static_cast<long long>(result.write_faults),
         static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts));
+  }
+  if (verbose) {
+    std::printf(
+        "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
+        "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk, "
+        "%lld replays of an expired record in flight\n",
+        static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
+        static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
+        static_cast<long long>(result.rolled_back_batches),
+        static_cast<long long>(result.writes_while_deciding),
+        static_cast<long long>(result.prefetch_retries),
+        static_cast<long long>(result.expired_in_flight_replays));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -125,6 +143,22 @@ int main(int argc, char** argv) {
         options.core_bug = CoreBugForTesting::kReapplyReplays;
       } else {
         return Usage("unknown --core_bug");
+      }
+    } else if (ParseFlag(argv[i], "--max_in_flight", &value)) {
+      int64_t depth = 0;
+      if (!ParseInt(value, &depth) || depth < 1 || depth > 1000) {
+        return Usage("--max_in_flight needs a number from 1 to 1000");
+      }
+      options.max_in_flight = static_cast<int>(depth);
+    } else if (std::strcmp(argv[i], "--strict_ttl") == 0) {
+      options.strict_ttl = true;
+    } else if (ParseFlag(argv[i], "--pipeline_bug", &value)) {
+      if (value == "release_before_write") {
+        options.pipeline_bug = PipelineBugForTesting::kReleaseBeforeWrite;
+      } else if (value == "release_out_of_order") {
+        options.pipeline_bug = PipelineBugForTesting::kReleaseOutOfOrder;
+      } else {
+        return Usage("unknown --pipeline_bug");
       }
     } else if (ParseFlag(argv[i], "--store_bug", &value)) {
       if (value != "lose_writes") return Usage("unknown --store_bug");
