@@ -94,6 +94,12 @@ class Auditor {
   // The first violation Released found since the last call, or "".
   std::string TakeViolation() { return std::exchange(violation_, ""); }
 
+  // The shard's memory (`core`: each account that can exist, and its in-memory state) against the
+  // model: equal for every account it has surely settled, else the stale or the durable state;
+  // and when no write is in flight, a settled account's memory equals the store.
+  std::string CheckMemory(
+      const std::vector<std::pair<std::string, std::optional<AccountState>>>& core) const;
+
   // Every batch decided so far was released completely.
   std::string CheckAllReleased() const;
 
@@ -101,7 +107,7 @@ class Auditor {
   // journal numbered 1, 2, 3... and ending at its state, and conservation: the sum of durable
   // balances equals acknowledged deposits minus withdrawals plus the ambiguous ones that landed.
   // Returns the first violation, or "".
-  std::string CheckStore(const FaultStore& store) const;
+  std::string CheckStore(const FaultStore& store);
 
   // The shard was rebuilt from the store: its memory is the durable state again. Requires that
   // every batch was released.
@@ -174,6 +180,13 @@ class Auditor {
   Wide landed_ambiguous_net_ = 0;
   int64_t ambiguous_calls_ = 0;
   int64_t expired_in_flight_replays_ = 0;
+  // CheckStore's progress: the versions it last passed, the journal entries it checked and the
+  // accounts they replay to.
+  uint64_t model_version_ = 0;  // Bumped by every change of durable_, records_ and the nets.
+  uint64_t checked_model_version_ = 0;
+  uint64_t checked_store_version_ = 0;
+  size_t journal_checked_ = 0;
+  Accounts replayed_;
 };
 
 }  // namespace ledger::sim

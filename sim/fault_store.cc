@@ -62,6 +62,7 @@ absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string
 }
 
 void FaultStore::Apply(const BatchWrite& batch) {
+  ++version_;
   for (const AccountWrite& account : batch.accounts) accounts_[account.account_id] = account.state;
   for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
   for (const RequestWrite& request : batch.requests) {

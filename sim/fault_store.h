@@ -89,6 +89,8 @@ class FaultStore final : public LedgerStore {
     return requests_;
   }
   const std::vector<JournalEntry>& journal() const { return journal_; }
+  // Grows with every change of the durable state (the journal only grows).
+  uint64_t version() const { return version_; }
 
  private:
   bool LookupFails();
@@ -102,6 +104,7 @@ class FaultStore final : public LedgerStore {
   LookupPlan lookup_plan_;
   int lookup_failures_ = 0;
   int64_t successful_writes_ = 0;
+  uint64_t version_ = 0;
   std::map<std::string, AccountState> accounts_;
   std::map<std::pair<std::string, std::string>, RequestRecord> requests_;
   std::vector<JournalEntry> journal_;

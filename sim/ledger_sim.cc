@@ -32,15 +32,21 @@ using ledger::sim::SimResult;
 using ledger::sim::StoreBugForTesting;
 
 // Written before every step, read by the SIGABRT handler (which may only call write(2)).
-char abort_context[256];
+char abort_context[512];
 int64_t steps_flag = 1000;
+// The flags that shape a run besides seed and steps, for the replay command (SIM_FLAGS).
+std::string run_flags;
+
+// " SIM_FLAGS='...'" when the run had such flags, else "".
+std::string SimFlags() { return run_flags.empty() ? "" : " SIM_FLAGS='" + run_flags + "'"; }
 
 void OnStep(uint64_t seed, int64_t step) {
   std::snprintf(abort_context, sizeof abort_context,
                 "ledger-sim: aborted in seed %llu step %lld; replay: make simulate SEED=%llu "
-                "STEPS=%lld\n",
+                "STEPS=%lld%s\n",
                 static_cast<unsigned long long>(seed), static_cast<long long>(step),
-                static_cast<unsigned long long>(seed), static_cast<long long>(steps_flag));
+                static_cast<unsigned long long>(seed), static_cast<long long>(steps_flag),
+                SimFlags().c_str());
 }
 
 void OnAbort(int) {
@@ -81,9 +87,9 @@ int Usage(const char* problem) {
 bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
   const SimResult result = ledger::sim::Simulate(options);
   if (!result.ok) {
-    std::printf("FAIL %s\nreplay: make simulate SEED=%llu STEPS=%lld\n", result.failure.c_str(),
+    std::printf("FAIL %s\nreplay: make simulate SEED=%llu STEPS=%lld%s\n", result.failure.c_str(),
                 static_cast<unsigned long long>(options.seed),
-                static_cast<long long>(options.steps));
+                static_cast<long long>(options.steps), SimFlags().c_str());
     return false;
   }
   if (print_ok) {
@@ -126,17 +132,27 @@ int main(int argc, char** argv) {
   SimOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string value;
+    // Which runs: not part of a replay command.
     if (ParseFlag(argv[i], "--seed", &value)) {
       if (!ParseInt(value, &seed)) return Usage("--seed needs a number");
-    } else if (ParseFlag(argv[i], "--seeds", &value)) {
+      continue;
+    }
+    if (ParseFlag(argv[i], "--seeds", &value)) {
       if (!ParseInt(value, &seeds) || seeds < 1) return Usage("--seeds needs a number >= 1");
-    } else if (ParseFlag(argv[i], "--steps", &value)) {
+      continue;
+    }
+    if (ParseFlag(argv[i], "--steps", &value)) {
       if (!ParseInt(value, &steps_flag) || steps_flag < 1) {
         return Usage("--steps needs a number >= 1");
       }
-    } else if (ParseFlag(argv[i], "--seconds", &value)) {
+      continue;
+    }
+    if (ParseFlag(argv[i], "--seconds", &value)) {
       if (!ParseInt(value, &seconds)) return Usage("--seconds needs a number");
-    } else if (ParseFlag(argv[i], "--core_bug", &value)) {
+      continue;
+    }
+    // How each run goes: a replay needs these.
+    if (ParseFlag(argv[i], "--core_bug", &value)) {
       if (value == "skip_rollback") {
         options.core_bug = CoreBugForTesting::kSkipRollback;
       } else if (value == "reapply_replays") {
@@ -166,6 +182,7 @@ int main(int argc, char** argv) {
     } else {
       return Usage(("unknown argument " + std::string(argv[i])).c_str());
     }
+    run_flags += (run_flags.empty() ? "" : " ") + std::string(argv[i]);
   }
   if ((seed >= 0) == (seconds >= 0)) return Usage("give exactly one of --seed and --seconds");
   options.steps = steps_flag;

@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -113,9 +114,17 @@ std::string DescribeEvent(const TraceEvent& event) {
                   ", lookups fail ", event.lookups.fail_percent, "% (", event.lookup_failures,
                   " failed), memory misses ", event.lookups.memory_miss_percent, "%\n");
   for (const AuditedCall& call : *event.calls) {
-    absl::StrAppend(&text, "    ", DescribeCall(call), " (decided ",
-                    OutcomeName(call.decided.outcome), " ", call.decided.balance,
-                    call.decided.replayed ? " replayed" : "", ")\n");
+    AuditedCall shown = call;
+    if (call.completions == 0) shown.reply = call.decided;
+    absl::StrAppend(&text, "    ", DescribeCall(shown));
+    if (call.completions == 0) {
+      absl::StrAppend(&text, " (decided; not answered yet)");
+    } else if (call.decided.outcome != call.reply.outcome ||
+               call.decided.balance != call.reply.balance) {
+      absl::StrAppend(&text, " (decided ", OutcomeName(call.decided.outcome), " ",
+                      call.decided.balance, ")");
+    }
+    absl::StrAppend(&text, "\n");
   }
   return text;
 }
@@ -149,6 +158,7 @@ class Simulation {
       // The end: what is still in flight is written and answered, as at a stop.
       if (failure.empty() && step == options_.steps) failure = Drain();
       if (failure.empty()) failure = auditor_.CheckStore(store_);
+      if (failure.empty()) failure = CheckMemory();
       if (!failure.empty()) return Fail(failure);
     }
     result_.expired_in_flight_replays = auditor_.expired_in_flight_replays();
@@ -168,6 +178,14 @@ class Simulation {
         absl::StrCat("seed ", options_.seed, " step ", step_, ": ", failure, "\nlast events:\n");
     for (const TraceEvent& event : trace_) absl::StrAppend(&result_.failure, DescribeEvent(event));
     return result_;
+  }
+
+  std::string CheckMemory() {
+    memory_.clear();
+    for (const char* account : kAccounts) {
+      memory_.emplace_back(account, core_->FindAccountForTesting(account));
+    }
+    return auditor_.CheckMemory(memory_);
   }
 
   // A restart: the core is rebuilt from the store's durable accounts, as the router does when
@@ -490,6 +508,7 @@ class Simulation {
   int64_t next_request_ = 0;
   int64_t step_ = 0;
   std::deque<TraceEvent> trace_;
+  std::vector<std::pair<std::string, std::optional<AccountState>>> memory_;  // CheckMemory's.
   SimResult result_;
 };
 
