@@ -182,6 +182,10 @@ std::string Auditor::Decide(uint64_t id, const std::vector<AuditedCall>& calls,
       }
       settle(call.account_id);
     }
+    // A decision that reads a change not yet durable (a batch in flight, or this one's).
+    if (FindState(work, call.account_id) != FindState(durable_, call.account_id)) {
+      ++undurable_reads_;
+    }
     if (!mutation) {
       const Reply expected = BalanceReply(FindState(work, call.account_id));
       if (!Same(decided, expected)) return violation(i, DescribeReply(expected));
@@ -190,12 +194,14 @@ std::string Auditor::Decide(uint64_t id, const std::vector<AuditedCall>& calls,
     const RequestKey key{call.account_id, call.request_id};
     if (!call.request_id.empty()) {
       std::optional<RequestRecord> record;
+      bool in_flight = false;
       if (auto in_batch = batch_records.find(key); in_batch != batch_records.end()) {
         record = in_batch->second;
       } else if (auto pending = pending_.find(key); pending != pending_.end()) {
         // Recorded by a batch whose write was in flight when this one was prefetched: answered
         // from the shard's memory.
         record = pending->second.second;
+        in_flight = true;
         if (record->recorded_at + idempotency_ttl_ <= batch_time) {
           // Expired: a new decision. The core replays it instead (it checks no TTL on records
           // in flight); unless strict, that is tolerated, and the replay leaves no record.
@@ -223,6 +229,7 @@ std::string Auditor::Decide(uint64_t id, const std::vector<AuditedCall>& calls,
           return violation(
               i, absl::StrCat(DescribeReply(expected), " (recorded for ", call.request_id, ")"));
         }
+        if (in_flight) ++in_flight_record_answers_;
         continue;
       }
     }
@@ -537,6 +544,21 @@ std::string Auditor::CheckStore(const FaultStore& store) {
   checked_store_version_ = store.version();
   checked_model_version_ = model_version_;
   return "";
+}
+
+void Auditor::Crashed() {
+  std::deque<Batch> kept;
+  for (Batch& batch : batches_) {
+    if (batch.state == Batch::State::kSealed || batch.state == Batch::State::kFailed) {
+      // Never answered: a client cannot tell whether its changes landed.
+      for (const AuditedCall& call : batch.calls) {
+        if (call.op != Op::kBalance) ++ambiguous_calls_;
+      }
+      continue;
+    }
+    kept.push_back(std::move(batch));
+  }
+  batches_.swap(kept);
 }
 
 void Auditor::Restart() {

@@ -109,6 +109,10 @@ class Auditor {
   // Returns the first violation, or "".
   std::string CheckStore(const FaultStore& store);
 
+  // The process died: every batch sealed and not answered is never answered (its write, or the
+  // failed write that landed, is all that is left of it). Restart follows.
+  void Crashed();
+
   // The shard was rebuilt from the store: its memory is the durable state again. Requires that
   // every batch was released.
   void Restart();
@@ -116,6 +120,10 @@ class Auditor {
   int64_t ambiguous_calls() const { return ambiguous_calls_; }
   // Retries answered from an expired record whose write was in flight (tolerated unless strict).
   int64_t expired_in_flight_replays() const { return expired_in_flight_replays_; }
+  // What the run exercised: decisions that read a change not yet durable, and retries answered
+  // from the record of a call whose write was in flight.
+  int64_t undurable_reads() const { return undurable_reads_; }
+  int64_t in_flight_record_answers() const { return in_flight_record_answers_; }
 
  private:
   using Accounts = std::map<std::string, AccountState>;
@@ -180,6 +188,8 @@ class Auditor {
   Wide landed_ambiguous_net_ = 0;
   int64_t ambiguous_calls_ = 0;
   int64_t expired_in_flight_replays_ = 0;
+  int64_t undurable_reads_ = 0;
+  int64_t in_flight_record_answers_ = 0;
   // CheckStore's progress: the versions it last passed, the journal entries it checked and the
   // accounts they replay to.
   uint64_t model_version_ = 0;  // Bumped by every change of durable_, records_ and the nets.

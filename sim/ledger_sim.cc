@@ -95,22 +95,26 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
   if (print_ok) {
     std::printf(
         "seed %llu ok: %lld steps, %lld messages, %lld failed writes, %lld failed "
-        "lookups, %lld restarts\n",
+        "lookups, %lld restarts, %lld crashes\n",
         static_cast<unsigned long long>(options.seed), static_cast<long long>(result.steps),
         static_cast<long long>(result.messages), static_cast<long long>(result.write_faults),
-        static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts));
+        static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts),
+        static_cast<long long>(result.crashes));
   }
   if (verbose) {
     std::printf(
         "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
         "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk, "
-        "%lld replays of an expired record in flight\n",
+        "%lld replays of an expired record in flight\n"
+        "  %lld decisions read undurable state, %lld retries answered from an in-flight record\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
         static_cast<long long>(result.writes_while_deciding),
         static_cast<long long>(result.prefetch_retries),
-        static_cast<long long>(result.expired_in_flight_replays));
+        static_cast<long long>(result.expired_in_flight_replays),
+        static_cast<long long>(result.undurable_reads),
+        static_cast<long long>(result.in_flight_record_answers));
   }
   if (verbose) {
     std::printf("  replies:");

@@ -89,7 +89,9 @@ std::string DescribeEvent(const TraceEvent& event) {
   std::string text = absl::StrCat("  step ", event.step, ": ", event.note);
   switch (event.kind) {
     case TraceEvent::Kind::kRestart:
-      absl::StrAppend(&text, "restart (sealed batches written, then rebuilt from the store)\n");
+      absl::StrAppend(&text, event.note.empty()
+                                 ? "restart (sealed batches written, then rebuilt from the store)\n"
+                                 : "in-flight batches never answered; rebuilt from the store\n");
       return text;
     case TraceEvent::Kind::kWrite:
       absl::StrAppend(&text, "group write of batches ", event.batch, "..",
@@ -162,6 +164,8 @@ class Simulation {
       if (!failure.empty()) return Fail(failure);
     }
     result_.expired_in_flight_replays = auditor_.expired_in_flight_replays();
+    result_.undurable_reads = auditor_.undurable_reads();
+    result_.in_flight_record_answers = auditor_.in_flight_record_answers();
     return result_;
   }
 
@@ -224,6 +228,38 @@ class Simulation {
     return "";
   }
 
+  // The process dies: what is in flight is never answered, and the group the journal thread was
+  // writing may have reached the disk. The shard is rebuilt from the store.
+  std::string Crash() {
+    if (!in_flight_.empty() && !recovery_pending_ && Percent(rng_, 50)) {
+      size_t count = GroupSize();
+      std::vector<const BatchWrite*> writes;
+      for (size_t k = 0; k < count; ++k) {
+        if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
+      }
+      // Landed, never acknowledged: to the auditor, a failed write that landed. (A group with
+      // nothing to write leaves nothing behind.)
+      store_.PlanWrite({.write = WriteFault::kFailLanded});
+      if (writes.empty()) count = 0;
+      if (!writes.empty()) (void)store_.WriteGroup(writes);
+      Trace({.kind = TraceEvent::Kind::kWrite,
+             .note = "crash during a ",
+             .batch = in_flight_.front().batch,
+             .count = count,
+             .plan = {.write = WriteFault::kFailLanded},
+             .write_called = !writes.empty()});
+      std::string failure = count == 0 ? "" : auditor_.GroupWritten(count, store_.write_facts());
+      if (!failure.empty()) return failure;
+    }
+    auditor_.Crashed();
+    in_flight_.clear();
+    recovery_pending_ = false;
+    RebuildCore();
+    ++result_.crashes;
+    Trace({.kind = TraceEvent::Kind::kRestart, .note = "crash; "});
+    return "";
+  }
+
   std::string Drain() {
     while (!in_flight_.empty()) {
       std::string failure = WriteOldest(GroupSize(), /*deciding=*/false);
@@ -233,7 +269,9 @@ class Simulation {
   }
 
   std::string Step() {
-    if (Percent(rng_, 2)) return Restart();
+    const uint64_t restart_roll = Uniform(rng_, 100);
+    if (restart_roll < 2) return Restart();
+    if (restart_roll < 3) return Crash();
     std::string note = AdvanceClock();
     LookupPlan lookups;
     if (Percent(rng_, 15)) lookups.fail_percent = Percent(rng_, 70) ? 30 : 100;

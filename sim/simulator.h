@@ -2,7 +2,8 @@
 // draws random batches over a few hot accounts (deposits, withdrawals, balances, repeated and
 // conflicting request_ids, callers that leave), random store faults (failed writes, failed writes
 // that landed anyway, failed lookups, slow writes), clock jumps around the idempotency TTL,
-// shutdowns that abandon undecided messages and restarts that rebuild the core from the store.
+// shutdowns that abandon undecided messages, restarts that rebuild the core from the store, and
+// crashes that leave the batches in flight unanswered.
 // After every step the auditor checks each reply against the set of legal answers and the store
 // against the money acknowledged.
 //
@@ -63,6 +64,7 @@ struct SimResult {
   int64_t write_faults = 0;
   int64_t lookup_faults = 0;
   int64_t restarts = 0;
+  int64_t crashes = 0;  // Restarts that left what was in flight unanswered.
   // The pipeline: group writes, the sealed batches they held, the most batches ever in flight,
   // rollbacks and the batches they took back, writes that happened while a batch was being
   // decided, and Prefetches that had to wait for the disk (retried with may_block).
@@ -75,6 +77,10 @@ struct SimResult {
   int64_t prefetch_retries = 0;
   // Retries the core answered from an expired record whose write was in flight.
   int64_t expired_in_flight_replays = 0;
+  // Decisions that read a change not yet durable; retries answered from the record of a call
+  // whose write was in flight.
+  int64_t undurable_reads = 0;
+  int64_t in_flight_record_answers = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 13> outcomes{};
   int64_t replays = 0;

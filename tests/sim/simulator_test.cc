@@ -39,6 +39,9 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
   EXPECT_GT(first.rolled_back_batches, first.rollbacks);
   EXPECT_GT(first.writes_while_deciding, 0);
   EXPECT_GT(first.prefetch_retries, 0);
+  EXPECT_GT(first.undurable_reads, 0);
+  EXPECT_GT(first.in_flight_record_answers, 0);
+  EXPECT_GT(first.crashes, 0);
   EXPECT_NE(first.messages, other.messages);
 }
 
