@@ -99,8 +99,8 @@ TEST(SimulatorTest, CatchesAPipelineThatAnswersBatchesOutOfOrder) {
               HasSubstr("released out of order"));
 }
 
-// A finding of the pipelined simulator (seed 1, 146 steps, --strict_ttl): a retry whose first
-// call's batch is still in flight is answered from that call's record even after the record's
+// A finding of the pipelined simulator (seed 1 fails at step 231 with --strict_ttl): a retry whose
+// first call's batch is still in flight is answered from that call's record even after the record's
 // TTL expired (ShardCore::FindRecordedReply checks the TTL only of records read from the store),
 // while the same retry after the write is durable is decided anew. Enable with the fix.
 TEST(SimulatorTest, DISABLED_AnExpiredRecordInFlightIsNotReplayed) {
