@@ -127,6 +127,12 @@ std::string Auditor::Decide(uint64_t id, const std::vector<AuditedCall>& calls,
   Accounts work = memory_;
   std::set<std::string> unsettled = maybe_unsettled_;
   std::map<RequestKey, RequestRecord>& batch_records = batch->records;
+  // Accounts changed by batches whose write is not durable.
+  std::set<std::string> undurable;
+  for (const Batch& other : batches_) {
+    if (other.state != Batch::State::kSealed && other.state != Batch::State::kFailed) continue;
+    for (const auto& [account, state] : other.after) undurable.insert(account);
+  }
   Wide batch_net = 0;
   bool writes = false;
 
@@ -183,7 +189,7 @@ std::string Auditor::Decide(uint64_t id, const std::vector<AuditedCall>& calls,
       settle(call.account_id);
     }
     // A decision that reads a change not yet durable (a batch in flight, or this one's).
-    if (FindState(work, call.account_id) != FindState(durable_, call.account_id)) {
+    if (undurable.count(call.account_id) > 0 || batch->after.count(call.account_id) > 0) {
       ++undurable_reads_;
     }
     if (!mutation) {
