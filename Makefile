@@ -101,16 +101,18 @@ bench-durability: build
 
 # The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
 # replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds
-# for SECONDS (default 60), printing each. A failure prints the seed, a trace and the command
-# that replays it. `make test` runs seeds 1 to 200 as the ctest simulate_fixed_seeds.
+# for SECONDS (default 60), printing each. SIM_FLAGS passes more flags (for example
+# --max_in_flight=1, --strict_ttl; see sim/ledger_sim.cc). A failure prints the seed, a trace and
+# the command that replays it. `make test` runs seeds 1 to 200 as the ctest simulate_fixed_seeds.
 SEED ?=
 STEPS ?= 1000
 SECONDS ?= 60
+SIM_FLAGS ?=
 simulate: deps
 	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(RELEASE) -j $(JOBS) --target ledger-sim
-	@if [ -n "$(SEED)" ]; then $(RELEASE)/sim/ledger-sim --seed=$(SEED) --steps=$(STEPS); \
-	else $(RELEASE)/sim/ledger-sim --seconds=$(SECONDS) --steps=$(STEPS); fi
+	@if [ -n "$(SEED)" ]; then $(RELEASE)/sim/ledger-sim --seed=$(SEED) --steps=$(STEPS) $(SIM_FLAGS); \
+	else $(RELEASE)/sim/ledger-sim --seconds=$(SECONDS) --steps=$(STEPS) $(SIM_FLAGS); fi
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

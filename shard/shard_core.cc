@@ -428,6 +428,8 @@ std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
     record = write_.requests[in_batch->second].record;
   } else if (pending != pending_records_.end()) {
     record = pending->second.record;
+    // Expired while its write was in flight: it no longer counts, as if read from the store.
+    if (record.recorded_at + options_.idempotency_ttl <= batch_time_) return std::nullopt;
   } else {
     const PrefetchedRecord& prefetched = prefetched_records_[replies_.size()];
     LEDGER_CHECK(prefetched.looked_up);

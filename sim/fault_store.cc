@@ -5,12 +5,12 @@
 namespace ledger::sim {
 
 absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
-  // The core writes a batch at most once: a second write would be a double commit.
-  LEDGER_CHECK(!facts_.write_called);
-  facts_.write_called = true;
-  facts_.write_result = plan_.write;
-  *clock_ += plan_.write_delay;
-  switch (plan_.write) {
+  // One plan, one write: a second write under the same plan would be a batch written twice.
+  LEDGER_CHECK(!write_facts_.write_called);
+  write_facts_.write_called = true;
+  write_facts_.write_result = write_plan_.write;
+  *clock_ += write_plan_.write_delay;
+  switch (write_plan_.write) {
     case WriteFault::kNone:
       ++successful_writes_;
       if (bug_ == StoreBugForTesting::kLoseAcknowledgedWrites && successful_writes_ % 10 == 0) {
@@ -28,9 +28,9 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
 }
 
 bool FaultStore::LookupFails() {
-  if (plan_.lookup_fail_percent <= 0) return false;
-  const bool fails = static_cast<int>((*rng_)() % 100) < plan_.lookup_fail_percent;
-  if (fails) ++facts_.lookup_failures;
+  if (lookup_plan_.fail_percent <= 0) return false;
+  const bool fails = static_cast<int>((*rng_)() % 100) < lookup_plan_.fail_percent;
+  if (fails) ++lookup_failures_;
   return fails;
 }
 
@@ -42,6 +42,18 @@ absl::StatusOr<std::optional<RequestRecord>> FaultStore::FindRequest(absl::strin
   return found->second;
 }
 
+absl::StatusOr<MemoryLookup> FaultStore::FindRequestInMemory(absl::string_view account_id,
+                                                             absl::string_view request_id) {
+  // RocksDB answers from its memtables and block cache, or says the record may be on disk.
+  if (lookup_plan_.memory_miss_percent > 0 &&
+      static_cast<int>((*rng_)() % 100) < lookup_plan_.memory_miss_percent) {
+    return MemoryLookup{.answered = false, .record = std::nullopt};
+  }
+  absl::StatusOr<std::optional<RequestRecord>> found = FindRequest(account_id, request_id);
+  if (!found.ok()) return found.status();
+  return MemoryLookup{.answered = true, .record = *std::move(found)};
+}
+
 absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string_view account_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
   auto found = accounts_.find(std::string(account_id));
@@ -50,6 +62,7 @@ absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string
 }
 
 void FaultStore::Apply(const BatchWrite& batch) {
+  ++version_;
   for (const AccountWrite& account : batch.accounts) accounts_[account.account_id] = account.state;
   for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
   for (const RequestWrite& request : batch.requests) {

@@ -1,6 +1,6 @@
 // Defines `FaultStore`, the simulator's LedgerStore: kept in memory, single-threaded and
-// deterministic, it fails writes and lookups as the simulator plans for each batch, and reports
-// what really happened (did the failed write land?) so the auditor can resolve ambiguous replies.
+// deterministic, it fails writes and lookups as the simulator plans them, and reports what really
+// happened (did the failed write land?) so the auditor can resolve ambiguous replies.
 #ifndef LEDGER_SIM_FAULT_STORE_H_
 #define LEDGER_SIM_FAULT_STORE_H_
 
@@ -17,33 +17,39 @@
 
 namespace ledger::sim {
 
-// What the next Write does.
+// What the next WriteGroup does.
 enum class WriteFault : uint8_t {
   kNone,
   kFail,        // Fails; nothing is stored.
-  kFailLanded,  // Fails, but the batch was stored anyway (a sync that failed after the data did).
+  kFailLanded,  // Fails, but the group was stored anyway (a sync that failed after the data did).
 };
 
 // Test-only bugs of the store itself, to prove the auditor checks the durable state.
 enum class StoreBugForTesting : uint8_t {
   kNone,
-  kLoseAcknowledgedWrites,  // Every tenth successful Write stores nothing but answers OK.
+  kLoseAcknowledgedWrites,  // Every tenth successful write stores nothing but answers OK.
 };
 
-// The fault plan of one batch.
-struct FaultPlan {
+// The fault plan of one group write (several sealed batches, one WriteGroup).
+struct WritePlan {
   WriteFault write = WriteFault::kNone;
-  // Each FindRequest/FindAccount fails with this probability (percent, 0 to 100).
-  int lookup_fail_percent = 0;
-  // A slow write: the simulated clock advances by this much inside Write.
+  // A slow write: the simulated clock advances by this much inside WriteGroup.
   absl::Duration write_delay = absl::ZeroDuration();
 };
 
-// What the store did during one batch: the ground truth the auditor resolves ambiguity with.
-struct BatchFacts {
+// The fault plan of the lookups one batch's Prefetch makes.
+struct LookupPlan {
+  // Each FindRequest/FindRequestInMemory/FindAccount fails with this probability (percent).
+  int fail_percent = 0;
+  // Each FindRequestInMemory that does not fail says "only on disk" with this probability, so
+  // that the core must prefetch again from a thread that may block.
+  int memory_miss_percent = 0;
+};
+
+// What the store did during one group write: the ground truth the auditor resolves ambiguity with.
+struct WriteFacts {
   bool write_called = false;
   WriteFault write_result = WriteFault::kNone;
-  int lookup_failures = 0;
 };
 
 // Not thread-safe: the simulator drives one core from one thread.
@@ -53,17 +59,28 @@ class FaultStore final : public LedgerStore {
   FaultStore(absl::Time* clock, std::mt19937_64* rng, StoreBugForTesting bug)
       : clock_(clock), rng_(rng), bug_(bug) {}
 
-  // Starts a batch: the plan applies to it, and the facts are reset.
-  void BeginBatch(const FaultPlan& plan) {
-    plan_ = plan;
-    facts_ = {};
+  // The plan of the next group write; its facts are reset. One plan serves one WriteGroup.
+  void PlanWrite(const WritePlan& plan) {
+    write_plan_ = plan;
+    write_facts_ = {};
   }
-  const BatchFacts& facts() const { return facts_; }
+  const WriteFacts& write_facts() const { return write_facts_; }
+
+  // The plan of the lookups from here on; the count of failed lookups is reset.
+  void PlanLookups(const LookupPlan& plan) {
+    lookup_plan_ = plan;
+    lookup_failures_ = 0;
+  }
+  int lookup_failures() const { return lookup_failures_; }
+  // A Prefetch that returned false discarded what it looked up: its failures explain no reply.
+  void ForgetLookupFailures(int back_to) { lookup_failures_ = back_to; }
 
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override;
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
                                                            absl::string_view request_id) override;
+  absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
+                                                   absl::string_view request_id) override;
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
 
   // The durable state, as a restart or the auditor reads it.
@@ -72,6 +89,8 @@ class FaultStore final : public LedgerStore {
     return requests_;
   }
   const std::vector<JournalEntry>& journal() const { return journal_; }
+  // Grows with every change of the durable state (the journal only grows).
+  uint64_t version() const { return version_; }
 
  private:
   bool LookupFails();
@@ -80,9 +99,12 @@ class FaultStore final : public LedgerStore {
   absl::Time* const clock_;
   std::mt19937_64* const rng_;
   const StoreBugForTesting bug_;
-  FaultPlan plan_;
-  BatchFacts facts_;
+  WritePlan write_plan_;
+  WriteFacts write_facts_;
+  LookupPlan lookup_plan_;
+  int lookup_failures_ = 0;
   int64_t successful_writes_ = 0;
+  uint64_t version_ = 0;
   std::map<std::string, AccountState> accounts_;
   std::map<std::pair<std::string, std::string>, RequestRecord> requests_;
   std::vector<JournalEntry> journal_;

@@ -3,6 +3,8 @@
 //   ledger-sim --seed=S [--steps=N]            replays one seed exactly
 //   ledger-sim --seed=S --seeds=K [--steps=N]  seeds S, S+1, ..., S+K-1 (what `make test` runs)
 //   ledger-sim --seconds=T [--steps=N]         new random seeds for T seconds, each printed
+//   --max_in_flight=K   sealed batches held in flight before a write must take them (default 8;
+//                       1 writes each batch before the next is decided)
 //
 // Exit status 0 when every run was legal; 1 on the first violation, after printing the seed, the
 // step, a short trace and the command that replays it; 2 on a bad command line. A LEDGER_CHECK
@@ -23,20 +25,27 @@
 namespace {
 
 using ledger::CoreBugForTesting;
+using ledger::sim::PipelineBugForTesting;
 using ledger::sim::SimOptions;
 using ledger::sim::SimResult;
 using ledger::sim::StoreBugForTesting;
 
 // Written before every step, read by the SIGABRT handler (which may only call write(2)).
-char abort_context[256];
+char abort_context[512];
 int64_t steps_flag = 1000;
+// The flags that shape a run besides seed and steps, for the replay command (SIM_FLAGS).
+std::string run_flags;
+
+// " SIM_FLAGS='...'" when the run had such flags, else "".
+std::string SimFlags() { return run_flags.empty() ? "" : " SIM_FLAGS='" + run_flags + "'"; }
 
 void OnStep(uint64_t seed, int64_t step) {
   std::snprintf(abort_context, sizeof abort_context,
                 "ledger-sim: aborted in seed %llu step %lld; replay: make simulate SEED=%llu "
-                "STEPS=%lld\n",
+                "STEPS=%lld%s\n",
                 static_cast<unsigned long long>(seed), static_cast<long long>(step),
-                static_cast<unsigned long long>(seed), static_cast<long long>(steps_flag));
+                static_cast<unsigned long long>(seed), static_cast<long long>(steps_flag),
+                SimFlags().c_str());
 }
 
 void OnAbort(int) {
@@ -63,11 +72,13 @@ bool ParseInt(const std::string& text, int64_t* value) {
 }
 
 int Usage(const char* problem) {
-  std::fprintf(stderr,
-               "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
-               "[--steps=N] [--core_bug=skip_rollback|reapply_replays] "
-               "[--store_bug=lose_writes]\n",
-               problem);
+  std::fprintf(
+      stderr,
+      "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
+      "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
+      "[--store_bug=lose_writes] "
+      "[--pipeline_bug=release_before_write|release_out_of_order]\n",
+      problem);
   return 2;
 }
 
@@ -75,18 +86,32 @@ int Usage(const char* problem) {
 bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
   const SimResult result = ledger::sim::Simulate(options);
   if (!result.ok) {
-    std::printf("FAIL %s\nreplay: make simulate SEED=%llu STEPS=%lld\n", result.failure.c_str(),
+    std::printf("FAIL %s\nreplay: make simulate SEED=%llu STEPS=%lld%s\n", result.failure.c_str(),
                 static_cast<unsigned long long>(options.seed),
-                static_cast<long long>(options.steps));
+                static_cast<long long>(options.steps), SimFlags().c_str());
     return false;
   }
   if (print_ok) {
     std::printf(
         "seed %llu ok: %lld steps, %lld messages, %lld failed writes, %lld failed "
-        "lookups, %lld restarts\n",
+        "lookups, %lld restarts, %lld crashes\n",
         static_cast<unsigned long long>(options.seed), static_cast<long long>(result.steps),
         static_cast<long long>(result.messages), static_cast<long long>(result.write_faults),
-        static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts));
+        static_cast<long long>(result.lookup_faults), static_cast<long long>(result.restarts),
+        static_cast<long long>(result.crashes));
+  }
+  if (verbose) {
+    std::printf(
+        "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
+        "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk\n"
+        "  %lld decisions read undurable state, %lld retries answered from an in-flight record\n",
+        static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
+        static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
+        static_cast<long long>(result.rolled_back_batches),
+        static_cast<long long>(result.writes_while_deciding),
+        static_cast<long long>(result.prefetch_retries),
+        static_cast<long long>(result.undurable_reads),
+        static_cast<long long>(result.in_flight_record_answers));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -108,17 +133,27 @@ int main(int argc, char** argv) {
   SimOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string value;
+    // Which runs: not part of a replay command.
     if (ParseFlag(argv[i], "--seed", &value)) {
       if (!ParseInt(value, &seed)) return Usage("--seed needs a number");
-    } else if (ParseFlag(argv[i], "--seeds", &value)) {
+      continue;
+    }
+    if (ParseFlag(argv[i], "--seeds", &value)) {
       if (!ParseInt(value, &seeds) || seeds < 1) return Usage("--seeds needs a number >= 1");
-    } else if (ParseFlag(argv[i], "--steps", &value)) {
+      continue;
+    }
+    if (ParseFlag(argv[i], "--steps", &value)) {
       if (!ParseInt(value, &steps_flag) || steps_flag < 1) {
         return Usage("--steps needs a number >= 1");
       }
-    } else if (ParseFlag(argv[i], "--seconds", &value)) {
+      continue;
+    }
+    if (ParseFlag(argv[i], "--seconds", &value)) {
       if (!ParseInt(value, &seconds)) return Usage("--seconds needs a number");
-    } else if (ParseFlag(argv[i], "--core_bug", &value)) {
+      continue;
+    }
+    // How each run goes: a replay needs these.
+    if (ParseFlag(argv[i], "--core_bug", &value)) {
       if (value == "skip_rollback") {
         options.core_bug = CoreBugForTesting::kSkipRollback;
       } else if (value == "reapply_replays") {
@@ -126,12 +161,27 @@ int main(int argc, char** argv) {
       } else {
         return Usage("unknown --core_bug");
       }
+    } else if (ParseFlag(argv[i], "--max_in_flight", &value)) {
+      int64_t depth = 0;
+      if (!ParseInt(value, &depth) || depth < 1 || depth > 1000) {
+        return Usage("--max_in_flight needs a number from 1 to 1000");
+      }
+      options.max_in_flight = static_cast<int>(depth);
+    } else if (ParseFlag(argv[i], "--pipeline_bug", &value)) {
+      if (value == "release_before_write") {
+        options.pipeline_bug = PipelineBugForTesting::kReleaseBeforeWrite;
+      } else if (value == "release_out_of_order") {
+        options.pipeline_bug = PipelineBugForTesting::kReleaseOutOfOrder;
+      } else {
+        return Usage("unknown --pipeline_bug");
+      }
     } else if (ParseFlag(argv[i], "--store_bug", &value)) {
       if (value != "lose_writes") return Usage("unknown --store_bug");
       options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;
     } else {
       return Usage(("unknown argument " + std::string(argv[i])).c_str());
     }
+    run_flags += (run_flags.empty() ? "" : " ") + std::string(argv[i]);
   }
   if ((seed >= 0) == (seconds >= 0)) return Usage("give exactly one of --seed and --seconds");
   options.steps = steps_flag;

@@ -2,15 +2,22 @@
 // draws random batches over a few hot accounts (deposits, withdrawals, balances, repeated and
 // conflicting request_ids, callers that leave), random store faults (failed writes, failed writes
 // that landed anyway, failed lookups, slow writes), clock jumps around the idempotency TTL,
-// shutdowns that abandon undecided messages and restarts that rebuild the core from the store.
+// shutdowns that abandon undecided messages, restarts that rebuild the core from the store, and
+// crashes that leave the batches in flight unanswered.
 // After every step the auditor checks each reply against the set of legal answers and the store
 // against the money acknowledged.
 //
+// It drives the core the way the server's shard and commit pipeline do (shard/shard.cc,
+// shard/commit_pipeline.cc): a sealed batch joins the simulator's in-flight queue instead of
+// being written, and new batches are decided on top of it; at seeded moments (between batches,
+// while a batch is being decided, between a Prefetch that could not answer from memory and its
+// retry on the "shard thread") the oldest k in-flight batches are written as one group, one fault
+// plan per group, then answered in order, or rolled back with every batch decided after them.
+//
 // The same seed gives the same run on every machine: the only randomness is one std::mt19937_64
 // (whose output the standard fixes), ranges are derived from it by hand, every clock is simulated
-// and nothing iterates an unordered container. Later issues extend it: a pipelined commit adds a
-// step that decides batch N+1 before batch N's write returns; transfers and batch calls add call
-// kinds to the generator and their rules to the auditor's model.
+// and nothing iterates an unordered container. Later issues extend it: transfers and batch calls
+// add call kinds to the generator and their rules to the auditor's model.
 #ifndef LEDGER_SIM_SIMULATOR_H_
 #define LEDGER_SIM_SIMULATOR_H_
 
@@ -23,12 +30,26 @@
 
 namespace ledger::sim {
 
+// Test-only bugs of the simulator's own commit pipeline (the part that plays
+// shard/commit_pipeline.cc), to prove the auditor checks when and in which order replies go out.
+enum class PipelineBugForTesting : uint8_t {
+  kNone,
+  // A fifth of the sealed batches are answered at once, before their write (and again after it).
+  kReleaseBeforeWrite,
+  // A durable group of two or more batches is answered newest first.
+  kReleaseOutOfOrder,
+};
+
 struct SimOptions {
   uint64_t seed = 1;
   int64_t steps = 1000;  // Batches, restarts included.
+  // Sealed batches held in flight before a write must take them. 1: each batch is written right
+  // after it is sealed, before the next is decided (the order of the synchronous path).
+  int max_in_flight = 8;
   // Test-only: plant a bug to prove the auditor catches it.
   CoreBugForTesting core_bug = CoreBugForTesting::kNone;
   StoreBugForTesting store_bug = StoreBugForTesting::kNone;
+  PipelineBugForTesting pipeline_bug = PipelineBugForTesting::kNone;
   // Called before each step, so that a LEDGER_CHECK abort inside the core can still say which
   // seed and step it was (see ledger_sim.cc). May be null.
   void (*on_step)(uint64_t seed, int64_t step) = nullptr;
@@ -41,6 +62,21 @@ struct SimResult {
   int64_t write_faults = 0;
   int64_t lookup_faults = 0;
   int64_t restarts = 0;
+  int64_t crashes = 0;  // Restarts that left what was in flight unanswered.
+  // The pipeline: group writes, the sealed batches they held, the most batches ever in flight,
+  // rollbacks and the batches they took back, writes that happened while a batch was being
+  // decided, and Prefetches that had to wait for the disk (retried with may_block).
+  int64_t groups = 0;
+  int64_t grouped_batches = 0;
+  int64_t max_in_flight = 0;
+  int64_t rollbacks = 0;
+  int64_t rolled_back_batches = 0;
+  int64_t writes_while_deciding = 0;
+  int64_t prefetch_retries = 0;
+  // Decisions that read a change not yet durable; retries answered from the record of a call
+  // whose write was in flight.
+  int64_t undurable_reads = 0;
+  int64_t in_flight_record_answers = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 13> outcomes{};
   int64_t replays = 0;

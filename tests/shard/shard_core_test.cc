@@ -1,6 +1,7 @@
 // ShardCore driven step by step, without threads: the API the simulator (sim/) builds on.
 #include "shard/shard_core.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,62 @@ TEST(ShardCoreTest, MessagesAbandonedInABatchWhoseWriteFailsKeepTheirDefiniteAns
   EXPECT_EQ(decided.WaitForReply().outcome, Outcome::kStorageFailed);
   EXPECT_EQ(abandoned.WaitForReply().outcome, Outcome::kShuttingDown);
   EXPECT_EQ(core.FindAccountForTesting("a"), std::nullopt);
+}
+
+// Drives one batch up to Seal, as a shard does with a pipeline; the caller owns what is in flight.
+std::unique_ptr<SealedBatch> DecideAndSeal(ShardCore& core, uint64_t finished_through) {
+  EXPECT_TRUE(core.Prefetch(/*may_block=*/false, finished_through));
+  core.BeginBatch();
+  while (!core.AllDecided()) core.DecideNext(/*abandoning=*/false);
+  return core.Seal(finished_through).to_write;
+}
+
+TEST(ShardCoreTest, ARetryWhileTheFirstWriteIsInFlightIsAnsweredFromMemoryAndNotAppliedTwice) {
+  MemoryStore store;
+  ShardCore core(Options(&store));
+  RecordingCompletion first, retry;
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 40, &first, "r1"));
+  std::unique_ptr<SealedBatch> in_flight = DecideAndSeal(core, /*finished_through=*/0);
+  ASSERT_NE(in_flight, nullptr);
+  EXPECT_EQ(in_flight->sequence, 1u);
+
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 40, &retry, "r1"));
+  std::unique_ptr<SealedBatch> second = DecideAndSeal(core, /*finished_through=*/0);
+  ASSERT_NE(second, nullptr);  // It read an undurable change: it waits for batch 1.
+  EXPECT_EQ(second->replies[0].outcome, Outcome::kOk);
+  EXPECT_TRUE(second->replies[0].replayed);
+  EXPECT_EQ(second->replies[0].balance, 40);
+  EXPECT_TRUE(second->write.empty());
+  EXPECT_EQ(core.FindAccountForTesting("a"), (AccountState{.balance = 40, .sequence = 1}));
+  in_flight->CompleteAll();
+  second->CompleteAll();
+  EXPECT_TRUE(retry.HasReply());
+}
+
+// Found by the pipelined simulator: a record whose write was still in flight used to be replayed
+// after its TTL, while the same retry once the write was durable was decided anew.
+TEST(ShardCoreTest, ARecordInFlightExpiresLikeAStoredOne) {
+  MemoryStore store;
+  absl::Time now = absl::FromUnixSeconds(1000);
+  ShardCoreOptions options = Options(&store);
+  options.idempotency_ttl = absl::Seconds(60);
+  options.clock = [&now] { return now; };
+  ShardCore core(options);
+  RecordingCompletion first, retry;
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 40, &first, "r1"));
+  std::unique_ptr<SealedBatch> in_flight = DecideAndSeal(core, /*finished_through=*/0);
+  ASSERT_NE(in_flight, nullptr);
+
+  now += absl::Seconds(60);  // The record is exactly as old as the TTL: it no longer counts.
+  core.batch().push_back(MakeMessage(Op::kDeposit, "a", 40, &retry, "r1"));
+  std::unique_ptr<SealedBatch> second = DecideAndSeal(core, /*finished_through=*/0);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->replies[0].outcome, Outcome::kOk);
+  EXPECT_FALSE(second->replies[0].replayed);
+  EXPECT_EQ(second->replies[0].balance, 80);
+  EXPECT_EQ(second->write.journal.size(), 1u);
+  in_flight->CompleteAll();
+  second->CompleteAll();
 }
 
 TEST(CheckDeathTest, AComparisonThatFailsPrintsBothValuesAndAborts) {
