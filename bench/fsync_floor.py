@@ -13,8 +13,8 @@ blocks already written changes neither, and flushes only the data. The layouts:
   posix_fallocate posix_fallocate first (size set, blocks unwritten), records written in place
   overwrite       a file already written and synced, records written over it: a recycled WAL
 
-Each round runs every layout once, in a rotating order; the table gives the median per-sync
-latency over the rounds. Usage: python3 bench/fsync_floor.py [--dir /tmp] [--syncs 2000]
+In each round the four files take turns record by record (a shared disk's bad moments fall on all
+of them alike); the table gives the median over the rounds of each round's p50. Usage: python3 bench/fsync_floor.py [--dir /tmp] [--syncs 2000]
 [--rounds 5] [--sizes 256,40960]
 """
 import argparse
@@ -45,24 +45,31 @@ def prepare(path, layout, total):
     return fd
 
 
-def run(directory, layout, size, syncs):
-    """Median microseconds of one pwrite + fdatasync, over `syncs` records of `size` bytes."""
+def run(directory, layouts, size, syncs):
+    """Per layout, (p50, p99) microseconds of one pwrite + fdatasync over `syncs` records of `size`
+    bytes. The layouts take turns record by record (the order rotating), so that all of them see
+    the same moments of a shared disk."""
     total = size * syncs + (1 << 20)
+    record = os.urandom(size)
+    times = {layout: [] for layout in layouts}
     with tempfile.TemporaryDirectory(dir=directory, prefix="fsync-floor-") as tmp:
-        path = os.path.join(tmp, "log")
-        fd = prepare(path, layout, total)
-        record = os.urandom(size)
-        times = []
+        fds = {layout: prepare(os.path.join(tmp, layout), layout, total) for layout in layouts}
         try:
             for i in range(syncs):
-                start = time.perf_counter()
-                os.pwrite(fd, record, i * size)
-                os.fdatasync(fd)
-                times.append(time.perf_counter() - start)
+                for k in range(len(layouts)):
+                    layout = layouts[(i + k) % len(layouts)]
+                    start = time.perf_counter()
+                    os.pwrite(fds[layout], record, i * size)
+                    os.fdatasync(fds[layout])
+                    times[layout].append(time.perf_counter() - start)
         finally:
-            os.close(fd)
-    times.sort()
-    return times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6
+            for fd in fds.values():
+                os.close(fd)
+    result = {}
+    for layout, t in times.items():
+        t.sort()
+        result[layout] = (t[len(t) // 2] * 1e6, t[int(len(t) * 0.99)] * 1e6)
+    return result
 
 
 def main():
@@ -75,13 +82,13 @@ def main():
     layouts = ["append", "keep_size", "posix_fallocate", "overwrite"]
     sizes = [int(s) for s in args.sizes.split(",")]
     results = {(layout, size): [] for layout in layouts for size in sizes}
-    for round_index in range(args.rounds):
-        order = layouts[round_index % len(layouts):] + layouts[:round_index % len(layouts)]
+    for _ in range(args.rounds):
         for size in sizes:
-            for layout in order:
-                results[(layout, size)].append(run(args.dir, layout, size, args.syncs))
-    print(f"dir={args.dir} syncs={args.syncs} rounds={args.rounds}; "
-          "median over rounds of each round's p50 / p99, microseconds")
+            for layout, result in run(args.dir, layouts, size, args.syncs).items():
+                results[(layout, size)].append(result)
+    print(f"dir={args.dir} syncs={args.syncs} per layout per round, rounds={args.rounds}; "
+          "p50: median over the rounds of each round's p50 (min-max over the rounds); "
+          "p99: median of the rounds' p99; microseconds")
     print("| layout | " + " | ".join(f"{s} B p50 | {s} B p99" for s in sizes) + " |")
     print("|---|" + "---|---|" * len(sizes))
     for layout in layouts:
