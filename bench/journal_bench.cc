@@ -7,6 +7,9 @@
 // variant) and build_us (encoding the G deposits into the batch, outside the write).
 // BM_Breakdown/<variant>/<G> is the same loop with RocksDB's PerfContext and IOStatsContext on
 // (they cost clock reads, so its throughput is not comparable): where one write's time goes.
+// BM_Paired/<variant>/<G> writes groups to the baseline and to the variant in turn, in one
+// process, so that both see the same moments of a shared, noisy disk; speedup = the baseline's
+// time per group / the variant's. bench/journal_table.py turns the JSON output into tables.
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,7 +157,8 @@ const std::vector<Variant>& Variants() {
       {"use_fsync", [](Setup& s) { s.db.use_fsync = true; }},
       // One writer thread: nothing to gain from concurrent memtable inserts but their atomics.
       {"no_concurrent_memtable", [](Setup& s) { s.db.allow_concurrent_memtable_write = false; }},
-      // A group's keys per family are often close together; hints skip part of each insert.
+      // Hints skip part of an insert when a group's keys of a family lie close together in the
+      // memtable (they rarely do with random accounts).
       {"insert_hint", [](Setup& s) { s.write.memtable_insert_hint_per_batch = true; }},
       {"sorted_keys", [](Setup& s) { s.sort_keys = true; }},
       {"perf_level_disable", [](Setup& s) { s.perf_level = rocksdb::PerfLevel::kDisable; }},
