@@ -55,9 +55,10 @@ struct CommitPipelineOptions {
   LedgerStore* store = nullptr;        // Not owned; required.
   CommitObserver* observer = nullptr;  // Not owned; null discards.
   int32_t num_shards = 0;              // Lanes, one per shard index.
-  // Where durable batches are answered: false, on the journal thread between writes; true, on a
-  // completion thread of their own, so that the next write starts while they are answered.
-  bool completion_thread = false;
+  // Where durable batches are answered: true, on a completion thread of their own, so that the
+  // next write starts while they are answered (measured: the same throughput on 2 cores, 15-20%
+  // less CPU per call; docs/benchmarks.md); false, on the journal thread between writes.
+  bool completion_thread = true;
 };
 
 // Thread-safe: Submit and TakeFailed from any thread (each lane's from the thread holding its

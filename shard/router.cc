@@ -1,6 +1,5 @@
 #include "shard/router.h"
 
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,8 +30,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& opti
     pipeline = std::make_unique<CommitPipeline>(CommitPipelineOptions{
         .store = options.shard.store,
         .observer = options.commit_observer,
-        .num_shards = options.num_shards,
-        .completion_thread = getenv("LEDGER_COMPLETION_THREAD") != nullptr});
+        .num_shards = options.num_shards});
   }
   std::vector<std::unique_ptr<Shard>> shards;
   shards.reserve(options.num_shards);
