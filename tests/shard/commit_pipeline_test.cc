@@ -368,6 +368,20 @@ TEST_P(CommitPipelineTest, AReplyIsReleasedOnlyAfterItsWrite) {
   EXPECT_EQ(store_.account("a"), (AccountState{.balance = 10, .sequence = 1}));
   EXPECT_EQ(deposit.completions(), 1);
   EXPECT_EQ(read.completions(), 1);
+  // The read only waited for its turn: it needed no store write of its own.
+  EXPECT_EQ(store_.groups(), 1);
+}
+
+// With nothing in flight a read depends on nothing undurable: it is answered when decided, with
+// no store write. (Usually on the sender's thread before TrySend returns; the shard thread may
+// hold the shard at that moment, so the test does not require it.)
+TEST_F(CommitPipelineScenarioTest, AReadWithNothingInFlightNeedsNoWrite) {
+  StartShard(1024, /*inline_execution=*/true);
+  ASSERT_EQ(Call(Op::kDeposit, "a", 10).balance, 10);
+  const int groups = store_.groups();
+  EXPECT_EQ(Call(Op::kBalance, "a", 0).balance, 10);
+  EXPECT_EQ(Call(Op::kBalance, "nobody", 0).outcome, Outcome::kAccountNotFound);
+  EXPECT_EQ(store_.groups(), groups);
 }
 
 TEST_P(CommitPipelineTest, TwoGroupsInFlightAreWrittenAndAnsweredInOrder) {
