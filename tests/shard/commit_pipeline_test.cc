@@ -380,6 +380,8 @@ TEST_P(CommitPipelineTest, StopAnswersTheCallsOfAWriteThatFailsWhileItWaits) {
   RankedCompletion& first = Send(Op::kDeposit, "a", 5, "s-1");
   ASSERT_TRUE(hold.WaitUntilHeld());
   RankedCompletion& second = Send(Op::kDeposit, "a", 6, "s-2");
+  // Decided on top of the first (with inline execution off, the shard thread decides it later).
+  ASSERT_TRUE(Decided(2, observer_));
   stopper_ = std::thread([this] {
     shard_->Stop();
     stopped_.Notify();
