@@ -372,38 +372,6 @@ TEST_P(CommitPipelineTest, AReplyIsReleasedOnlyAfterItsWrite) {
   EXPECT_EQ(store_.groups(), 1);
 }
 
-// The held write fails while Stop waits for it: the shard thread has already exited, so Stop
-// itself must roll the failed batches back and answer them.
-TEST_P(CommitPipelineTest, StopAnswersTheCallsOfAWriteThatFailsWhileItWaits) {
-  StartShard();
-  WriteHold& hold = HoldNextWrite();
-  RankedCompletion& first = Send(Op::kDeposit, "a", 5, "s-1");
-  ASSERT_TRUE(hold.WaitUntilHeld());
-  RankedCompletion& second = Send(Op::kDeposit, "a", 6, "s-2");
-  // Decided on top of the first (with inline execution off, the shard thread decides it later).
-  ASSERT_TRUE(Decided(2, observer_));
-  stopper_ = std::thread([this] {
-    shard_->Stop();
-    stopped_.Notify();
-  });
-  ASSERT_TRUE(ProbeUntilClosed("a"));
-  store_.FailNextWrites(1);
-  hold.Release();
-  stopper_.join();
-
-  EXPECT_EQ(Replied(), calls_.size());
-  EXPECT_EQ(first.reply().outcome, Outcome::kStorageFailed);
-  EXPECT_EQ(second.reply().outcome, Outcome::kStorageFailed);
-  // Probes accepted before the close read the restored state: "a" was never opened.
-  for (size_t i = 2; i < calls_.size(); ++i) {
-    EXPECT_EQ(calls_[i].reply().outcome, Outcome::kAccountNotFound);
-  }
-  for (const RankedCompletion& call : calls_) EXPECT_EQ(call.completions(), 1);
-  EXPECT_EQ(store_.failed_writes(), 1);
-  EXPECT_EQ(store_.account("a"), std::nullopt);
-  EXPECT_TRUE(store_.journal().empty());
-}
-
 // With nothing in flight a read depends on nothing undurable: it is answered when decided, with
 // no store write. (Usually on the sender's thread before TrySend returns; the shard thread may
 // hold the shard at that moment, so the test does not require it.)
@@ -580,6 +548,38 @@ TEST_P(CommitPipelineTest, StopWaitsForTheWriteInFlightAndAnswersEveryAcceptedCa
   EXPECT_EQ(third.reply().balance, 0);
   for (const RankedCompletion& call : calls_) EXPECT_EQ(call.completions(), 1);
   EXPECT_EQ(store_.account("a"), (AccountState{.balance = 0, .sequence = 3}));
+}
+
+// The held write fails while Stop waits for it: the shard thread has already exited, so Stop
+// itself must roll the failed batches back and answer them.
+TEST_P(CommitPipelineTest, StopAnswersTheCallsOfAWriteThatFailsWhileItWaits) {
+  StartShard();
+  WriteHold& hold = HoldNextWrite();
+  RankedCompletion& first = Send(Op::kDeposit, "a", 5, "s-1");
+  ASSERT_TRUE(hold.WaitUntilHeld());
+  RankedCompletion& second = Send(Op::kDeposit, "a", 6, "s-2");
+  // Decided on top of the first (with inline execution off, the shard thread decides it later).
+  ASSERT_TRUE(Decided(2, observer_));
+  stopper_ = std::thread([this] {
+    shard_->Stop();
+    stopped_.Notify();
+  });
+  ASSERT_TRUE(ProbeUntilClosed("a"));
+  store_.FailNextWrites(1);
+  hold.Release();
+  stopper_.join();
+
+  EXPECT_EQ(Replied(), calls_.size());
+  EXPECT_EQ(first.reply().outcome, Outcome::kStorageFailed);
+  EXPECT_EQ(second.reply().outcome, Outcome::kStorageFailed);
+  // Probes accepted before the close read the restored state: "a" was never opened.
+  for (size_t i = 2; i < calls_.size(); ++i) {
+    EXPECT_EQ(calls_[i].reply().outcome, Outcome::kAccountNotFound);
+  }
+  for (const RankedCompletion& call : calls_) EXPECT_EQ(call.completions(), 1);
+  EXPECT_EQ(store_.failed_writes(), 1);
+  EXPECT_EQ(store_.account("a"), std::nullopt);
+  EXPECT_TRUE(store_.journal().empty());
 }
 
 // Many senders on two shards while every fourth store write fails (half of those land anyway)
