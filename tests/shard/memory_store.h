@@ -20,12 +20,21 @@ class MemoryStore final : public LedgerStore {
  public:
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++groups_;
-    for (const BatchWrite* batch : group) {
-      if (on_write_) on_write_(*batch);
+    std::function<void(const BatchWrite&)> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++groups_;
+      hook = on_write_;
     }
-    if (fail_writes_) {
+    // Outside the lock: a hook that holds the write in flight must not hold up lookups, which a
+    // real store answers while it writes (shards prefetch from it meanwhile).
+    if (hook) {
+      for (const BatchWrite* batch : group) hook(*batch);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool fail = fail_writes_ || fail_next_writes_ > 0;
+    if (fail_next_writes_ > 0) --fail_next_writes_;
+    if (fail) {
       ++failed_writes_;
       if (land_failed_writes_) {
         for (const BatchWrite* batch : group) Apply(*batch);
@@ -67,12 +76,19 @@ class MemoryStore final : public LedgerStore {
     std::lock_guard<std::mutex> lock(mu_);
     fail_writes_ = fail;
   }
+  // Fails the next `count` writes (groups), then lets writes succeed again: for a failure that
+  // must hit one group and spare the one after it.
+  void FailNextWrites(int count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_next_writes_ = count;
+  }
   void FailLookups(bool fail) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_lookups_ = fail;
   }
   // Runs inside every write, once per batch of the group, on the writing thread (the commit
-  // pipeline's), before the write succeeds or fails. May block, to hold the write in flight.
+  // pipeline's), before the write succeeds or fails and without the store's lock. May block, to
+  // hold the write in flight, and may call the store.
   void OnWrite(std::function<void(const BatchWrite&)> hook) {
     std::lock_guard<std::mutex> lock(mu_);
     on_write_ = std::move(hook);
@@ -118,6 +134,7 @@ class MemoryStore final : public LedgerStore {
   bool fail_writes_ = false;
   bool fail_lookups_ = false;
   bool land_failed_writes_ = false;
+  int fail_next_writes_ = 0;
   int failed_writes_ = 0;
   int groups_ = 0;
   std::function<void(const BatchWrite&)> on_write_;
