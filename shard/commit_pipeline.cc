@@ -8,6 +8,17 @@
 #include "shard/check.h"
 
 namespace ledger {
+namespace {
+
+// A copy of `status` that shares no reference-counted payload with it. Failed batches move to the
+// thread that rolls them back while the journal thread drops its own copy; Debian's Abseil is not
+// built for ThreadSanitizer, so TSan cannot see a shared payload's atomic reference count and
+// reports the last Unref's delete as a race with the other thread's reads.
+absl::Status OwnCopy(const absl::Status& status) {
+  return absl::Status(status.code(), status.message());
+}
+
+}  // namespace
 
 CommitPipeline::CommitPipeline(CommitPipelineOptions options)
     : options_(options), lanes_(options.num_shards, nullptr), failed_(options.num_shards) {
@@ -59,7 +70,7 @@ bool CommitPipeline::Submit(std::unique_ptr<SealedBatch> batch) {
   MutexLock lock(&mu_);
   std::vector<std::unique_ptr<SealedBatch>>& failed = failed_[batch->shard];
   if (!failed.empty()) {
-    batch->failure = failed.front()->failure;
+    batch->failure = OwnCopy(failed.front()->failure);
     failed.push_back(std::move(batch));
     return false;
   }
@@ -163,7 +174,7 @@ std::vector<CommitLane*> CommitPipeline::FailGroup(
   for (std::unique_ptr<SealedBatch>& batch : group) {
     std::vector<std::unique_ptr<SealedBatch>>& failed = failed_[batch->shard];
     if (failed.empty()) to_tell.push_back(lanes_[batch->shard]);
-    batch->failure = failure;
+    batch->failure = OwnCopy(failure);
     failed.push_back(std::move(batch));
   }
   // Queued batches of those lanes were decided on top of the failed ones: they fail too, and
@@ -174,7 +185,7 @@ std::vector<CommitLane*> CommitPipeline::FailGroup(
     if (failed.empty()) {
       kept.push_back(std::move(batch));
     } else {
-      batch->failure = failure;
+      batch->failure = OwnCopy(failure);
       failed.push_back(std::move(batch));
     }
   }
