@@ -104,9 +104,9 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
                          "Messages whose handler failed unexpectedly and answered INTERNAL.",
                          MetricType::Counter);
   auto accounts = Family("ledger_accounts", "Accounts the shard owns.", MetricType::Gauge);
-  auto batch_size = Family("ledger_batch_size",
-                           "Messages the shard drained and decided together in one batch.",
-                           MetricType::Histogram);
+  auto batch_size =
+      Family("ledger_batch_size", "Messages the shard drained and decided together in one batch.",
+             MetricType::Histogram);
   auto storage_errors = Family("ledger_storage_errors_total",
                                "Failed storage writes or reads; their calls were answered "
                                "UNAVAILABLE and nothing of them was applied.",

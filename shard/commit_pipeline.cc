@@ -167,8 +167,8 @@ void CommitPipeline::AwaitCompletions() {
   while (!completions_.empty() || completing_) completions_mu_.Wait(completions_idle_);
 }
 
-std::vector<CommitLane*> CommitPipeline::FailGroup(
-    std::vector<std::unique_ptr<SealedBatch>>& group, const absl::Status& failure) {
+std::vector<CommitLane*> CommitPipeline::FailGroup(std::vector<std::unique_ptr<SealedBatch>>& group,
+                                                   const absl::Status& failure) {
   std::vector<CommitLane*> to_tell;
   MutexLock lock(&mu_);
   for (std::unique_ptr<SealedBatch>& batch : group) {

@@ -27,10 +27,10 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& opti
 
   std::unique_ptr<CommitPipeline> pipeline;
   if (options.shard.store != nullptr) {
-    pipeline = std::make_unique<CommitPipeline>(CommitPipelineOptions{
-        .store = options.shard.store,
-        .observer = options.commit_observer,
-        .num_shards = options.num_shards});
+    pipeline =
+        std::make_unique<CommitPipeline>(CommitPipelineOptions{.store = options.shard.store,
+                                                               .observer = options.commit_observer,
+                                                               .num_shards = options.num_shards});
   }
   std::vector<std::unique_ptr<Shard>> shards;
   shards.reserve(options.num_shards);

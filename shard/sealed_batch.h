@@ -26,8 +26,8 @@ struct SealedBatch {
   int32_t shard = 0;
   uint64_t sequence = 0;
   std::vector<Message> messages;
-  std::vector<Reply> replies;  // One per message, as decided.
-  BatchWrite write;            // May be empty: a batch of reads still waits for its turn.
+  std::vector<Reply> replies;   // One per message, as decided.
+  BatchWrite write;             // May be empty: a batch of reads still waits for its turn.
   std::vector<UndoEntry> undo;  // In the order of the changes.
   // Set when the write failed (or the batch was refused because an earlier one of its shard
   // failed): the error the shard logs.

@@ -371,7 +371,8 @@ Reply ShardCore::ApplyToAccounts(const Message& message) {
   const bool mutation = message.op != Op::kBalance;
   // Prefetch could not reload this account after a failed write. A read is answered from memory
   // (the state before the failed write); a change waits until the store can say.
-  if (mutation && !unsettled_accounts_.empty() && unsettled_accounts_.contains(message.account_id)) {
+  if (mutation && !unsettled_accounts_.empty() &&
+      unsettled_accounts_.contains(message.account_id)) {
     return Reply{.outcome = Outcome::kStorageFailed};
   }
   const bool deduplicated = Deduplicated(message, options_.store);

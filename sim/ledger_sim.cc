@@ -72,13 +72,12 @@ bool ParseInt(const std::string& text, int64_t* value) {
 }
 
 int Usage(const char* problem) {
-  std::fprintf(
-      stderr,
-      "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
-      "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
-      "[--store_bug=lose_writes] "
-      "[--pipeline_bug=release_before_write|release_out_of_order]\n",
-      problem);
+  std::fprintf(stderr,
+               "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
+               "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
+               "[--store_bug=lose_writes] "
+               "[--pipeline_bug=release_before_write|release_out_of_order]\n",
+               problem);
   return 2;
 }
 

@@ -379,9 +379,9 @@ absl::Status RocksDbStore::WriteWith(Handles& handles,
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
     for (const RequestWrite& request : batch->requests) {
-      added = write.Put(handles.families[kRequests],
-                        RequestKey(request.account_id, request.request_id),
-                        EncodeRequest(request.record));
+      added =
+          write.Put(handles.families[kRequests], RequestKey(request.account_id, request.request_id),
+                    EncodeRequest(request.record));
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
   }

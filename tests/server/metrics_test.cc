@@ -90,9 +90,8 @@ TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
   const std::string shard = "{shard=\"" + ShardLabel("alice") + "\"}";
   EXPECT_EQ(SampleValue(body, "ledger_batch_size_count" + shard), kDeposits + 1);
   EXPECT_EQ(SampleValue(body, "ledger_batch_size_sum" + shard), kDeposits + 1);
-  EXPECT_EQ(SampleValue(body, "ledger_batch_size_count{shard=\"" + OtherShardLabel("alice") +
-                                  "\"}"),
-            0);
+  EXPECT_EQ(
+      SampleValue(body, "ledger_batch_size_count{shard=\"" + OtherShardLabel("alice") + "\"}"), 0);
   // The journal is the process's: one write per deposit, each making one call durable.
   EXPECT_EQ(SampleValue(body, "ledger_journal_write_seconds_count"), kDeposits);
   EXPECT_EQ(SampleValue(body, "ledger_journal_group_calls_count"), kDeposits);
