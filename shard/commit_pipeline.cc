@@ -117,7 +117,7 @@ void CommitPipeline::Run() {
       }
     }
     if (written.ok()) {
-      Release(group);
+      Release(group, calls);
     } else {
       AwaitCompletions();
       for (CommitLane* lane : FailGroup(group, written)) lane->OnFailed();
@@ -126,16 +126,23 @@ void CommitPipeline::Run() {
   }
 }
 
-void CommitPipeline::Release(std::vector<std::unique_ptr<SealedBatch>>& group) {
-  if (!options_.completion_thread) {
-    for (std::unique_ptr<SealedBatch>& batch : group) {
-      lanes_[batch->shard]->OnDurable(std::move(batch));
+void CommitPipeline::Release(std::vector<std::unique_ptr<SealedBatch>>& group, size_t calls) {
+  if (options_.completion_thread) {
+    MutexLock lock(&completions_mu_);
+    // A small group with nothing ahead of it is answered here: waking the completion thread
+    // would cost more than the answers, and the answers would wait for the wake-up. Only this
+    // thread hands the completion thread work, so nothing can overtake these answers.
+    const bool answer_here =
+        calls <= kAnswerOnJournalThreadMax && completions_.empty() && !completing_;
+    if (!answer_here) {
+      for (std::unique_ptr<SealedBatch>& batch : group) completions_.push_back(std::move(batch));
+      if (completer_waiting_) completions_work_.notify_one();
+      return;
     }
-    return;
   }
-  MutexLock lock(&completions_mu_);
-  for (std::unique_ptr<SealedBatch>& batch : group) completions_.push_back(std::move(batch));
-  if (completer_waiting_) completions_work_.notify_one();
+  for (std::unique_ptr<SealedBatch>& batch : group) {
+    lanes_[batch->shard]->OnDurable(std::move(batch));
+  }
 }
 
 void CommitPipeline::RunCompletions() {

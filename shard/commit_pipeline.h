@@ -51,13 +51,18 @@ class CommitObserver {
                             bool ok) = 0;
 };
 
+// A written group of at most this many calls is answered on the journal thread itself when the
+// completion thread is idle (measured in docs/benchmarks.md, issue 13).
+inline constexpr size_t kAnswerOnJournalThreadMax = 8;
+
 struct CommitPipelineOptions {
   LedgerStore* store = nullptr;        // Not owned; required.
   CommitObserver* observer = nullptr;  // Not owned; null discards.
   int32_t num_shards = 0;              // Lanes, one per shard index.
   // Where durable batches are answered: true, on a completion thread of their own, so that the
-  // next write starts while they are answered (measured: the same throughput on 2 cores, 15-20%
-  // less CPU per call; docs/benchmarks.md); false, on the journal thread between writes.
+  // next write starts while they are answered (small groups with the completion thread idle are
+  // still answered on the journal thread; measured in docs/benchmarks.md); false, always on the
+  // journal thread, between writes.
   bool completion_thread = true;
 };
 
@@ -94,8 +99,8 @@ class CommitPipeline {
  private:
   void Run();
   void RunCompletions();
-  // Answers durable batches, here or on the completion thread.
-  void Release(std::vector<std::unique_ptr<SealedBatch>>& group);
+  // Answers a durable group of `calls` messages, here or on the completion thread.
+  void Release(std::vector<std::unique_ptr<SealedBatch>>& group, size_t calls);
   // Returns once every durable batch handed to the completion thread is answered: a lane's
   // rollback must come after its earlier batches' answers.
   void AwaitCompletions() ABSL_LOCKS_EXCLUDED(completions_mu_);

@@ -196,8 +196,8 @@ SealResult ShardCore::Seal(uint64_t finished_through) {
   sealed->undo.swap(undo_);
   write_.clear();
   ClearBatch();
-  batch_.reserve(options_.max_batch);
-  replies_.reserve(options_.max_batch);
+  // The vectors went with the sealed batch. Not reserved again: inline batches hold a few
+  // messages, and max_batch of them would be an allocation of kilobytes per batch.
   result.to_write = std::move(sealed);
   return result;
 }
