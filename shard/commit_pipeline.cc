@@ -141,7 +141,8 @@ void CommitPipeline::Release(std::vector<std::unique_ptr<SealedBatch>>& group, s
     }
   }
   for (std::unique_ptr<SealedBatch>& batch : group) {
-    lanes_[batch->shard]->OnDurable(std::move(batch));
+    CommitLane* const lane = lanes_[batch->shard];
+    lane->OnDurable(std::move(batch));
   }
 }
 
@@ -162,7 +163,8 @@ void CommitPipeline::RunCompletions() {
       completing_ = true;
     }
     for (std::unique_ptr<SealedBatch>& batch : done) {
-      lanes_[batch->shard]->OnDurable(std::move(batch));
+      CommitLane* const lane = lanes_[batch->shard];
+      lane->OnDurable(std::move(batch));
     }
     done.clear();
   }
