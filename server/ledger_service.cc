@@ -36,8 +36,9 @@ void SerializeResponse(const Response& response, grpc::ByteBuffer& bytes) {
 
 // One call from its arrival to its answer: owns the parsed request (the shard's Message views its
 // strings) for as long as the call lives. Created by the gRPC thread that admitted the call; once
-// handed to a shard, used only by the shard thread, which calls CallerGone and then Complete
-// exactly once. Finish and Complete delete it.
+// handed to a shard, used by one thread at a time: the thread deciding it calls CallerGone, and
+// whoever answers it (that thread, or the commit pipeline's journal or completion thread) calls
+// Complete exactly once. Finish and Complete delete it.
 template <typename Request, typename Response>
 class PendingCall final : public Completion {
  public:

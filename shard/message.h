@@ -28,7 +28,9 @@ struct Reply {
 };
 
 // Implemented by the front end for each call it enqueues.
-// Both methods are called only by the shard thread that owns the message.
+// Called one thread at a time, never concurrently: CallerGone by the thread deciding the message
+// (the holder of its shard's drain token); Complete by whoever answers it: that thread, or with a
+// store the commit pipeline's journal or completion thread once the message's write is durable.
 class Completion {
  public:
   // True when the caller has cancelled or its deadline has passed; the shard then skips the
