@@ -59,8 +59,9 @@ ABSL_FLAG(int32_t, shards, DefaultShards(),
           "number of account shards, each one thread with its own mailbox (2 to 1024; default: "
           "the number of hardware threads, at least 2). Accounts map to shards by a stable hash");
 ABSL_FLAG(int64_t, mailbox_capacity, 1024,
-          "messages each shard's mailbox holds (1 to 16777216); a call to a full mailbox fails "
-          "at once with RESOURCE_EXHAUSTED");
+          "calls each shard holds at once (1 to 16777216): queued, and with durability also "
+          "decided and waiting for their write; a call to a full shard fails at once with "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_batch, static_cast<int64_t>(ledger::kDefaultMaxBatch),
           "most messages a shard drains and applies per wake-up (1 to 65536)");
 ABSL_FLAG(int64_t, overdraft_limit, 0,
