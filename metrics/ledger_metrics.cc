@@ -58,6 +58,7 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   CollectShardFamilies(families);
   CollectJournal(families);
   CollectRequests(families);
+  CollectAdmission(families);
   auto build = Family("ledger_build_info", "Always 1; the version label says which ledgerd runs.",
                       prometheus::MetricType::Gauge);
   AddMetric(build, {{"version", version_}}).gauge.value = 1;
@@ -159,6 +160,39 @@ void LedgerMetrics::CollectJournal(std::vector<prometheus::MetricFamily>& famili
   journal_.group_calls().Collect(AddMetric(calls, {}));
   journal_.group_batches().Collect(AddMetric(batches, {}));
   for (auto* family : {&write, &calls, &batches}) families.push_back(std::move(*family));
+}
+
+void LedgerMetrics::CollectAdmission(std::vector<prometheus::MetricFamily>& families) const {
+  const AdmissionControl* admission = admission_.load(std::memory_order_acquire);
+  if (admission == nullptr) return;
+  auto admitted = Family("ledger_admitted_total",
+                         "Ledger calls admitted under the server's bound on calls in flight "
+                         "(--max_in_flight).",
+                         prometheus::MetricType::Counter);
+  AddMetric(admitted, {}).counter.value = static_cast<double>(admission->admitted());
+  families.push_back(std::move(admitted));
+  auto refused = Family("ledger_refused_total",
+                        "Ledger calls refused unapplied, by reason: in_flight_limit and "
+                        "mailbox_full answer RESOURCE_EXHAUSTED with grpc-retry-pushback-ms, "
+                        "shutting_down answers UNAVAILABLE.",
+                        prometheus::MetricType::Counter);
+  for (const RefusalReason reason : {RefusalReason::kInFlightLimit, RefusalReason::kMailboxFull,
+                                     RefusalReason::kShuttingDown}) {
+    AddMetric(refused, {{"reason", RefusalReasonName(reason)}}).counter.value =
+        static_cast<double>(admission->refused(reason));
+  }
+  families.push_back(std::move(refused));
+  auto in_flight = Family("ledger_in_flight",
+                          "Ledger calls admitted and not yet answered, server-wide.",
+                          prometheus::MetricType::Gauge);
+  AddMetric(in_flight, {}).gauge.value = static_cast<double>(admission->in_flight());
+  families.push_back(std::move(in_flight));
+  auto limit = Family("ledger_in_flight_limit",
+                      "The bound on ledger calls in flight (--max_in_flight); beyond it a call is "
+                      "refused at once with RESOURCE_EXHAUSTED.",
+                      prometheus::MetricType::Gauge);
+  AddMetric(limit, {}).gauge.value = static_cast<double>(admission->max_in_flight());
+  families.push_back(std::move(limit));
 }
 
 void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& families) const {

@@ -6,7 +6,8 @@
 // ledger_handler_seconds, ledger_mailbox_rejected_total, ledger_expired_total,
 // ledger_internal_errors_total, ledger_requests_total, ledger_accounts, ledger_build_info,
 // ledger_batch_size, ledger_journal_write_seconds, ledger_journal_group_calls,
-// ledger_journal_group_batches, ledger_storage_errors_total, ledger_recovery_seconds.
+// ledger_journal_group_batches, ledger_storage_errors_total, ledger_recovery_seconds,
+// ledger_admitted_total, ledger_refused_total, ledger_in_flight, ledger_in_flight_limit.
 //
 // Values are kept in plain atomics owned by this class and turned into Prometheus families only
 // when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
@@ -28,6 +29,7 @@
 #include "metrics/status_code_names.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
+#include "shard/admission_control.h"
 #include "shard/commit_pipeline.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -131,6 +133,11 @@ class LedgerMetrics final : public prometheus::Collectable {
   // Depth and capacity are read from the router at scrape time. Call once, before the first
   // scrape; `router` must outlive this object's scrapes.
   void AttachRouter(const Router* router) { router_.store(router, std::memory_order_release); }
+  // Admitted and refused calls and calls in flight are read from `admission` at scrape time.
+  // Call once, before the first scrape; `admission` must outlive this object's scrapes.
+  void AttachAdmission(const AdmissionControl* admission) {
+    admission_.store(admission, std::memory_order_release);
+  }
 
   // Counts one finished RPC by method and gRPC status code (0-16; anything else counts as
   // UNKNOWN). Any thread.
@@ -152,11 +159,13 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectShardFamilies(std::vector<prometheus::MetricFamily>& families) const;
   void CollectRequests(std::vector<prometheus::MetricFamily>& families) const;
   void CollectJournal(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectAdmission(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
   JournalMetrics journal_;
   std::atomic<const Router*> router_{nullptr};
+  std::atomic<const AdmissionControl*> admission_{nullptr};
   std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kRpcMethodCount> requests_{};
   std::atomic<double> recovery_seconds_{0};
   std::atomic<bool> data_directory_lost_{false};

@@ -29,6 +29,11 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
     return absl::InvalidArgumentError("shutdown grace must not be negative");
   }
   if (absl::Status status = ValidateTransportLimits(options.transport); !status.ok()) return status;
+  if (options.max_in_flight < kMaxInFlightMin || options.max_in_flight > kMaxInFlightMax) {
+    return absl::InvalidArgumentError(absl::StrCat("max in flight must be ", kMaxInFlightMin,
+                                                   " to ", kMaxInFlightMax, "; got ",
+                                                   options.max_in_flight));
+  }
   RouterOptions router_options = options.router;
   router_options.shard.idempotency_ttl = options.storage.idempotency_ttl;
   router_options.shard.clock = options.storage.clock;
@@ -80,7 +85,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       .require_request_id = options.require_request_id};
   std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
                                                         *std::move(router), options.shutdown_grace,
-                                                        service_options));
+                                                        options.max_in_flight, service_options));
+  server->metrics_->AttachAdmission(&server->admission_);
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
   server->transport_security_ = *std::move(transport_security);
@@ -125,12 +131,13 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
 LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
                            std::unique_ptr<storage::RocksDbStore> store,
                            std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-                           const ServiceOptions& service_options)
+                           int64_t max_in_flight, const ServiceOptions& service_options)
     : metrics_(std::move(metrics)),
       store_(std::move(store)),
       router_(std::move(router)),
       shutdown_grace_(shutdown_grace),
-      service_(router_.get(), metrics_.get(), store_.get(), service_options) {}
+      admission_(max_in_flight, router_->num_shards()),
+      service_(router_.get(), &admission_, metrics_.get(), store_.get(), service_options) {}
 
 LedgerServer::~LedgerServer() { LEDGER_CHECK(shut_down_); }
 

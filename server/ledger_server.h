@@ -22,6 +22,9 @@
 
 namespace ledger {
 
+// --max_in_flight's default: docs/overload.md has the figures behind it.
+inline constexpr int64_t kDefaultMaxInFlight = 256;
+
 struct ServerOptions {
   // host:port; port 0 picks a free port (see LedgerServer::port).
   std::string listen_address = "0.0.0.0:50051";
@@ -38,6 +41,10 @@ struct ServerOptions {
   storage::StoreOptions storage;
   // How long a graceful shutdown waits for calls in flight before cancelling them.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // The most ledger calls admitted and not yet answered, server-wide; beyond it a call is refused
+  // at once with RESOURCE_EXHAUSTED (see shard/admission_control.h). Within [kMaxInFlightMin,
+  // kMaxInFlightMax].
+  int64_t max_in_flight = kDefaultMaxInFlight;
   // Refuse Deposits and Withdraws that carry no request_id (see ServiceOptions).
   bool require_request_id = false;
   // TLS, mutual TLS and the authorization policy of the gRPC port; the default is plaintext.
@@ -82,6 +89,7 @@ class LedgerServer {
   int64_t recovered_accounts() const { return recovered_accounts_; }
   absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
+  const AdmissionControl& admission() const { return admission_; }
   const ServerTransportSecurity& transport_security() const { return *transport_security_; }
 
   // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; close
@@ -96,7 +104,7 @@ class LedgerServer {
  private:
   LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<storage::RocksDbStore> store,
                std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-               const ServiceOptions& service_options);
+               int64_t max_in_flight, const ServiceOptions& service_options);
 
   // Runs on watcher_ until Shutdown: checks the data directory every
   // kDataDirectoryCheckInterval, and the first time it is gone turns health NOT_SERVING, sets
@@ -112,6 +120,7 @@ class LedgerServer {
   int64_t recovered_accounts_ = 0;
   absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
+  AdmissionControl admission_;
   LedgerService service_;
   std::unique_ptr<ServerTransportSecurity> transport_security_;
   ReflectionService reflection_;

@@ -1,5 +1,6 @@
 #include "server/ledger_service.h"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,11 +19,19 @@
 namespace ledger {
 namespace {
 
-// Every call ends here, exactly once: counted by its final code, then finished.
-void FinishCall(grpc::ServerUnaryReactor& reactor, LedgerMetrics& metrics, RpcMethod method,
+// Every admitted call ends here, exactly once: counted by its final code, released from the
+// in-flight count (`shard`: the shard that answered it, -1 for none), then finished.
+void FinishCall(grpc::ServerUnaryReactor& reactor, LedgerMetrics& metrics,
+                AdmissionControl& admission, RpcMethod method, int32_t shard,
                 const grpc::Status& status) {
   metrics.RecordRequest(method, static_cast<int>(status.error_code()));
+  admission.Answered(shard);
   reactor.Finish(status);
+}
+
+// Tells the client when to retry: gRPC's pushback convention, in whole milliseconds.
+void AddPushback(grpc::CallbackServerContext& context, std::chrono::milliseconds pushback) {
+  context.AddTrailingMetadata(kRetryPushbackKey, std::to_string(pushback.count()));
 }
 
 // Serializes an OK call's response into the bytes gRPC sends.
@@ -43,16 +52,21 @@ template <typename Request, typename Response>
 class PendingCall final : public Completion {
  public:
   PendingCall(grpc::CallbackServerContext* context, grpc::ByteBuffer* response_bytes,
-              LedgerMetrics* metrics, RpcMethod method)
+              LedgerMetrics* metrics, AdmissionControl* admission, RpcMethod method)
       : context_(context),
         reactor_(context->DefaultReactor()),
         response_bytes_(response_bytes),
         metrics_(metrics),
+        admission_(admission),
         method_(method) {}
 
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  grpc::CallbackServerContext& context() const { return *context_; }
   Request& request() { return request_; }
   CallFacts& facts() { return facts_; }
+  // Whether the shard took the call (and so answers it): only those count towards the shard's
+  // drain rate. Set before the send, since an accepted call may be gone by its return.
+  void set_handed_to_shard(bool handed) { handed_to_shard_ = handed; }
 
   bool CallerGone() const override { return context_->IsCancelled(); }
 
@@ -69,7 +83,8 @@ class PendingCall final : public Completion {
   }
 
   void Finish(const grpc::Status& status) {
-    FinishCall(*reactor_, *metrics_, method_, status);
+    FinishCall(*reactor_, *metrics_, *admission_, method_, handed_to_shard_ ? facts_.shard : -1,
+               status);
     delete this;
   }
 
@@ -80,9 +95,11 @@ class PendingCall final : public Completion {
   grpc::ServerUnaryReactor* const reactor_;
   grpc::ByteBuffer* const response_bytes_;
   LedgerMetrics* const metrics_;
+  AdmissionControl* const admission_;
   const RpcMethod method_;
   Request request_;
   CallFacts facts_;
+  bool handed_to_shard_ = false;
 };
 
 v1::Operation ToProto(Op op) {
@@ -91,9 +108,27 @@ v1::Operation ToProto(Op op) {
 
 }  // namespace
 
-LedgerService::LedgerService(Router* router, LedgerMetrics* metrics, storage::RocksDbStore* store,
-                             const ServiceOptions& options)
-    : router_(router), metrics_(metrics), store_(store), options_(options) {}
+LedgerService::LedgerService(Router* router, AdmissionControl* admission, LedgerMetrics* metrics,
+                             storage::RocksDbStore* store, const ServiceOptions& options)
+    : router_(router),
+      admission_(admission),
+      metrics_(metrics),
+      store_(store),
+      options_(options),
+      over_limit_(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  absl::StrCat("ledgerd is at its limit of ", admission->max_in_flight(),
+                               " calls in flight (--max_in_flight); nothing was applied, retry "
+                               "after the ",
+                               kRetryPushbackKey, " delay")) {}
+
+grpc::ServerUnaryReactor* LedgerService::RefuseOverLimit(grpc::CallbackServerContext* context,
+                                                         RpcMethod method) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  AddPushback(*context, admission_->PushbackAfterInFlightLimit(AdmissionControl::Clock::now()));
+  metrics_->RecordRequest(method, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  reactor->Finish(over_limit_);
+  return reactor;
+}
 
 grpc::ServerUnaryReactor* LedgerService::Deposit(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
@@ -117,6 +152,7 @@ grpc::ServerUnaryReactor* LedgerService::Balance(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request_bytes,
                                                  grpc::ByteBuffer* response_bytes) {
+  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kHistory);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::HistoryRequest request;
   grpc::Status status = ParseRequest(*request_bytes, request);
@@ -125,7 +161,7 @@ grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* co
     status = ReadHistory(request, response);
     if (status.ok()) SerializeResponse(response, *response_bytes);
   }
-  FinishCall(*reactor, *metrics_, RpcMethod::kHistory, status);
+  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kHistory, /*shard=*/-1, status);
   return reactor;
 }
 
@@ -175,7 +211,9 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* context, Op op,
                                                 const grpc::ByteBuffer& request_bytes,
                                                 grpc::ByteBuffer* response_bytes) {
-  auto* call = new PendingCall<Request, Response>(context, response_bytes, metrics_, MethodOf(op));
+  if (!admission_->TryAdmit()) return RefuseOverLimit(context, MethodOf(op));
+  auto* call = new PendingCall<Request, Response>(context, response_bytes, metrics_, admission_,
+                                                  MethodOf(op));
   grpc::ServerUnaryReactor* reactor = call->reactor();
   // From here on `call` may be gone once it is finished or handed to a shard; `reactor` lives
   // until gRPC is done with the call.
@@ -195,13 +233,21 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
                   .completion = call,
                   .enqueued_at = {},
                   .request_id = facts.request_id};
-  switch (router_->TrySend(facts.shard, std::move(message))) {
+  call->set_handed_to_shard(true);
+  const SendOutcome sent = router_->TrySend(facts.shard, std::move(message));
+  if (sent != SendOutcome::kAccepted) call->set_handed_to_shard(false);
+  switch (sent) {
     case SendOutcome::kAccepted:
       break;  // The shard finishes the call; `call` may already be gone.
     case SendOutcome::kFull:
+      admission_->CountRefused(RefusalReason::kMailboxFull);
+      AddPushback(call->context(),
+                  admission_->PushbackAfterFullMailbox(facts.shard, facts.mailbox_capacity,
+                                                       AdmissionControl::Clock::now()));
       call->Complete({Outcome::kMailboxFull, 0});
       break;
     case SendOutcome::kClosed:
+      admission_->CountRefused(RefusalReason::kShuttingDown);
       call->Complete({Outcome::kShuttingDown, 0});
       break;
   }

@@ -1,6 +1,7 @@
 // Defines `LedgerService`, the gRPC front end of `ledger.v1.Ledger` on the callback API: it
-// validates each call, routes it to the shard that owns the account and returns at once; the
-// shard's reply finishes the call.
+// admits each call (or refuses it at once, beyond the server's bound on calls in flight),
+// validates it, routes it to the shard that owns the account and returns at once; the shard's
+// reply finishes the call.
 #ifndef LEDGER_SERVER_LEDGER_SERVICE_H_
 #define LEDGER_SERVER_LEDGER_SERVICE_H_
 
@@ -10,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/ledger_metrics.h"
+#include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
 #include "storage/rocksdb_store.h"
@@ -32,14 +34,20 @@ struct ServiceOptions {
   bool require_request_id = false;
 };
 
+// The trailing-metadata key of gRPC's retry pushback convention: on every RESOURCE_EXHAUSTED the
+// service answers (in-flight limit, full mailbox), how many milliseconds the client should wait
+// before it retries, as a decimal integer.
+inline constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
+
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
-// either finished at once (bad input, shed, shutting down) or handed to a shard.
+// either finished at once (over the in-flight limit, bad input, shed, shutting down) or handed to
+// a shard.
 class LedgerService final : public RawLedgerService {
  public:
-  // `router`, `metrics` and `store` are not owned and must outlive the service; `store` is null
-  // when the server keeps no journal (--durability=none).
-  LedgerService(Router* router, LedgerMetrics* metrics, storage::RocksDbStore* store,
-                const ServiceOptions& options);
+  // `router`, `admission`, `metrics` and `store` are not owned and must outlive the service;
+  // `store` is null when the server keeps no journal (--durability=none).
+  LedgerService(Router* router, AdmissionControl* admission, LedgerMetrics* metrics,
+                storage::RocksDbStore* store, const ServiceOptions& options);
 
   grpc::ServerUnaryReactor* Deposit(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
@@ -61,12 +69,19 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
                                    const grpc::ByteBuffer& request_bytes,
                                    grpc::ByteBuffer* response_bytes);
+  // Answers a call refused by the in-flight limit: RESOURCE_EXHAUSTED with the pushback, and
+  // nothing of the request parsed or copied.
+  grpc::ServerUnaryReactor* RefuseOverLimit(grpc::CallbackServerContext* context,
+                                            RpcMethod method);
   grpc::Status ReadHistory(const v1::HistoryRequest& request, v1::HistoryResponse& response);
 
   Router* const router_;
+  AdmissionControl* const admission_;
   LedgerMetrics* const metrics_;
   storage::RocksDbStore* const store_;
   const ServiceOptions options_;
+  // Built once: a refusal copies it (gRPC's Finish takes the status by value) and builds nothing.
+  const grpc::Status over_limit_;
 };
 
 }  // namespace ledger

@@ -62,6 +62,11 @@ ABSL_FLAG(int64_t, mailbox_capacity, 1024,
           "calls each shard holds at once (1 to 16777216): queued, and with durability also "
           "decided and waiting for their write; a call to a full shard fails at once with "
           "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_in_flight, ledger::kDefaultMaxInFlight,
+          "ledger calls the whole server holds at once, admitted and not yet answered (1 to "
+          "16777216); one more is refused at once with RESOURCE_EXHAUSTED and a "
+          "grpc-retry-pushback-ms trailer, before it is parsed. Bounds the latency of admitted "
+          "calls under overload (see docs/overload.md)");
 ABSL_FLAG(int64_t, max_batch, static_cast<int64_t>(ledger::kDefaultMaxBatch),
           "most messages a shard drains and applies per wake-up (1 to 65536)");
 ABSL_FLAG(int64_t, overdraft_limit, 0,
@@ -233,6 +238,12 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   }
   if (capacity < 1 || static_cast<uint64_t>(capacity) > ledger::kMailboxCapacityMax) {
     return OutOfRange("--mailbox_capacity", capacity, 1, ledger::kMailboxCapacityMax);
+  }
+  options.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  if (options.max_in_flight < ledger::kMaxInFlightMin ||
+      options.max_in_flight > ledger::kMaxInFlightMax) {
+    return OutOfRange("--max_in_flight", options.max_in_flight, ledger::kMaxInFlightMin,
+                      ledger::kMaxInFlightMax);
   }
   if (max_batch < 1 || static_cast<uint64_t>(max_batch) > ledger::kMaxBatchMax) {
     return OutOfRange("--max_batch", max_batch, 1, ledger::kMaxBatchMax);
@@ -512,11 +523,12 @@ int main(int argc, char** argv) {
                 ListenAddressWithPort(options->metrics_listen_address, (*server)->metrics_port()),
                 "/metrics");
   std::cout << absl::StrFormat(
-                   "ledgerd %s: listening on %s, %s, %d shards, mailbox capacity %d, max batch "
-                   "%d, overdraft limit %d, %s, gRPC %s",
+                   "ledgerd %s: listening on %s, %s, %d shards, mailbox capacity %d, max in "
+                   "flight %d, max batch %d, overdraft limit %d, %s, gRPC %s",
                    LEDGER_VERSION,
                    ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
-                   options->router.num_shards, shard.mailbox_capacity, shard.max_batch,
+                   options->router.num_shards, shard.mailbox_capacity, options->max_in_flight,
+                   shard.max_batch,
                    shard.policy.overdraft_limit, storage,
                    (*server)->transport_security().description())
             << std::endl;
