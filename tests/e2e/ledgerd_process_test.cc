@@ -105,11 +105,13 @@ int CountOkRestRefusedUnapplied(const std::vector<grpc::Status>& outcomes) {
 
 TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
   Subprocess ledgerd(LedgerdArgs(
-      {"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512", "--max_batch=64"}));
+      {"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512", "--max_in_flight=300",
+       "--max_batch=64"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   EXPECT_THAT(ledgerd.output(),
-              HasSubstr(", 3 shards, mailbox capacity 512, max batch 64, overdraft limit 0"));
+              HasSubstr(", 3 shards, mailbox capacity 512, max in flight 300, max batch 64, "
+                        "overdraft limit 0"));
   auto stub = StubFor(port);
   int64_t balance = 0;
   ASSERT_TRUE(Deposit(*stub, "alice", 1500, &balance).ok());
@@ -401,6 +403,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--mailbox_capacity=0", "--mailbox_capacity must be 1 to 16777216; got 0"},
         BadFlagCase{"--mailbox_capacity=16777217",
                     "--mailbox_capacity must be 1 to 16777216; got 16777217"},
+        BadFlagCase{"--max_in_flight=0", "--max_in_flight must be 1 to 16777216; got 0"},
+        BadFlagCase{"--max_in_flight=16777217",
+                    "--max_in_flight must be 1 to 16777216; got 16777217"},
         BadFlagCase{"--max_batch=0", "--max_batch must be 1 to 65536; got 0"},
         BadFlagCase{"--overdraft_limit=-1", "--overdraft_limit must be 0 or more; got -1"},
         BadFlagCase{"--shutdown_grace=-1s", "--shutdown_grace must not be negative"},
@@ -459,6 +464,7 @@ TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   for (const char* flag : {"--listen",
                            "--shards",
                            "--mailbox_capacity",
+                           "--max_in_flight",
                            "--max_batch",
                            "--overdraft_limit",
                            "--shutdown_grace",
