@@ -1,0 +1,119 @@
+// Overload end to end: ledgerd with a slow handler (--debug_handler_delay) under a closed loop
+// far beyond what it can serve. Each refusal reason is driven on its own; the load test's
+// verification proves that nothing refused was applied, and /metrics counts the refusals by
+// reason. Bounded to a few seconds each; no timing assertions.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/http_get.h"
+#include "tests/metrics_text.h"
+
+namespace ledger {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::Subprocess;
+
+// The number after `"key":` in a flat JSON text, or -1.
+long long JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::atoll(json.c_str() + at + key.size() + 3);
+}
+
+class OverloadTest : public testing::Test {
+ protected:
+  void StartLedgerd(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
+                                 "--metrics_listen=127.0.0.1:0", testing_util::NewLedgerDirFlag(),
+                                 "--shards=2", "--debug_handler_delay=2ms"});
+    ledgerd_ = std::make_unique<Subprocess>(flags);
+    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
+    target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),
+                                                                    "listening on 127.0.0.1:"));
+    metrics_port_ = testing_util::PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
+  }
+  void TearDown() override {
+    if (ledgerd_ != nullptr) {
+      ledgerd_->Signal(SIGTERM);
+      ledgerd_->WaitForExit();
+    }
+    std::filesystem::remove(json_path_);
+  }
+
+  // Runs the load test: 64 calls in flight for 2 s on skewed accounts, retries off so that every
+  // refusal the client counts is one the server counted. (The server counts a few more: the
+  // verification's balance reads can be refused too, and are read again.) Returns its exit code
+  // and leaves its JSON report in json_.
+  int RunLoadtest() {
+    Subprocess loadtest({LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
+                         "--server_shards=2", "--warmup=0s", "--duration=2s", "--concurrency=64",
+                         "--distribution=zipf:1.1"});
+    const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
+    output_ = loadtest.output();
+    std::ifstream file(json_path_);
+    json_.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    return exit_code;
+  }
+
+  double Metric(const std::string& series) {
+    const std::optional<testing_util::HttpResponse> response =
+        testing_util::HttpGet(metrics_port_, "/metrics");
+    if (!response.has_value() || response->status != 200) return -1;
+    return testing_util::SampleValue(response->body, series).value_or(-1);
+  }
+
+  std::unique_ptr<Subprocess> ledgerd_;
+  std::string target_;
+  int metrics_port_ = 0;
+  const std::string json_path_ =
+      (std::filesystem::temp_directory_path() / ("overload-" + std::to_string(getpid()) + ".json"))
+          .string();
+  std::string json_;
+  std::string output_;
+};
+
+// Every call in flight waits at least 2 ms in its handler, so 64 client calls against a bound of
+// 8 keep the bound full: the rest are refused in_flight_limit, none by a mailbox (1024 each).
+TEST_F(OverloadTest, TheInFlightLimitRefusesTheExcessAndNothingRefusedIsApplied) {
+  StartLedgerd({"--max_in_flight=8"});
+  ASSERT_EQ(RunLoadtest(), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\"")) << json_;
+  const long long shed = JsonNumber(json_, "RESOURCE_EXHAUSTED");
+  EXPECT_GT(shed, 0) << json_;
+  EXPECT_GT(JsonNumber(json_, "OK"), 0) << json_;
+  EXPECT_EQ(JsonNumber(json_, "DEADLINE_EXCEEDED"), -1) << "refusals must not wait: " << json_;
+  EXPECT_GE(Metric("ledger_refused_total{reason=\"in_flight_limit\"}"),
+            static_cast<double>(shed));
+  EXPECT_EQ(Metric("ledger_refused_total{reason=\"mailbox_full\"}"), 0);
+  EXPECT_EQ(Metric("ledger_in_flight_limit"), 8);
+  EXPECT_EQ(Metric("ledger_in_flight"), 0);  // Every admitted call was answered.
+}
+
+// With the server-wide bound out of the way, the shards' mailboxes (4 each) refuse instead.
+TEST_F(OverloadTest, AFullMailboxRefusesTheExcessAndNothingRefusedIsApplied) {
+  StartLedgerd({"--max_in_flight=100000", "--mailbox_capacity=4", "--max_batch=1"});
+  ASSERT_EQ(RunLoadtest(), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\"")) << json_;
+  const long long shed = JsonNumber(json_, "RESOURCE_EXHAUSTED");
+  EXPECT_GT(shed, 0) << json_;
+  EXPECT_GT(JsonNumber(json_, "OK"), 0) << json_;
+  EXPECT_GE(Metric("ledger_refused_total{reason=\"mailbox_full\"}"), static_cast<double>(shed));
+  EXPECT_EQ(Metric("ledger_refused_total{reason=\"in_flight_limit\"}"), 0);
+  EXPECT_EQ(Metric("ledger_in_flight"), 0);
+}
+
+}  // namespace
+}  // namespace ledger
