@@ -1,5 +1,6 @@
 #include "client/retry_timer.h"
 
+#include <cstdlib>
 #include <utility>
 
 #include "absl/time/time.h"
@@ -11,6 +12,7 @@ RetryTimer::RetryTimer() : thread_([this] { Loop(); }) {}
 RetryTimer::~RetryTimer() { Stop(); }
 
 void RetryTimer::Schedule(Clock::time_point due, std::function<void()> task) {
+  if (!task) std::abort();  // An empty task would read as "stopped" in Loop: a bug, not input.
   absl::MutexLock lock(&mu_);
   entries_.push({due, next_order_++, std::move(task)});
   changed_.Signal();  // It may be due before the one the loop waits for.
@@ -31,10 +33,16 @@ size_t RetryTimer::Waiting() const {
 }
 
 void RetryTimer::Loop() {
+  for (std::function<void()> task = NextDueTask(); task; task = NextDueTask()) {
+    task();  // Without the lock: a task may schedule another.
+  }
+}
+
+std::function<void()> RetryTimer::NextDueTask() {
   absl::MutexLock lock(&mu_);
   for (;;) {
     if (entries_.empty()) {
-      if (stopping_) return;
+      if (stopping_) return nullptr;
       changed_.Wait(&mu_);
       continue;
     }
@@ -47,9 +55,7 @@ void RetryTimer::Loop() {
     // top() is const; the entry is popped at once, so moving its task out is safe.
     std::function<void()> task = std::move(const_cast<Entry&>(entries_.top()).task);
     entries_.pop();
-    mu_.Unlock();  // A task may schedule another.
-    task();
-    mu_.Lock();
+    return task;
   }
 }
 

@@ -31,7 +31,7 @@ class RetryTimer {
   RetryTimer(const RetryTimer&) = delete;
   RetryTimer& operator=(const RetryTimer&) = delete;
 
-  // Runs `task` on the timer's thread at `due` or soon after.
+  // Runs `task` (not empty) on the timer's thread at `due` or soon after.
   void Schedule(Clock::time_point due, std::function<void()> task);
   // Runs what is left (see the NOTE above) and joins the thread. Idempotent; not from a task.
   void Stop();
@@ -50,6 +50,9 @@ class RetryTimer {
   };
 
   void Loop();
+  // Waits for the earliest task to be due (or for Stop) and takes it; nullptr once stopped with
+  // nothing left.
+  std::function<void()> NextDueTask() ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // Signalled on Schedule and Stop.
