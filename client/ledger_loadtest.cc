@@ -398,9 +398,16 @@ class Stats {
     absl::MutexLock lock(&mu_);
     ++retries_[static_cast<size_t>(event)];
   }
+  // One shed attempt of a measured call, retried or not, timed from that attempt's start: how
+  // quickly the server refuses, which a call's own latency (from its first attempt, waits for
+  // pushback included) does not show once calls are retried.
+  void RecordShedAttempt(std::chrono::nanoseconds latency) {
+    absl::MutexLock lock(&mu_);
+    shed_attempts_.Record(latency);
+  }
 
   struct Snapshot {
-    LatencyHistogram ok, shed;
+    LatencyHistogram ok, shed, shed_attempts;
     std::array<uint64_t, kStatusCodeCount> codes{};
     uint64_t attempted = 0, not_sent = 0, not_sent_late = 0;
     std::vector<uint64_t> shard_calls, shard_sheds;
@@ -409,8 +416,8 @@ class Stats {
   };
   Snapshot Take() const {
     absl::MutexLock lock(&mu_);
-    return {ok_,          shed_,        codes_,  attempted_, not_sent_, not_sent_late_,
-            shard_calls_, shard_sheds_, retries_};
+    return {ok_,       shed_,          shed_attempts_, codes_,       attempted_,
+            not_sent_, not_sent_late_, shard_calls_,   shard_sheds_, retries_};
   }
 
   // Calls finished since the last TakeInterval, warm-up included, for the progress line.
@@ -449,6 +456,7 @@ class Stats {
   mutable absl::Mutex mu_;
   LatencyHistogram ok_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram shed_ ABSL_GUARDED_BY(mu_);
+  LatencyHistogram shed_attempts_ ABSL_GUARDED_BY(mu_);
   std::array<uint64_t, kStatusCodeCount> codes_ ABSL_GUARDED_BY(mu_){};
   uint64_t attempted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_ ABSL_GUARDED_BY(mu_) = 0;
@@ -539,6 +547,8 @@ class Driver {
     v1::WithdrawResponse withdraw_response;
     v1::BalanceResponse balance_response;
     Clock::time_point intended_start;
+    // This attempt's: the first attempt's is `intended_start`, a retry's when it was sent.
+    Clock::time_point attempt_start;
     std::string request_id;
     bool measured = false;
   };
@@ -637,6 +647,7 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
   call->workload = std::move(workload);
   call->plan = plan;
   call->intended_start = intended_start;
+  call->attempt_start = intended_start;
   call->measured = measured;
   // Also with --wait_for_ready: a call waits for the connection until this deadline, no longer;
   // and its retries start before it or not at all.
@@ -715,14 +726,20 @@ bool Driver::ScheduleRetry(Call* call) {
     return false;
   }
   count(RetryEvent::kSent);
-  retry_timer_.Schedule(Clock::now() + delay, [this, call] { Send(call); });
+  retry_timer_.Schedule(Clock::now() + delay, [this, call] {
+    call->attempt_start = Clock::now();
+    Send(call);
+  });
   return true;
 }
 
 void Driver::Finish(Call* call, const grpc::Status& status) {
   // A shed attempt applied nothing, so retrying it under the same request_id keeps the call one
   // logical operation; only its final code reaches the book and the report.
-  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && ScheduleRetry(call)) return;
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    if (call->measured) stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
+    if (ScheduleRetry(call)) return;
+  }
   const auto latency = Clock::now() - call->intended_start;  // From the first attempt's start.
   book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
   if (EffectOf(call->plan.op, status.error_code()) == Effect::kUnknown) {
@@ -1236,6 +1253,10 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   if (options.rate > 0) report << absl::StrFormat(" (offered %.0f/s)", options.rate);
   report << "\n";
   report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
+  // Only when some shed call was retried: otherwise it is the line above.
+  if (s.shed_attempts.count() != s.shed.count()) {
+    report << LatencyLine("latency SHED attempt", s.shed_attempts);
+  }
   report << "codes:";
   for (size_t code = 0; code < kStatusCodeCount; ++code) {
     if (s.codes[code] > 0) report << " " << kStatusCodeNames[code] << "=" << s.codes[code];
@@ -1311,7 +1332,8 @@ std::string JsonReport(const Options& options, const RunOutcome& o) {
        << ",\"denied_by_max_retries\":" << s.retry(RetryEvent::kDeniedByMaxRetries)
        << ",\"ok_after_retry\":" << s.retry(RetryEvent::kOkAfterRetry) << "}"
        << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
-       << ",\"resource_exhausted\":" << LatencyJson(s.shed) << "},\"shards\":[";
+       << ",\"resource_exhausted\":" << LatencyJson(s.shed)
+       << ",\"resource_exhausted_attempt\":" << LatencyJson(s.shed_attempts) << "},\"shards\":[";
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
     json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
          << ",\"shed\":" << s.shard_sheds[shard] << "}";

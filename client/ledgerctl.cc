@@ -183,7 +183,7 @@ grpc::Status CallHonouringPushback(Attempt attempt) {
   const int attempts = retries + 1;
   for (int number = 1;; ++number) {
     std::unique_ptr<grpc::ClientContext> context = NewContext();
-    const grpc::Status status = attempt(context.get());
+    grpc::Status status = attempt(context.get());
     if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return status;
     const std::optional<std::chrono::milliseconds> pushback =
         ledger::RetryPushback(context->GetServerTrailingMetadata());

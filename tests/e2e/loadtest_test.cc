@@ -178,6 +178,13 @@ TEST_F(LoadtestPushbackTest, RetriesStayWithinTheBudgetAndTheBookStaysExact) {
   EXPECT_LE(JsonNumber(json_, "ok_after_retry"), sent) << json_;
   EXPECT_EQ(JsonNumber(json_, "denied_by_deadline"), 0) << json_;
   EXPECT_THAT(output_, HasSubstr("retries after pushback: "));
+  // Every shed attempt is timed on its own: the retried ones and the calls that ended shed.
+  const std::string attempts = "\"resource_exhausted_attempt\":";
+  ASSERT_THAT(json_, HasSubstr(attempts));
+  EXPECT_EQ(JsonNumber(json_.substr(json_.find(attempts)), "count"),
+            sent + JsonNumber(json_, "RESOURCE_EXHAUSTED"))
+      << json_;
+  EXPECT_THAT(output_, HasSubstr("latency SHED attempt "));
 }
 
 TEST_F(LoadtestPushbackTest, ABudgetOfOneRetriesEveryShedCallOnce) {
