@@ -1,6 +1,7 @@
 // ledger-loadtest: drives ledgerd hard, reports what a capacity planner needs, and checks at the
 // end that no money was lost or invented.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,9 @@
 #include "client/exit_codes.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
+#include "client/pushback.h"
+#include "client/retry_budget.h"
+#include "client/retry_timer.h"
 #include "client/tls_flags.h"
 #include "client/workload.h"
 #include "grpcpp/grpcpp.h"
@@ -50,8 +54,22 @@ ABSL_FLAG(double, rate, 0,
           "open loop: calls per second, each timed from its intended send time (no coordinated "
           "omission); 0 runs the closed loop");
 ABSL_FLAG(int32_t, max_in_flight, 20000,
-          "open loop: calls in flight at most; beyond, a call "
-          "is counted as not sent (client overloaded)");
+          "open loop: calls in flight at most (a call waiting to retry included); beyond, a "
+          "call is not sent and counts as NOT_SENT(in-flight cap)");
+ABSL_FLAG(absl::Duration, max_send_delay, absl::Milliseconds(2),
+          "open loop: a call the sender reaches more than this after its intended send time is "
+          "not sent and counts as NOT_SENT(late): the client itself could not keep up, and "
+          "sending it late would measure the client's lag as the server's latency; inf sends "
+          "every call however late");
+ABSL_FLAG(int32_t, max_retries, 2,
+          "retries of a call shed with RESOURCE_EXHAUSTED whose trailing metadata carries "
+          "grpc-retry-pushback-ms (a non-negative integer): the same request is sent again after "
+          "that many ms (plus up to 10% jitter), if it can start before the call's --deadline "
+          "and --retry_budget allows; 0 never retries");
+ABSL_FLAG(double, retry_budget, 0.1,
+          "retries may be at most this fraction of first attempts (0 to 1): each first attempt "
+          "earns this many tokens, up to 100, and each retry spends one, so retries can never "
+          "multiply an overload");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "how long to measure, after the warm-up");
 ABSL_FLAG(int64_t, requests, 0, "stop after this many measured calls (0: use --duration only)");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2),
@@ -109,11 +127,21 @@ struct Options {
   bool json;
   bool progress;
   std::string json_file = "";
+  absl::Duration max_send_delay = absl::Milliseconds(2);
+  int32_t max_retries = 2;
+  double retry_budget = 0.1;
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
 };
+
+// The most retries of one call that --max_retries accepts: more would only stretch a call that
+// the server keeps refusing.
+constexpr int32_t kMaxRetriesLimit = 10;
+// The most jitter added to a pushback, as a fraction of it, so that calls shed together do not
+// all come back in the same millisecond.
+constexpr double kPushbackJitter = 0.1;
 
 absl::StatusOr<Options> OptionsFromFlags() {
   Options o{absl::GetFlag(FLAGS_target),         absl::GetFlag(FLAGS_concurrency),
@@ -128,6 +156,9 @@ absl::StatusOr<Options> OptionsFromFlags() {
             absl::GetFlag(FLAGS_resolve_for),    absl::GetFlag(FLAGS_json),
             absl::GetFlag(FLAGS_progress)};
   o.json_file = absl::GetFlag(FLAGS_json_file);
+  o.max_send_delay = absl::GetFlag(FLAGS_max_send_delay);
+  o.max_retries = absl::GetFlag(FLAGS_max_retries);
+  o.retry_budget = absl::GetFlag(FLAGS_retry_budget);
   absl::StatusOr<cli::HostPort> target =
       cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
   if (!target.ok()) return target.status();
@@ -143,6 +174,16 @@ absl::StatusOr<Options> OptionsFromFlags() {
   if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency must be at least 1");
   if (o.rate < 0) return absl::InvalidArgumentError("--rate must not be negative");
   if (o.max_in_flight < 1) return absl::InvalidArgumentError("--max_in_flight must be >= 1");
+  if (o.max_send_delay <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_send_delay must be positive (inf: never late)");
+  }
+  if (o.max_retries < 0 || o.max_retries > kMaxRetriesLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_retries must be 0 to ", kMaxRetriesLimit));
+  }
+  if (!(o.retry_budget >= 0 && o.retry_budget <= 1)) {
+    return absl::InvalidArgumentError("--retry_budget must be 0 to 1");
+  }
   if (o.duration <= absl::ZeroDuration() && o.requests <= 0) {
     return absl::InvalidArgumentError("give a positive --duration or --requests");
   }
@@ -227,6 +268,16 @@ bool ServerAnswered(grpc::StatusCode code) {
 
 absl::Duration GoneAfter(const Options& options) {
   return std::max(kGoneAfter, 2 * options.deadline);
+}
+
+// User plus system CPU time this process has used so far.
+double ProcessCpuSeconds() {
+  struct rusage usage = {};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration duration) {
@@ -323,20 +374,50 @@ class Stats {
       if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) ++shard_sheds_[shard];
     }
   }
+  // Open loop: a call not sent because --max_in_flight calls were in flight.
   void CountNotSent() {
     absl::MutexLock lock(&mu_);
     ++not_sent_;
   }
+  // Open loop: a call not sent because the sender reached it after --max_send_delay.
+  void CountNotSentLate() {
+    absl::MutexLock lock(&mu_);
+    ++not_sent_late_;
+  }
+
+  // What became of a shed call that carried a valid pushback, or of a retried call at its end.
+  enum class RetryEvent {
+    kSent,
+    kDeniedByBudget,
+    kDeniedByDeadline,
+    kDeniedByMaxRetries,
+    kOkAfterRetry
+  };
+  static constexpr size_t kRetryEvents = 5;
+  void CountRetry(RetryEvent event) {
+    absl::MutexLock lock(&mu_);
+    ++retries_[static_cast<size_t>(event)];
+  }
+  // One shed attempt of a measured call, retried or not, timed from that attempt's start: how
+  // quickly the server refuses, which a call's own latency (from its first attempt, waits for
+  // pushback included) does not show once calls are retried.
+  void RecordShedAttempt(std::chrono::nanoseconds latency) {
+    absl::MutexLock lock(&mu_);
+    shed_attempts_.Record(latency);
+  }
 
   struct Snapshot {
-    LatencyHistogram ok, shed;
+    LatencyHistogram ok, shed, shed_attempts;
     std::array<uint64_t, kStatusCodeCount> codes{};
-    uint64_t attempted = 0, not_sent = 0;
+    uint64_t attempted = 0, not_sent = 0, not_sent_late = 0;
     std::vector<uint64_t> shard_calls, shard_sheds;
+    std::array<uint64_t, kRetryEvents> retries{};  // Index: RetryEvent.
+    uint64_t retry(RetryEvent event) const { return retries[static_cast<size_t>(event)]; }
   };
   Snapshot Take() const {
     absl::MutexLock lock(&mu_);
-    return {ok_, shed_, codes_, attempted_, not_sent_, shard_calls_, shard_sheds_};
+    return {ok_,       shed_,          shed_attempts_, codes_,       attempted_,
+            not_sent_, not_sent_late_, shard_calls_,   shard_sheds_, retries_};
   }
 
   // Calls finished since the last TakeInterval, warm-up included, for the progress line.
@@ -375,9 +456,12 @@ class Stats {
   mutable absl::Mutex mu_;
   LatencyHistogram ok_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram shed_ ABSL_GUARDED_BY(mu_);
+  LatencyHistogram shed_attempts_ ABSL_GUARDED_BY(mu_);
   std::array<uint64_t, kStatusCodeCount> codes_ ABSL_GUARDED_BY(mu_){};
   uint64_t attempted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t not_sent_late_ ABSL_GUARDED_BY(mu_) = 0;
+  std::array<uint64_t, kRetryEvents> retries_ ABSL_GUARDED_BY(mu_){};
   std::vector<uint64_t> shard_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> shard_sheds_ ABSL_GUARDED_BY(mu_);
   Interval interval_ ABSL_GUARDED_BY(mu_);
@@ -393,7 +477,8 @@ class Driver {
       : options_(options),
         accounts_(accounts),
         book_(static_cast<size_t>(options.accounts)),
-        stats_(options.shards) {
+        stats_(options.shards),
+        retry_budget_(options.retry_budget) {
     for (int32_t i = 0; i < options.channels; ++i) {
       grpc::ChannelArguments arguments;
       arguments.SetInt("ledger.loadtest.channel", i);  // Distinct args: distinct connections.
@@ -435,6 +520,8 @@ class Driver {
   const Stats& stats() const { return stats_; }
   const std::vector<std::string>& names() const { return names_; }
   double measured_seconds() const { return measured_seconds_; }
+  // User plus system CPU time of this process over the measured interval.
+  double client_cpu_seconds() const { return client_cpu_seconds_; }
   StopReason stop_reason() const { return stop_reason_; }
   v1::Ledger::Stub& stub() { return *stubs_[0]; }
   // One fail-fast Balance call (deadline 1 s): when ledgerd cannot be reached, its status says
@@ -447,7 +534,12 @@ class Driver {
     // Closed loop: the slot's own workload, reused by the call that follows this one.
     std::unique_ptr<Workload> workload;
     PlannedCall plan;
-    grpc::ClientContext context;
+    // One per attempt (a context cannot be reused); a retry replaces it.
+    std::unique_ptr<grpc::ClientContext> context;
+    v1::Ledger::Stub* stub = nullptr;
+    // The first attempt's deadline, which bounds the retries too: --deadline bounds the call.
+    std::chrono::system_clock::time_point deadline;
+    int32_t attempts = 0;
     v1::DepositRequest deposit;
     v1::WithdrawRequest withdraw;
     v1::BalanceRequest balance;
@@ -455,6 +547,8 @@ class Driver {
     v1::WithdrawResponse withdraw_response;
     v1::BalanceResponse balance_response;
     Clock::time_point intended_start;
+    // This attempt's: the first attempt's is `intended_start`, a retry's when it was sent.
+    Clock::time_point attempt_start;
     std::string request_id;
     bool measured = false;
   };
@@ -464,7 +558,12 @@ class Driver {
   bool ClaimCall(bool* measured);
   void Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
              Clock::time_point intended_start, bool measured);
+  // Sends one attempt of `call`, with a fresh context and the call's own deadline.
+  void Send(Call* call);
   void Finish(Call* call, const grpc::Status& status);
+  // After a RESOURCE_EXHAUSTED: schedules the same call again when the server sent a valid
+  // pushback and retries, the deadline and the budget allow it; false (counted) when not.
+  bool ScheduleRetry(Call* call);
   // Every path that ends a call goes through here: the last one wakes Run.
   void ReleaseInFlight();
   std::unique_ptr<Workload> NewWorkload();
@@ -488,6 +587,9 @@ class Driver {
   std::vector<int32_t> shard_of_;
   LedgerBook book_;
   Stats stats_;
+  RetryBudget retry_budget_;
+  // Calls waiting out a pushback. Stopped at the end of Run, when none can be waiting.
+  RetryTimer retry_timer_;
   std::atomic<int> phase_{kWarmingUp};
   std::atomic<uint64_t> sequence_{0};
   // Measured calls claimed so far (may pass --requests by the refused claims; never sent).
@@ -501,6 +603,8 @@ class Driver {
   Clock::time_point start_;
   Clock::time_point measure_start_;
   double measured_seconds_ = 0;
+  double cpu_at_measure_start_ = 0;
+  double client_cpu_seconds_ = 0;
   StopReason stop_reason_ = StopReason::kTimeUp;
   bool phase_at_stop_was_measuring_ = false;
   mutable absl::Mutex ambiguous_mu_;
@@ -543,39 +647,100 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
   call->workload = std::move(workload);
   call->plan = plan;
   call->intended_start = intended_start;
+  call->attempt_start = intended_start;
   call->measured = measured;
-  // Also with --wait_for_ready: a call waits for the connection until this deadline, no longer.
-  call->context.set_deadline(DeadlineIn(options_.deadline));
-  call->context.set_wait_for_ready(options_.wait_for_ready);
+  // Also with --wait_for_ready: a call waits for the connection until this deadline, no longer;
+  // and its retries start before it or not at all.
+  call->deadline = DeadlineIn(options_.deadline);
   const uint64_t sequence = sequence_.fetch_add(1);
-  v1::Ledger::Stub& stub = *stubs_[sequence % stubs_.size()];
+  call->stub = stubs_[sequence % stubs_.size()].get();
   const std::string& account = names_[plan.account];
+  // Every attempt carries the same request_id: one logical operation, applied at most once.
   call->request_id = absl::StrCat(options_.run_id, "-", sequence);
-  const std::string& request_id = call->request_id;
-  in_flight_.fetch_add(1);
-  auto done = [this, call](const grpc::Status& status) { Finish(call, status); };
   switch (plan.op) {
     case Op::kDeposit:
       call->deposit.set_account_id(account);
       call->deposit.set_amount(plan.amount);
-      call->deposit.set_request_id(request_id);
-      stub.async()->Deposit(&call->context, &call->deposit, &call->deposit_response, done);
+      call->deposit.set_request_id(call->request_id);
       break;
     case Op::kWithdraw:
       call->withdraw.set_account_id(account);
       call->withdraw.set_amount(plan.amount);
-      call->withdraw.set_request_id(request_id);
-      stub.async()->Withdraw(&call->context, &call->withdraw, &call->withdraw_response, done);
+      call->withdraw.set_request_id(call->request_id);
       break;
     case Op::kBalance:
       call->balance.set_account_id(account);
-      stub.async()->Balance(&call->context, &call->balance, &call->balance_response, done);
+      break;
+  }
+  in_flight_.fetch_add(1);  // Until Finish lets go of the call, retries included.
+  retry_budget_.OnFirstAttempt();
+  Send(call);
+}
+
+void Driver::Send(Call* call) {
+  ++call->attempts;
+  call->context = std::make_unique<grpc::ClientContext>();
+  call->context->set_deadline(call->deadline);
+  call->context->set_wait_for_ready(options_.wait_for_ready);
+  auto done = [this, call](const grpc::Status& status) { Finish(call, status); };
+  switch (call->plan.op) {
+    case Op::kDeposit:
+      call->stub->async()->Deposit(call->context.get(), &call->deposit, &call->deposit_response,
+                                   done);
+      break;
+    case Op::kWithdraw:
+      call->stub->async()->Withdraw(call->context.get(), &call->withdraw, &call->withdraw_response,
+                                    done);
+      break;
+    case Op::kBalance:
+      call->stub->async()->Balance(call->context.get(), &call->balance, &call->balance_response,
+                                   done);
       break;
   }
 }
 
+bool Driver::ScheduleRetry(Call* call) {
+  using RetryEvent = Stats::RetryEvent;
+  const std::optional<std::chrono::milliseconds> pushback =
+      RetryPushback(call->context->GetServerTrailingMetadata());
+  if (!pushback.has_value()) return false;  // None, or the server said "do not retry".
+  const auto count = [&](RetryEvent event) {
+    if (call->measured) stats_.CountRetry(event);
+  };
+  if (call->attempts > options_.max_retries) {
+    count(RetryEvent::kDeniedByMaxRetries);
+    return false;
+  }
+  thread_local std::minstd_rand random(std::random_device{}());
+  const auto jitter = std::chrono::duration_cast<Clock::duration>(
+      *pushback * std::uniform_real_distribution<double>(0, kPushbackJitter)(random));
+  const auto delay = std::chrono::duration_cast<Clock::duration>(*pushback) + jitter;
+  // A retry that could not start before the deadline would only end DEADLINE_EXCEEDED, and turn
+  // a certain "not applied" into an unknown outcome.
+  if (std::chrono::system_clock::now() + delay >= call->deadline) {
+    count(RetryEvent::kDeniedByDeadline);
+    return false;
+  }
+  if (!retry_budget_.TryRetry()) {
+    count(RetryEvent::kDeniedByBudget);
+    return false;
+  }
+  count(RetryEvent::kSent);
+  retry_timer_.Schedule(Clock::now() + delay, [this, call] {
+    call->attempt_start = Clock::now();
+    Send(call);
+  });
+  return true;
+}
+
 void Driver::Finish(Call* call, const grpc::Status& status) {
-  const auto latency = Clock::now() - call->intended_start;
+  // A shed attempt applied nothing, so retrying it under the same request_id keeps the call one
+  // logical operation; only its final code reaches the book and the report.
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    if (call->measured) stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
+    if (ScheduleRetry(call)) return;
+  }
+  const auto latency = Clock::now() - call->intended_start;  // From the first attempt's start.
   book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
   if (EffectOf(call->plan.op, status.error_code()) == Effect::kUnknown) {
     absl::MutexLock lock(&ambiguous_mu_);
@@ -583,6 +748,9 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
         {call->plan.account, call->plan.op, call->plan.amount, std::move(call->request_id)});
   }
   stats_.Record(status.error_code(), latency, shard_of_[call->plan.account], call->measured);
+  if (call->measured && call->attempts > 1 && status.ok()) {
+    stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
+  }
   std::unique_ptr<Workload> workload = std::move(call->workload);
   delete call;
   bool measured = false;
@@ -610,6 +778,7 @@ std::unique_ptr<Workload> Driver::NewWorkload() {
 void Driver::Run() {
   start_ = Clock::now();
   measure_start_ = start_;
+  cpu_at_measure_start_ = ProcessCpuSeconds();
   if (options_.warmup == absl::ZeroDuration()) phase_ = kMeasuring;
   std::thread open_loop;
   if (options_.rate > 0) {
@@ -620,11 +789,16 @@ void Driver::Run() {
   Supervise();
   if (open_loop.joinable()) open_loop.join();
   const auto stopped = Clock::now();
+  const double cpu_at_stop = ProcessCpuSeconds();
   Drain();
+  retry_timer_.Stop();  // No call is left, so no retry waits.
   // With --requests, the measurement ends with the last measured call; else at the stop.
-  const auto measure_end = stop_reason_ == StopReason::kRequestsDone ? Clock::now() : stopped;
+  const bool ends_after_drain = stop_reason_ == StopReason::kRequestsDone;
+  const auto measure_end = ends_after_drain ? Clock::now() : stopped;
+  const double cpu_at_end = ends_after_drain ? ProcessCpuSeconds() : cpu_at_stop;
   if (phase_at_stop_was_measuring_) {
     measured_seconds_ = std::chrono::duration<double>(measure_end - measure_start_).count();
+    client_cpu_seconds_ = cpu_at_end - cpu_at_measure_start_;
   }
 }
 
@@ -641,6 +815,8 @@ void Driver::StartClosedLoop() {
 void Driver::RunOpenLoop() {
   const Clock::time_point start = start_;
   const auto period = std::chrono::duration<double>(1.0 / options_.rate);
+  const std::chrono::nanoseconds max_send_delay =
+      absl::ToChronoNanoseconds(options_.max_send_delay);
   std::unique_ptr<Workload> workload = NewWorkload();  // This thread's alone.
   for (uint64_t i = 0; !Stopping(); ++i) {
     const auto intended = start + std::chrono::duration_cast<Clock::duration>(period * i);
@@ -652,6 +828,12 @@ void Driver::RunOpenLoop() {
     bool measured = false;
     if (!ClaimCall(&measured)) break;
     const PlannedCall plan = workload->Next();
+    // Sent this late, its latency (counted from `intended`) would be the client's own lag: the
+    // sender fell behind (a busy machine, a descheduled thread), not the server.
+    if (Clock::now() - intended > max_send_delay) {
+      if (measured) stats_.CountNotSentLate();
+      continue;
+    }
     if (in_flight_.load() >= options_.max_in_flight) {
       if (measured) stats_.CountNotSent();
       continue;
@@ -672,6 +854,7 @@ void Driver::Supervise() {
     const auto now = Clock::now();
     if (phase_.load() == kWarmingUp && now >= warmup_end) {
       measure_start_ = now;
+      cpu_at_measure_start_ = ProcessCpuSeconds();
       phase_ = kMeasuring;
     }
     const bool measuring = phase_.load() == kMeasuring;
@@ -1007,6 +1190,7 @@ std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
 struct RunOutcome {
   Stats::Snapshot stats;
   double seconds = 0;
+  double client_cpu_seconds = 0;     // User + system CPU of ledger-loadtest over `seconds`.
   std::string interrupted;           // "SIGINT", "SIGTERM", or empty.
   bool measurement_complete = true;  // False when a signal cut the measurement short.
   // PASS, FAIL, SKIPPED (--verify=false or a signal) or INCOMPLETE (ledgerd gone, or the reads
@@ -1061,16 +1245,39 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
                                       : "nothing measured (still warming up)")
            << "\n";
   }
-  report << absl::StrFormat("measured %.1f s: %d calls, %.0f OK/s, %.0f attempted/s\n", o.seconds,
-                            s.attempted + s.not_sent, static_cast<double>(s.codes[0]) / seconds,
-                            static_cast<double>(s.attempted + s.not_sent) / seconds);
+  const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late;
+  report << absl::StrFormat("measured %.1f s: %d calls, %.0f OK/s, %.0f attempted/s, %.0f sent/s",
+                            o.seconds, calls, static_cast<double>(s.codes[0]) / seconds,
+                            static_cast<double>(calls) / seconds,
+                            static_cast<double>(s.attempted) / seconds);
+  if (options.rate > 0) report << absl::StrFormat(" (offered %.0f/s)", options.rate);
+  report << "\n";
   report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
+  // Only when some shed call was retried: otherwise it is the line above.
+  if (s.shed_attempts.count() != s.shed.count()) {
+    report << LatencyLine("latency SHED attempt", s.shed_attempts);
+  }
   report << "codes:";
   for (size_t code = 0; code < kStatusCodeCount; ++code) {
     if (s.codes[code] > 0) report << " " << kStatusCodeNames[code] << "=" << s.codes[code];
   }
-  if (s.not_sent > 0) report << " NOT_SENT(client overloaded)=" << s.not_sent;
+  if (s.not_sent > 0) report << " NOT_SENT(in-flight cap)=" << s.not_sent;
+  if (s.not_sent_late > 0) report << " NOT_SENT(late)=" << s.not_sent_late;
   report << "\n";
+  using RetryEvent = Stats::RetryEvent;
+  if (std::any_of(s.retries.begin(), s.retries.end(), [](uint64_t n) { return n > 0; })) {
+    report << absl::StrFormat(
+        "retries after pushback: %d sent (%d calls OK after retrying); denied: %d by the "
+        "budget, %d by the deadline, %d by --max_retries\n",
+        s.retry(RetryEvent::kSent), s.retry(RetryEvent::kOkAfterRetry),
+        s.retry(RetryEvent::kDeniedByBudget), s.retry(RetryEvent::kDeniedByDeadline),
+        s.retry(RetryEvent::kDeniedByMaxRetries));
+  }
+  if (o.seconds > 0) {
+    report << absl::StrFormat("client CPU: %.2f s over %.1f s (%.0f%% of one core)\n",
+                              o.client_cpu_seconds, o.seconds,
+                              100 * o.client_cpu_seconds / o.seconds);
+  }
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
     report << absl::StrFormat("shard %d: %d calls, %d shed\n", shard, s.shard_calls[shard],
                               s.shard_sheds[shard]);
@@ -1099,13 +1306,17 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
 std::string JsonReport(const Options& options, const RunOutcome& o) {
   const Stats::Snapshot& s = o.stats;
   const double seconds = o.seconds > 0 ? o.seconds : 1;
+  const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late;
   std::ostringstream json;
   json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options.run_id,
                           o.seconds)
-       << absl::StrFormat("\"measured_calls\":%d,", s.attempted + s.not_sent)
+       << absl::StrFormat("\"measured_calls\":%d,", calls)
        << absl::StrFormat("\"ok_per_second\":%.1f,\"attempted_per_second\":%.1f,",
                           static_cast<double>(s.codes[0]) / seconds,
-                          static_cast<double>(s.attempted + s.not_sent) / seconds)
+                          static_cast<double>(calls) / seconds)
+       << absl::StrFormat("\"offered_per_second\":%.1f,\"sent_per_second\":%.1f,", options.rate,
+                          static_cast<double>(s.attempted) / seconds)
+       << absl::StrFormat("\"client_cpu_seconds\":%.3f,", o.client_cpu_seconds)
        << "\"interrupted\":\"" << o.interrupted << "\",\"codes\":{";
   bool first = true;
   for (size_t code = 0; code < kStatusCodeCount; ++code) {
@@ -1113,8 +1324,16 @@ std::string JsonReport(const Options& options, const RunOutcome& o) {
     json << (first ? "" : ",") << "\"" << kStatusCodeNames[code] << "\":" << s.codes[code];
     first = false;
   }
-  json << "},\"not_sent\":" << s.not_sent << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
-       << ",\"resource_exhausted\":" << LatencyJson(s.shed) << "},\"shards\":[";
+  using RetryEvent = Stats::RetryEvent;
+  json << "},\"not_sent\":" << s.not_sent << ",\"not_sent_late\":" << s.not_sent_late
+       << ",\"retries\":{\"sent\":" << s.retry(RetryEvent::kSent)
+       << ",\"denied_by_budget\":" << s.retry(RetryEvent::kDeniedByBudget)
+       << ",\"denied_by_deadline\":" << s.retry(RetryEvent::kDeniedByDeadline)
+       << ",\"denied_by_max_retries\":" << s.retry(RetryEvent::kDeniedByMaxRetries)
+       << ",\"ok_after_retry\":" << s.retry(RetryEvent::kOkAfterRetry) << "}"
+       << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
+       << ",\"resource_exhausted\":" << LatencyJson(s.shed)
+       << ",\"resource_exhausted_attempt\":" << LatencyJson(s.shed_attempts) << "},\"shards\":[";
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
     json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
          << ",\"shed\":" << s.shard_sheds[shard] << "}";
@@ -1154,6 +1373,7 @@ int Main() {
   RunOutcome outcome;
   outcome.stats = driver.stats().Take();
   outcome.seconds = driver.measured_seconds();
+  outcome.client_cpu_seconds = driver.client_cpu_seconds();
   outcome.measurement_complete = driver.stop_reason() != StopReason::kInterrupted;
   Verify(driver, *options, outcome);
   if (Interrupted()) outcome.interrupted = SignalName(g_signal.load());

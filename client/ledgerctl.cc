@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -23,6 +24,7 @@
 #include "cli/host_port.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
+#include "client/pushback.h"
 #include "client/tls_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -35,7 +37,13 @@ ABSL_FLAG(bool, json, false,
           "print results as one JSON object per line (int64 values as strings, as in protobuf's "
           "JSON mapping); errors go to stderr as {\"code\":..., \"message\":...}");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5),
-          "how long to wait for an answer, with a unit: 5s, 250ms, 1m");
+          "how long to wait for an answer, with a unit: 5s, 250ms, 1m; it bounds the whole "
+          "command, retries after a server's pushback included");
+ABSL_FLAG(int32_t, retries, 3,
+          "deposit, withdraw, balance, history: when the server sheds the call "
+          "(RESOURCE_EXHAUSTED) and says when to come back (grpc-retry-pushback-ms), wait that "
+          "long and send the same call again (same request_id), at most this many times (0 to "
+          "10; 0 never retries), and never past --deadline. Without that pushback, no retry");
 ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
@@ -69,10 +77,16 @@ constexpr char kUsage[] =
     "     ALREADY_EXISTS): retrying the same call will not help\n"
     "  4  NOT_FOUND: the account has never received a deposit\n"
     "     (history on a server with --durability=none is FAILED_PRECONDITION: 3)\n"
-    "  5  overloaded (RESOURCE_EXHAUSTED: nothing was applied; retry after a back-off), outcome\n"
-    "     unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit or withdraw may have been applied;\n"
-    "     retry with the same --request_id, which applies it at most once), or health is not\n"
-    "     SERVING";
+    "  5  overloaded (RESOURCE_EXHAUSTED: nothing was applied; retry after a back-off),\n"
+    "     outcome unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit or withdraw may have been\n"
+    "     applied; retry with the same --request_id, which applies it at most once), or health\n"
+    "     is not SERVING\n"
+    "\n"
+    "When the server sheds a call and says when to come back (RESOURCE_EXHAUSTED with the\n"
+    "trailing metadata grpc-retry-pushback-ms), ledgerctl waits that long and sends the same call\n"
+    "again, with the same request_id, up to --retries times (default 3) and only if the retry can\n"
+    "start before --deadline, which bounds the whole command; each retry is announced on stderr.\n"
+    "Exit 5 for RESOURCE_EXHAUSTED means the last attempt was shed too, or no retry was allowed.";
 
 // A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
 std::string JsonString(const std::string& text) {
@@ -127,10 +141,75 @@ int PrintBalance(const std::string& account, int64_t balance) {
   return ledger::kExitOk;
 }
 
+// The most --retries accepts: a server that sheds a call more often than this is overloaded for
+// longer than a person at a terminal should wait through.
+constexpr int32_t kMaxRetries = 10;
+
+// When the command must have its answer: --deadline from the first call of this function, which
+// main makes before any call, so that retries share one deadline (--deadline bounds the command).
+absl::Time CommandDeadline() {
+  static const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_deadline);
+  return deadline;
+}
+
 std::unique_ptr<grpc::ClientContext> NewContext() {
   auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::GetFlag(FLAGS_deadline)));
+  context->set_deadline(absl::ToChronoTime(CommandDeadline()));
   return context;
+}
+
+// Says on stderr what ledgerctl does about a shed call (JSON with --json, like its errors).
+void ShedNote(const std::string& text, int64_t retry_in_ms, int attempt, int attempts) {
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::cerr << "ledgerctl: shed by the server; " << text << "\n";
+    return;
+  }
+  std::cerr << "{\"shed\":true,\"note\":" << JsonString(text);
+  if (retry_in_ms >= 0) {
+    std::cerr << ",\"retry_in_ms\":" << retry_in_ms << ",\"attempt\":" << attempt
+              << ",\"attempts\":" << attempts;
+  }
+  std::cerr << "}\n";
+}
+
+// Runs `attempt` (one call on the context it is given) and, while the server sheds it with a
+// valid pushback, waits that long and runs it again: at most --retries more times, and only
+// when the retry can start before CommandDeadline(). Returns the last attempt's status. The
+// caller's request (and its request_id) is the same for every attempt, so a deposit or withdraw
+// stays one operation, applied at most once; a shed attempt applied nothing.
+template <typename Attempt>
+grpc::Status CallHonouringPushback(Attempt attempt) {
+  const int32_t retries = absl::GetFlag(FLAGS_retries);
+  const int attempts = retries + 1;
+  for (int number = 1;; ++number) {
+    std::unique_ptr<grpc::ClientContext> context = NewContext();
+    grpc::Status status = attempt(context.get());
+    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return status;
+    const std::optional<std::chrono::milliseconds> pushback =
+        ledger::RetryPushback(context->GetServerTrailingMetadata());
+    if (!pushback.has_value()) return status;  // The server did not say when: no retry.
+    const int64_t wait_ms = pushback->count();
+    if (number >= attempts) {
+      ShedNote(absl::StrCat("not retrying: ",
+                            retries == 0 ? "--retries=0"
+                                         : absl::StrCat("all ", attempts, " attempts were shed"),
+                            " (the server asked to wait ", wait_ms, " ms)"),
+               -1, number, attempts);
+      return status;
+    }
+    const absl::Duration left = CommandDeadline() - absl::Now();
+    if (absl::Milliseconds(wait_ms) >= left) {
+      ShedNote(absl::StrCat("not retrying: the server asked to wait ", wait_ms,
+                            " ms, and --deadline leaves ",
+                            absl::FormatDuration(absl::Trunc(left, absl::Milliseconds(1)))),
+               -1, number, attempts);
+      return status;
+    }
+    ShedNote(
+        absl::StrCat("retrying in ", wait_ms, " ms (attempt ", number + 1, " of ", attempts, ")"),
+        wait_ms, number + 1, attempts);
+    std::this_thread::sleep_for(*pushback);
+  }
 }
 
 // A request_id for a deposit or withdraw that was given none: 64 random bits. Every write then
@@ -211,7 +290,8 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   request.set_request_id(given_request_id.empty() ? NewRequestId() : given_request_id);
   Response response;
   auto stub = ledger::v1::Ledger::NewStub(channel);
-  const grpc::Status status = call(*stub, NewContext().get(), request, &response);
+  const grpc::Status status = CallHonouringPushback(
+      [&](grpc::ClientContext* context) { return call(*stub, context, request, &response); });
   if (!status.ok()) {
     const int exit_code = Failed(status);
     ExplainWriteFailure(status, args[1], command_line, request.request_id());
@@ -238,8 +318,9 @@ int Balance(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
   ledger::v1::BalanceRequest request;
   request.set_account_id(args[2]);
   ledger::v1::BalanceResponse response;
-  const grpc::Status status =
-      ledger::v1::Ledger::NewStub(channel)->Balance(NewContext().get(), request, &response);
+  auto stub = ledger::v1::Ledger::NewStub(channel);
+  const grpc::Status status = CallHonouringPushback(
+      [&](grpc::ClientContext* context) { return stub->Balance(context, request, &response); });
   if (!status.ok()) return Failed(status);
   return PrintBalance(request.account_id(), response.balance());
 }
@@ -262,8 +343,9 @@ int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
   request.set_page_size(absl::GetFlag(FLAGS_page_size));
   request.set_page_token(absl::GetFlag(FLAGS_page_token));
   ledger::v1::HistoryResponse response;
-  const grpc::Status status =
-      ledger::v1::Ledger::NewStub(channel)->History(NewContext().get(), request, &response);
+  auto stub = ledger::v1::Ledger::NewStub(channel);
+  const grpc::Status status = CallHonouringPushback(
+      [&](grpc::ClientContext* context) { return stub->History(context, request, &response); });
   if (!status.ok()) return Failed(status);
   auto time_of = [](const ledger::v1::HistoryEntry& entry) {
     return absl::FormatTime(
@@ -370,6 +452,10 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_deadline) <= absl::ZeroDuration()) {
     return UsageError("--deadline must be positive");
   }
+  if (absl::GetFlag(FLAGS_retries) < 0 || absl::GetFlag(FLAGS_retries) > kMaxRetries) {
+    return UsageError(absl::StrCat("--retries must be 0 to ", kMaxRetries));
+  }
+  CommandDeadline();  // Starts the command's one deadline, before any call.
   absl::StatusOr<ledger::cli::HostPort> target = ledger::cli::ParseHostPort(
       "--target", absl::GetFlag(FLAGS_target), ledger::cli::AddressUse::kConnect, 50051);
   if (!target.ok()) ledger::cli::ExitUsage(program, target.status().message());

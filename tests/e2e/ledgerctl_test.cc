@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/calls_at_shards.h"
+#include "tests/e2e/fake_ledger.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
@@ -27,6 +28,7 @@ namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::Subprocess;
 
 struct Result {
@@ -61,7 +63,14 @@ class LedgerctlTest : public testing::Test {
     return {exit_code.value_or(-1), ledgerctl.output()};
   }
 
+  // Serves ledgerctl's calls from a FakeLedger that sheds as `shedding` says.
+  void StartFakeLedger(testing_util::FakeLedger::Shedding shedding) {
+    fake_ = std::make_unique<testing_util::FakeLedger>(shedding);
+    target_ = "--target=" + fake_->Start();
+  }
+
   std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<testing_util::FakeLedger> fake_;
   std::string target_;
 };
 
@@ -223,14 +232,17 @@ TEST_F(LedgerctlTest, ShedCallIsOverloaded) {
   std::vector<std::thread> callers;
   callers.reserve(2);
   for (int i = 0; i < 2; ++i) {
-    callers.emplace_back([this, &results, i] { results[i] = Run({"deposit", "dave", "1"}); });
+    callers.emplace_back([this, &results, i] {
+      results[i] = Run({"--retries=0", "deposit", "dave", "1"});
+    });
   }
   // The third starts once a call is seen at the shard (the queued one, while the first is in its
   // 2 s handler): both hold their places until answered, so exactly one call finds the shard full.
   EXPECT_TRUE(testing_util::WaitUntil(
       [&] { return testing_util::CallsAtShards(metrics_port, 2, "deposit").value_or(0) >= 1; },
       "a deposit reaches the shard", testing_util::kEventTimeout, std::chrono::milliseconds(10)));
-  results[2] = Run({"deposit", "dave", "1"});
+  // --retries=0: the shed call is the subject here, not what a retry after pushback makes of it.
+  results[2] = Run({"--retries=0", "deposit", "dave", "1"});
   for (std::thread& caller : callers) caller.join();
   int shed = 0;
   for (const Result& result : results) {
@@ -401,6 +413,102 @@ TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
     ++commands;
   }
   EXPECT_GE(commands, 8);
+}
+
+// Pushback (issue 14): the fake ledger sheds the first attempts of each call.
+
+TEST_F(LedgerctlTest, AShedCallWithPushbackIsRetriedWithTheSameRequestIdUntilItSucceeds) {
+  StartFakeLedger({.attempts_shed = 2, .pushback_ms = "20"});
+  Result deposit = Run({"deposit", "alice", "1500", "--request_id=pay-1"});
+  EXPECT_EQ(deposit.exit_code, kExitOk) << deposit.output;
+  EXPECT_THAT(deposit.output,
+              HasSubstr("ledgerctl: shed by the server; retrying in 20 ms (attempt 2 of 4)\n"));
+  EXPECT_THAT(deposit.output,
+              HasSubstr("ledgerctl: shed by the server; retrying in 20 ms (attempt 3 of 4)\n"));
+  EXPECT_THAT(deposit.output, HasSubstr("alice: 1500\n"));
+  EXPECT_THAT(fake_->request_ids(), ::testing::ElementsAre("pay-1", "pay-1", "pay-1"));
+}
+
+TEST_F(LedgerctlTest, AGeneratedRequestIdIsTheSameOnEveryRetry) {
+  StartFakeLedger({.attempts_shed = 1, .pushback_ms = "0"});
+  Result deposit = Run({"deposit", "bob", "7"}, /*stdout_only=*/true);
+  EXPECT_EQ(deposit.exit_code, kExitOk);
+  EXPECT_EQ(deposit.output, "bob: 7\n");
+  const std::vector<std::string> ids = fake_->request_ids();
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_THAT(ids[0], ::testing::StartsWith("ledgerctl-"));
+  EXPECT_EQ(ids[0], ids[1]);
+}
+
+TEST_F(LedgerctlTest, BalanceIsRetriedAfterPushbackToo) {
+  StartFakeLedger({.attempts_shed = 1, .pushback_ms = "5"});
+  ASSERT_EQ(Run({"deposit", "carol", "3"}).exit_code, kExitOk);  // Shed once, then applied.
+  Result balance = Run({"balance", "carol"});
+  EXPECT_EQ(balance.exit_code, kExitOk) << balance.output;
+  EXPECT_THAT(balance.output, HasSubstr("retrying in 5 ms (attempt 2 of 4)"));
+  EXPECT_THAT(balance.output, HasSubstr("carol: 3\n"));
+  EXPECT_EQ(fake_->attempts(), 4);
+}
+
+TEST_F(LedgerctlTest, WithoutPushbackAShedCallIsNotRetried) {
+  StartFakeLedger({.attempts_shed = 1, .pushback_ms = std::nullopt});
+  Result deposit = Run({"deposit", "alice", "5"});
+  EXPECT_EQ(deposit.exit_code, kExitUnavailable);
+  EXPECT_THAT(deposit.output, HasSubstr("ledgerctl: RESOURCE_EXHAUSTED: shed by the fake ledger"));
+  EXPECT_THAT(deposit.output, Not(HasSubstr("retrying")));
+  EXPECT_EQ(fake_->attempts(), 1);
+}
+
+TEST_F(LedgerctlTest, ANegativeOrMalformedPushbackMeansDoNotRetry) {
+  for (const char* pushback : {"-1", "25ms"}) {
+    StartFakeLedger({.attempts_shed = 1, .pushback_ms = pushback});
+    Result deposit = Run({"deposit", "alice", "5"});
+    EXPECT_EQ(deposit.exit_code, kExitUnavailable) << pushback;
+    EXPECT_THAT(deposit.output, Not(HasSubstr("retrying"))) << pushback;
+    EXPECT_EQ(fake_->attempts(), 1) << pushback;
+  }
+}
+
+TEST_F(LedgerctlTest, RetriesZeroMakesOneAttempt) {
+  StartFakeLedger({.attempts_shed = 1, .pushback_ms = "1"});
+  Result deposit = Run({"--retries=0", "deposit", "alice", "5"});
+  EXPECT_EQ(deposit.exit_code, kExitUnavailable);
+  EXPECT_THAT(deposit.output,
+              HasSubstr("ledgerctl: shed by the server; not retrying: --retries=0 (the server "
+                        "asked to wait 1 ms)\n"));
+  EXPECT_EQ(fake_->attempts(), 1);
+}
+
+TEST_F(LedgerctlTest, RetriesStopAfterTheLastAllowedAttempt) {
+  StartFakeLedger({.attempts_shed = 100, .pushback_ms = "1"});
+  Result deposit = Run({"--retries=2", "withdraw", "alice", "5"});
+  EXPECT_EQ(deposit.exit_code, kExitUnavailable);
+  EXPECT_THAT(deposit.output, HasSubstr("(attempt 3 of 3)"));
+  EXPECT_THAT(deposit.output, HasSubstr("not retrying: all 3 attempts were shed"));
+  EXPECT_EQ(fake_->attempts(), 3);
+}
+
+TEST_F(LedgerctlTest, APushbackPastTheDeadlineIsNotWaitedFor) {
+  StartFakeLedger({.attempts_shed = 1, .pushback_ms = "60000"});
+  Result deposit = Run({"--deadline=5s", "deposit", "alice", "5"});
+  EXPECT_EQ(deposit.exit_code, kExitUnavailable);
+  EXPECT_THAT(deposit.output, HasSubstr("not retrying: the server asked to wait 60000 ms, and "
+                                        "--deadline leaves "));
+  EXPECT_EQ(fake_->attempts(), 1);
+}
+
+TEST_F(LedgerctlTest, RetryNoticesAreJsonWithJson) {
+  StartFakeLedger({.attempts_shed = 1, .pushback_ms = "2"});
+  Result deposit = Run({"--json", "deposit", "alice", "5", "--request_id=j-1"});
+  EXPECT_EQ(deposit.exit_code, kExitOk);
+  EXPECT_THAT(deposit.output,
+              HasSubstr("{\"shed\":true,\"note\":\"retrying in 2 ms (attempt 2 of 4)\","
+                        "\"retry_in_ms\":2,\"attempt\":2,\"attempts\":4}\n"));
+}
+
+TEST_F(LedgerctlTest, RetriesOutOfRangeIsAUsageError) {
+  EXPECT_EQ(Run({"--retries=11", "balance", "alice"}).exit_code, kExitUsage);
+  EXPECT_EQ(Run({"--retries=-1", "balance", "alice"}).exit_code, kExitUsage);
 }
 
 }  // namespace

@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/fake_ledger.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
@@ -30,6 +32,12 @@ using testing_util::Subprocess;
 long long JsonNumber(const std::string& json, const std::string& key) {
   const size_t at = json.find("\"" + key + "\":");
   return at == std::string::npos ? -1 : std::atoll(json.c_str() + at + key.size() + 3);
+}
+
+// The number after `"key":` in a flat JSON text, as a double, or -1.
+double JsonDouble(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::strtod(json.c_str() + at + key.size() + 3, nullptr);
 }
 
 class LoadtestTest : public testing::Test {
@@ -108,6 +116,98 @@ TEST_F(LoadtestTest, OpenLoopAtAFixedRateSendsAboutThatMany) {
   ASSERT_EQ(RunLoadtest({"--duration=2s", "--rate=500"}), 0) << output_;
   EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
   EXPECT_NEAR(JsonNumber(json_, "attempted_per_second"), 500, 100) << json_;
+  EXPECT_EQ(JsonDouble(json_, "offered_per_second"), 500) << json_;
+  // Sent, or not sent because the client was late: every measured call is one or the other.
+  EXPECT_GE(JsonNumber(json_, "not_sent_late"), 0) << json_;
+  EXPECT_GT(JsonDouble(json_, "sent_per_second"), 0) << json_;
+  EXPECT_GT(JsonDouble(json_, "client_cpu_seconds"), 0) << json_;
+  EXPECT_THAT(json_, HasSubstr("\"retries\":{\"sent\":0,\"denied_by_budget\":0,"));
+  EXPECT_THAT(output_, HasSubstr("client CPU: "));
+}
+
+TEST_F(LoadtestTest, OpenLoopCallsTheSenderReachesLateAreNotSentAndCounted) {
+  StartLedgerd({"--shards=2"});
+  // No call is reached within 1 ns of its intended time (reading the clock takes longer), so
+  // every one is late: none is sent, and each counts as NOT_SENT(late).
+  ASSERT_EQ(RunLoadtest({"--duration=1s", "--rate=200", "--max_send_delay=1ns"}), 0) << output_;
+  EXPECT_GT(JsonNumber(json_, "not_sent_late"), 0) << json_;
+  EXPECT_EQ(JsonNumber(json_, "not_sent_late"), JsonNumber(json_, "measured_calls")) << json_;
+  EXPECT_EQ(JsonDouble(json_, "sent_per_second"), 0) << json_;
+  EXPECT_THAT(output_, HasSubstr("NOT_SENT(late)="));
+}
+
+TEST_F(LoadtestTest, ClosedLoopOffersNothingAndReportsItsCpu) {
+  StartLedgerd({"--shards=2"});
+  ASSERT_EQ(RunLoadtest({"--requests=300", "--duration=0s", "--accounts=20"}), 0) << output_;
+  EXPECT_EQ(JsonDouble(json_, "offered_per_second"), 0) << json_;
+  EXPECT_EQ(JsonNumber(json_, "not_sent_late"), 0) << json_;
+  EXPECT_GT(JsonDouble(json_, "client_cpu_seconds"), 0) << json_;
+  EXPECT_THAT(output_, HasSubstr("client CPU: "));
+}
+
+// Pushback (issue 14), against a fake ledger that sheds, with grpc-retry-pushback-ms: 1, the first
+// attempt of every deposit and withdraw (by request_id) and the first read of each account.
+class LoadtestPushbackTest : public LoadtestTest {
+ protected:
+  void SetUp() override {
+    fake_ = std::make_unique<testing_util::FakeLedger>(
+        testing_util::FakeLedger::Shedding{.attempts_shed = 1, .pushback_ms = "1"});
+    target_ = fake_->Start();
+  }
+  // A closed-loop run of exactly 400 measured calls, all measured (no warm-up).
+  int Run(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--requests=400", "--duration=0s", "--concurrency=8",
+                               "--accounts=20", "--resolve_for=0"});
+    return RunLoadtest(flags);
+  }
+  std::unique_ptr<testing_util::FakeLedger> fake_;
+};
+
+TEST_F(LoadtestPushbackTest, RetriesStayWithinTheBudgetAndTheBookStaysExact) {
+  ASSERT_EQ(Run({}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  const long long sent = JsonNumber(json_, "sent");
+  EXPECT_GT(sent, 0) << json_;
+  // The default --retry_budget=0.1: at most one retry per ten first attempts, at any moment.
+  EXPECT_LE(sent * 10, JsonNumber(json_, "measured_calls")) << json_;
+  EXPECT_GT(JsonNumber(json_, "denied_by_budget"), 0) << json_;
+  // A call the budget refused ends shed; a retried one is never shed again by this fake.
+  EXPECT_EQ(JsonNumber(json_, "RESOURCE_EXHAUSTED"), JsonNumber(json_, "denied_by_budget"))
+      << json_;
+  EXPECT_GT(JsonNumber(json_, "ok_after_retry"), 0) << json_;
+  EXPECT_LE(JsonNumber(json_, "ok_after_retry"), sent) << json_;
+  EXPECT_EQ(JsonNumber(json_, "denied_by_deadline"), 0) << json_;
+  EXPECT_THAT(output_, HasSubstr("retries after pushback: "));
+  // Every shed attempt is timed on its own: the retried ones and the calls that ended shed.
+  const std::string attempts = "\"resource_exhausted_attempt\":";
+  ASSERT_THAT(json_, HasSubstr(attempts));
+  EXPECT_EQ(JsonNumber(json_.substr(json_.find(attempts)), "count"),
+            sent + JsonNumber(json_, "RESOURCE_EXHAUSTED"))
+      << json_;
+  EXPECT_THAT(output_, HasSubstr("latency SHED attempt "));
+}
+
+TEST_F(LoadtestPushbackTest, ABudgetOfOneRetriesEveryShedCallOnce) {
+  // Each first attempt earns a whole token before it can be shed, so none is ever missing.
+  ASSERT_EQ(Run({"--retry_budget=1"}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  EXPECT_EQ(JsonNumber(json_, "denied_by_budget"), 0) << json_;
+  EXPECT_THAT(json_, Not(HasSubstr("\"RESOURCE_EXHAUSTED\""))) << json_;
+  std::map<std::string, int> attempts;
+  for (const std::string& request_id : fake_->request_ids()) ++attempts[request_id];
+  ASSERT_FALSE(attempts.empty());
+  for (const auto& [request_id, count] : attempts) {
+    EXPECT_EQ(count, 2) << request_id << ": every deposit and withdraw is shed once, retried once";
+  }
+}
+
+TEST_F(LoadtestPushbackTest, MaxRetriesZeroNeverRetries) {
+  ASSERT_EQ(Run({"--max_retries=0", "--retry_budget=1"}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  EXPECT_EQ(JsonNumber(json_, "sent"), 0) << json_;
+  EXPECT_GT(JsonNumber(json_, "denied_by_max_retries"), 0) << json_;
+  EXPECT_EQ(JsonNumber(json_, "RESOURCE_EXHAUSTED"), JsonNumber(json_, "denied_by_max_retries"))
+      << json_;
 }
 
 TEST_F(LoadtestTest, BadFlagsExitWithUsageCode) {
@@ -165,6 +265,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "Illegal value 'out.json' specified for flag 'json'; use true or false"},
         FlagCase{{"--shards=2"}, "Unknown command line flag 'shards'"},
         FlagCase{{"--server_shards=1025"}, "--server_shards must be 0 to 1024"},
+        FlagCase{{"--max_send_delay=0s"}, "--max_send_delay must be positive (inf: never late)"},
+        FlagCase{{"--max_retries=11"}, "--max_retries must be 0 to 10"},
+        FlagCase{{"--retry_budget=1.5"}, "--retry_budget must be 0 to 1"},
         FlagCase{{"--target=ledger"},
                  "--target needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got \"ledger\": no "
                  "port"},
@@ -176,7 +279,8 @@ TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
   Subprocess help({LOADTEST_PATH, "--help"});
   EXPECT_EQ(help.WaitForExit(), 0);
   for (const char* flag : {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
-                           "must equal the server's --shards", "--concurrency", "--version"}) {
+                           "must equal the server's --shards", "--concurrency", "--version",
+                           "--max_send_delay", "--max_retries", "--retry_budget"}) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), Not(HasSubstr("No flags matched")));
