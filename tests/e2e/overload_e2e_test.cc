@@ -60,7 +60,7 @@ class OverloadTest : public testing::Test {
   int RunLoadtest() {
     Subprocess loadtest({LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
                          "--server_shards=2", "--warmup=0s", "--duration=2s", "--concurrency=64",
-                         "--distribution=zipf:1.1"});
+                         "--distribution=zipf:1.1", "--max_retries=0"});
     const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
     output_ = loadtest.output();
     std::ifstream file(json_path_);
