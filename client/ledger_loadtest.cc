@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
+#include "client/adaptive_throttle.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
 #include "client/latency_histogram.h"
@@ -66,6 +67,12 @@ ABSL_FLAG(int32_t, max_retries, 2,
           "grpc-retry-pushback-ms (a non-negative integer): the same request is sent again after "
           "that many ms (plus up to 10% jitter), if it can start before the call's --deadline "
           "and --retry_budget allows; 0 never retries");
+ABSL_FLAG(double, throttle_k, 2,
+          "open loop: client-side adaptive throttling (Google SRE, Handling Overload); 0 turns it "
+          "off. Over the last 10 s, a new call is refused locally, unsent, with probability "
+          "(requests - K x accepted) / (requests + 1), and counts as NOT_SENT(throttled): a "
+          "client the server keeps refusing stops spending the server's CPU on refusals. The "
+          "server then sees about K times the calls it accepts; smaller K throttles harder");
 ABSL_FLAG(double, retry_budget, 0.1,
           "retries may be at most this fraction of first attempts (0 to 1): each first attempt "
           "earns this many tokens, up to 100, and each retry spends one, so retries can never "
@@ -130,6 +137,7 @@ struct Options {
   absl::Duration max_send_delay = absl::Milliseconds(2);
   int32_t max_retries = 2;
   double retry_budget = 0.1;
+  double throttle_k = 2;
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
@@ -159,6 +167,7 @@ absl::StatusOr<Options> OptionsFromFlags() {
   o.max_send_delay = absl::GetFlag(FLAGS_max_send_delay);
   o.max_retries = absl::GetFlag(FLAGS_max_retries);
   o.retry_budget = absl::GetFlag(FLAGS_retry_budget);
+  o.throttle_k = absl::GetFlag(FLAGS_throttle_k);
   absl::StatusOr<cli::HostPort> target =
       cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
   if (!target.ok()) return target.status();
@@ -183,6 +192,9 @@ absl::StatusOr<Options> OptionsFromFlags() {
   }
   if (!(o.retry_budget >= 0 && o.retry_budget <= 1)) {
     return absl::InvalidArgumentError("--retry_budget must be 0 to 1");
+  }
+  if (!(o.throttle_k >= 0 && o.throttle_k <= 1000)) {
+    return absl::InvalidArgumentError("--throttle_k must be 0 (off) to 1000");
   }
   if (o.duration <= absl::ZeroDuration() && o.requests <= 0) {
     return absl::InvalidArgumentError("give a positive --duration or --requests");
@@ -384,6 +396,11 @@ class Stats {
     absl::MutexLock lock(&mu_);
     ++not_sent_late_;
   }
+  // Open loop: a call refused locally by the adaptive throttle (--throttle_k).
+  void CountNotSentThrottled() {
+    absl::MutexLock lock(&mu_);
+    ++not_sent_throttled_;
+  }
 
   // What became of a shed call that carried a valid pushback, or of a retried call at its end.
   enum class RetryEvent {
@@ -409,15 +426,16 @@ class Stats {
   struct Snapshot {
     LatencyHistogram ok, shed, shed_attempts;
     std::array<uint64_t, kStatusCodeCount> codes{};
-    uint64_t attempted = 0, not_sent = 0, not_sent_late = 0;
+    uint64_t attempted = 0, not_sent = 0, not_sent_late = 0, not_sent_throttled = 0;
     std::vector<uint64_t> shard_calls, shard_sheds;
     std::array<uint64_t, kRetryEvents> retries{};  // Index: RetryEvent.
     uint64_t retry(RetryEvent event) const { return retries[static_cast<size_t>(event)]; }
   };
   Snapshot Take() const {
     absl::MutexLock lock(&mu_);
-    return {ok_,       shed_,          shed_attempts_, codes_,       attempted_,
-            not_sent_, not_sent_late_, shard_calls_,   shard_sheds_, retries_};
+    return {ok_,          shed_,        shed_attempts_, codes_,
+            attempted_,   not_sent_,    not_sent_late_, not_sent_throttled_,
+            shard_calls_, shard_sheds_, retries_};
   }
 
   // Calls finished since the last TakeInterval, warm-up included, for the progress line.
@@ -461,6 +479,7 @@ class Stats {
   uint64_t attempted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_late_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t not_sent_throttled_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<uint64_t, kRetryEvents> retries_ ABSL_GUARDED_BY(mu_){};
   std::vector<uint64_t> shard_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> shard_sheds_ ABSL_GUARDED_BY(mu_);
@@ -478,7 +497,8 @@ class Driver {
         accounts_(accounts),
         book_(static_cast<size_t>(options.accounts)),
         stats_(options.shards),
-        retry_budget_(options.retry_budget) {
+        retry_budget_(options.retry_budget),
+        throttle_(options.rate > 0 ? options.throttle_k : 0) {
     for (int32_t i = 0; i < options.channels; ++i) {
       grpc::ChannelArguments arguments;
       arguments.SetInt("ledger.loadtest.channel", i);  // Distinct args: distinct connections.
@@ -588,6 +608,8 @@ class Driver {
   LedgerBook book_;
   Stats stats_;
   RetryBudget retry_budget_;
+  // Open loop only: a closed loop already waits for each answer before its next call.
+  AdaptiveThrottle throttle_;
   // Calls waiting out a pushback. Stopped at the end of Run, when none can be waiting.
   RetryTimer retry_timer_;
   std::atomic<int> phase_{kWarmingUp};
@@ -734,6 +756,13 @@ bool Driver::ScheduleRetry(Call* call) {
 }
 
 void Driver::Finish(Call* call, const grpc::Status& status) {
+  // The throttle's "accepted": the server took the attempt on (whatever its answer), rather than
+  // refusing it for overload or leaving it unanswered.
+  const grpc::StatusCode code = status.error_code();
+  if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && code != grpc::StatusCode::UNAVAILABLE &&
+      code != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    throttle_.CountAccepted(Clock::now());
+  }
   // A shed attempt applied nothing, so retrying it under the same request_id keeps the call one
   // logical operation; only its final code reaches the book and the report.
   if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
@@ -818,6 +847,8 @@ void Driver::RunOpenLoop() {
   const std::chrono::nanoseconds max_send_delay =
       absl::ToChronoNanoseconds(options_.max_send_delay);
   std::unique_ptr<Workload> workload = NewWorkload();  // This thread's alone.
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> uniform01(0.0, 1.0);
   for (uint64_t i = 0; !Stopping(); ++i) {
     const auto intended = start + std::chrono::duration_cast<Clock::duration>(period * i);
     // In steps of at most 100 ms, so that a stop is seen soon even at a low --rate.
@@ -830,8 +861,13 @@ void Driver::RunOpenLoop() {
     const PlannedCall plan = workload->Next();
     // Sent this late, its latency (counted from `intended`) would be the client's own lag: the
     // sender fell behind (a busy machine, a descheduled thread), not the server.
-    if (Clock::now() - intended > max_send_delay) {
+    const Clock::time_point now = Clock::now();
+    if (now - intended > max_send_delay) {
       if (measured) stats_.CountNotSentLate();
+      continue;
+    }
+    if (!throttle_.ShouldSend(now, uniform01(random))) {
+      if (measured) stats_.CountNotSentThrottled();
       continue;
     }
     if (in_flight_.load() >= options_.max_in_flight) {
@@ -1245,7 +1281,7 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
                                       : "nothing measured (still warming up)")
            << "\n";
   }
-  const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late;
+  const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late + s.not_sent_throttled;
   report << absl::StrFormat("measured %.1f s: %d calls, %.0f OK/s, %.0f attempted/s, %.0f sent/s",
                             o.seconds, calls, static_cast<double>(s.codes[0]) / seconds,
                             static_cast<double>(calls) / seconds,
@@ -1263,6 +1299,7 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   }
   if (s.not_sent > 0) report << " NOT_SENT(in-flight cap)=" << s.not_sent;
   if (s.not_sent_late > 0) report << " NOT_SENT(late)=" << s.not_sent_late;
+  if (s.not_sent_throttled > 0) report << " NOT_SENT(throttled)=" << s.not_sent_throttled;
   report << "\n";
   using RetryEvent = Stats::RetryEvent;
   if (std::any_of(s.retries.begin(), s.retries.end(), [](uint64_t n) { return n > 0; })) {
@@ -1306,7 +1343,7 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
 std::string JsonReport(const Options& options, const RunOutcome& o) {
   const Stats::Snapshot& s = o.stats;
   const double seconds = o.seconds > 0 ? o.seconds : 1;
-  const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late;
+  const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late + s.not_sent_throttled;
   std::ostringstream json;
   json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options.run_id,
                           o.seconds)
@@ -1326,6 +1363,7 @@ std::string JsonReport(const Options& options, const RunOutcome& o) {
   }
   using RetryEvent = Stats::RetryEvent;
   json << "},\"not_sent\":" << s.not_sent << ",\"not_sent_late\":" << s.not_sent_late
+       << ",\"not_sent_throttled\":" << s.not_sent_throttled
        << ",\"retries\":{\"sent\":" << s.retry(RetryEvent::kSent)
        << ",\"denied_by_budget\":" << s.retry(RetryEvent::kDeniedByBudget)
        << ",\"denied_by_deadline\":" << s.retry(RetryEvent::kDeniedByDeadline)

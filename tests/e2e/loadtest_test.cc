@@ -210,6 +210,43 @@ TEST_F(LoadtestPushbackTest, MaxRetriesZeroNeverRetries) {
       << json_;
 }
 
+// Client-side adaptive throttling (--throttle_k), against a fake that refuses every call with no
+// pushback (so nothing is retried): the client soon refuses most calls itself, unsent.
+class LoadtestThrottleTest : public LoadtestTest {
+ protected:
+  void SetUp() override {
+    fake_ = std::make_unique<testing_util::FakeLedger>(testing_util::FakeLedger::Shedding{
+        .attempts_shed = 1'000'000, .pushback_ms = std::nullopt});
+    target_ = fake_->Start();
+  }
+  // One second of open loop at 400 calls/s, never counted late (the machine may be busy).
+  int Run(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--rate=400", "--duration=1s", "--max_send_delay=inf",
+                               "--mix=deposit=100", "--accounts=20", "--verify=false"});
+    return RunLoadtest(flags);
+  }
+  std::unique_ptr<testing_util::FakeLedger> fake_;
+};
+
+TEST_F(LoadtestThrottleTest, ARefusingServerIsSparedMostCallsByTheClient) {
+  ASSERT_EQ(Run({"--throttle_k=2"}), 0) << output_;
+  const long long throttled = JsonNumber(json_, "not_sent_throttled");
+  const long long shed = JsonNumber(json_, "RESOURCE_EXHAUSTED");
+  // Nothing was ever accepted, so after n refusals the next call is sent with chance 1/(n+1).
+  EXPECT_GT(throttled, 0) << json_;
+  EXPECT_GT(throttled, shed) << json_;
+  EXPECT_EQ(throttled + shed, JsonNumber(json_, "measured_calls")) << json_;
+  // The server saw only the calls that were sent: every one of them, and no other.
+  EXPECT_EQ(static_cast<long long>(fake_->request_ids().size()), shed) << json_;
+  EXPECT_THAT(output_, HasSubstr("NOT_SENT(throttled)="));
+}
+
+TEST_F(LoadtestThrottleTest, KZeroSendsEveryCall) {
+  ASSERT_EQ(Run({"--throttle_k=0"}), 0) << output_;
+  EXPECT_EQ(JsonNumber(json_, "not_sent_throttled"), 0) << json_;
+  EXPECT_EQ(JsonNumber(json_, "RESOURCE_EXHAUSTED"), JsonNumber(json_, "measured_calls")) << json_;
+}
+
 TEST_F(LoadtestTest, BadFlagsExitWithUsageCode) {
   target_ = "127.0.0.1:1";
   for (const std::vector<std::string>& flags :
@@ -268,6 +305,7 @@ INSTANTIATE_TEST_SUITE_P(
         FlagCase{{"--max_send_delay=0s"}, "--max_send_delay must be positive (inf: never late)"},
         FlagCase{{"--max_retries=11"}, "--max_retries must be 0 to 10"},
         FlagCase{{"--retry_budget=1.5"}, "--retry_budget must be 0 to 1"},
+        FlagCase{{"--throttle_k=-1"}, "--throttle_k must be 0 (off) to 1000"},
         FlagCase{{"--target=ledger"},
                  "--target needs HOST:PORT, e.g. 127.0.0.1:50051 or :50051; got \"ledger\": no "
                  "port"},
@@ -280,7 +318,7 @@ TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
   EXPECT_EQ(help.WaitForExit(), 0);
   for (const char* flag : {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
                            "must equal the server's --shards", "--concurrency", "--version",
-                           "--max_send_delay", "--max_retries", "--retry_budget"}) {
+                           "--max_send_delay", "--max_retries", "--retry_budget", "--throttle_k"}) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), Not(HasSubstr("No flags matched")));
