@@ -106,7 +106,7 @@ def print_mode_table(mode, records):
           f"({len(ok_records)} round(s))\n")
     print("| phase | offered/s | sent/s | OK/s | goodput | OK p50 / p99 ms | RESOURCE_EXHAUSTED | "
           "RE p50 / p99 ms | DEADLINE_EXCEEDED | refused (server) | admitted | mailbox rejected |"
-          " max in flight | ledgerd CPU % | client CPU s (% core) | late / not sent | "
+          " max in flight | ledgerd CPU % | client CPU (% of a core) | late / not sent | "
           "verification |")
     print("|" + "---|" * 17)
     for label, pairs in phase_rows(ok_records).items():
