@@ -23,6 +23,11 @@ measured window opens and when it closes (admitted, refused by reason, mailbox r
 every 0.5 s between (the largest ledger_in_flight); CPU seconds of ledgerd and of the client in
 the window. Series a ledgerd does not export are printed as "-".
 
+A control (unless --skip_reference) runs the same open-loop rates, multiples of the first mode's
+capacity, against the answer-at-once reference server (bench/ledger-reference-server
+--mode=instant) on the same CPU: what it shows comes from the load client, gRPC and the machine,
+not from ledgerd.
+
 --sweep_max_in_flight 64,128,256 then runs the 2× phase (the largest of --multipliers) once per
 limit, each on a fresh ledgerd with --max_in_flight=N, at the rate derived from the capacity
 measured in the same round. --rounds N repeats everything (the order of modes and limits rotates)
@@ -92,6 +97,8 @@ def cpu_seconds(pid):
 
 
 def scrape(metrics_port):
+    if metrics_port is None:  # The reference server has no /metrics.
+        return None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                     timeout=10) as reply:
@@ -185,39 +192,35 @@ class RssSampler:
 # ledgerd
 
 
-class Ledgerd:
-    """One ledgerd process, pinned; stop() ends it by PID (SIGTERM, then SIGKILL)."""
+class Server:
+    """One server process, pinned, started on a free port; stop() ends it by PID (SIGTERM, then
+    SIGKILL). `ready` matches its start line: group 1 the gRPC port, group 2 (if any) the
+    metrics port."""
 
-    def __init__(self, args, durability, data_dir, extra):
-        self.binary = os.path.join(args.build, "server", "ledgerd")
-        if durability != "none":
-            subprocess.run([self.binary, "init", f"--data_dir={data_dir}"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        command = [*pin(args, args.server_cpus), self.binary, "--listen=127.0.0.1:0",
-                   "--metrics_listen=127.0.0.1:0", f"--durability={durability}",
-                   f"--data_dir={data_dir}", *extra]
-        self.command = command
-        self.lines = []
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+    def __init__(self, args, command, ready, name):
+        self.command = [*pin(args, args.server_cpus), *command]
+        self.name, self.lines, self.metrics_port = name, [], None
+        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
-        self.pid = self.process.pid  # taskset execs ledgerd: the same PID.
+        self.pid = self.process.pid  # taskset execs the server: the same PID.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if not line:
                 break
             self.lines.append(line)
-            match = re.search(r"listening on 127\.0\.0\.1:(\d+), metrics on "
-                              r"http://127\.0\.0\.1:(\d+)/metrics", line)
+            match = re.search(ready, line)
             if match:
-                self.port, self.metrics_port = int(match.group(1)), int(match.group(2))
+                self.port = int(match.group(1))
+                if match.re.groups > 1:
+                    self.metrics_port = int(match.group(2))
                 # Keep reading its output, so that it never blocks on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()
                 self.rss = RssSampler(self.pid)
                 self.started = time.monotonic()
                 return
         self.stop()
-        raise RuntimeError("ledgerd did not start (" + " ".join(map(shlex.quote, command)) +
+        raise RuntimeError(f"{name} did not start (" + " ".join(map(shlex.quote, self.command)) +
                            "); its output:\n" + "".join(self.lines[-20:]))
 
     def _drain(self):
@@ -229,6 +232,23 @@ class Ledgerd:
         if hasattr(self, "rss"):
             self.rss.stop()
         stop_process(self.process)
+
+
+def start_ledgerd(args, durability, data_dir, extra):
+    binary = os.path.join(args.build, "server", "ledgerd")
+    if durability != "none":
+        subprocess.run([binary, "init", f"--data_dir={data_dir}"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return Server(args, [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                         f"--durability={durability}", f"--data_dir={data_dir}", *extra],
+                  r"listening on 127\.0\.0\.1:(\d+), metrics on http://127\.0\.0\.1:(\d+)/metrics",
+                  "ledgerd")
+
+
+def start_reference(args):
+    return Server(args, [os.path.join(args.build, "bench", "ledger-reference-server"),
+                         "--mode=instant", "--listen=127.0.0.1:0"],
+                  r"listening on port (\d+)", "ledger-reference-server")
 
 
 def stop_process(process):
@@ -284,8 +304,11 @@ def observe_window(server, client_pid, measuring, duration, done, out):
 
 
 def run_loadtest(args, server, durability, label, load_flags, warmup_s, duration_s):
-    """One ledger-loadtest run against `server`; returns the phase record."""
-    resolve = args.resolve_for if durability != "none" else "0"
+    """One ledger-loadtest run against `server`; returns the phase record. durability None: the
+    stateless reference server, nothing to verify."""
+    resolve = args.resolve_for if durability not in ("none", None) else "0"
+    if durability is None:
+        load_flags = [*load_flags, "--verify=false"]
     with tempfile.TemporaryDirectory(prefix="overload-loadtest-") as scratch:
         report_path = os.path.join(scratch, "report.json")
         command = [*pin(args, args.client_cpus),
@@ -399,7 +422,7 @@ def mode_run(args, durability, round_index, scratch):
     data_dir = os.path.join(scratch, f"data-{durability}-r{round_index}")
     record = {"round": round_index, "mode": durability, "server_args": args.server_args,
               "load_average_before": [round(x, 2) for x in os.getloadavg()], "phases": []}
-    server = Ledgerd(args, durability, data_dir, shlex.split(args.server_args))
+    server = start_ledgerd(args, durability, data_dir, shlex.split(args.server_args))
     try:
         rss = server.rss
         time.sleep(0.3)  # A few RSS samples of the idle process.
@@ -443,8 +466,8 @@ def sweep_run(args, durability, limit, capacity, round_index, scratch):
     rate = round(multiplier * capacity)
     record = {"round": round_index, "mode": durability, "max_in_flight": limit,
               "capacity": capacity, "multiplier": multiplier, "rate": rate}
-    server = Ledgerd(args, durability, data_dir,
-                     [*shlex.split(args.server_args), f"--max_in_flight={limit}"])
+    server = start_ledgerd(args, durability, data_dir,
+                           [*shlex.split(args.server_args), f"--max_in_flight={limit}"])
     try:
         time.sleep(0.3)
         start = server.rss.at(server.started)
@@ -459,6 +482,27 @@ def sweep_run(args, durability, limit, capacity, round_index, scratch):
     finally:
         server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+    return record
+
+
+def reference_run(args, capacity, round_index):
+    """The control: the same open-loop rates against the answer-at-once reference server on the
+    same CPU. Whatever latency it shows comes from the load client, gRPC and the machine, not from
+    ledgerd."""
+    record = {"round": round_index, "mode": "reference", "first_mode": args.modes[0],
+              "capacity": capacity, "phases": []}
+    server = start_reference(args)
+    try:
+        for multiplier in args.multipliers:
+            rate = round(multiplier * capacity)
+            phase = run_loadtest(args, server, None, f"{multiplier:g}×", [f"--rate={rate}"],
+                                 args.warmup, args.duration)
+            phase.update(multiplier=multiplier, rate=rate)
+            record["phases"].append(phase)
+            log(f"  round {round_index + 1} reference (answer at once) {multiplier:g}× of "
+                f"{args.modes[0]} capacity ({rate:,}/s): {describe(phase)}")
+    finally:
+        server.stop()
     return record
 
 
@@ -527,6 +571,9 @@ def parse_args(argv):
     parser.add_argument("--resolve_for", default="60s",
                         help="ledger-loadtest --resolve_for on a durable ledgerd (exact "
                              "verification); --durability=none always uses 0")
+    parser.add_argument("--skip_reference", action="store_true",
+                        help="leave out the control: the same open-loop rates (multiples of the "
+                             "first mode's capacity) against the answer-at-once reference server")
     parser.add_argument("--server_cpus", default="0", help="taskset CPU list of ledgerd")
     parser.add_argument("--client_cpus", default="1", help="taskset CPU list of ledger-loadtest")
     parser.add_argument("--no_pin", action="store_true", help="run both unpinned")
@@ -542,7 +589,10 @@ def parse_args(argv):
 
 def check_setup(args):
     """Fails early, with a message that says what to do, instead of halfway through."""
-    for binary in ("server/ledgerd", "client/ledger-loadtest"):
+    binaries = ["server/ledgerd", "client/ledger-loadtest"]
+    if not args.skip_reference:
+        binaries.append("bench/ledger-reference-server")
+    for binary in binaries:
         if not os.access(os.path.join(args.build, binary), os.X_OK):
             sys.exit(f"overload_bench: {os.path.join(args.build, binary)} is missing; build "
                      f"first (make build) or pass --build")
@@ -622,7 +672,7 @@ def main(argv):
     command, machine = header(args, argv)
     results = {"command": command, "machine": machine,
                "settings": {k: v for k, v in vars(args).items() if k != "json"},
-               "modes": [], "sweep": []}
+               "modes": [], "reference": [], "sweep": []}
     scratch = tempfile.mkdtemp(prefix="ledgerd-overload-")
     failed = False
     try:
@@ -639,6 +689,12 @@ def main(argv):
                               "error": f"{error} {detail}".strip(), "phases": []}
                     failed = True
                 results["modes"].append(record)
+            if not args.skip_reference and capacities.get(args.modes[0]):
+                try:
+                    results["reference"].append(
+                        reference_run(args, capacities[args.modes[0]], round_index))
+                except RuntimeError as error:
+                    log(f"  reference server: FAILED: {error}")
             capacity = capacities.get(args.sweep_mode)
             for limit in rotated(args.sweep_max_in_flight, round_index):
                 if not capacity:

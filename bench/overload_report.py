@@ -232,6 +232,32 @@ def print_sweep(sweep):
               f"{'/'.join(sorted({str(p.get('verification')) for p in phases}))} |")
 
 
+def print_reference(records):
+    """The control: the open-loop rates against the answer-at-once reference server."""
+    if not records:
+        return
+    print(f"\n### Control: the same open-loop rates against the answer-at-once reference server "
+          f"(multiples of `--durability={records[0].get('first_mode', 'sync')}` capacity "
+          f"{cell([r.get('capacity') for r in records], ',.0f')}/s)\n")
+    print("| phase | offered/s | sent/s | OK/s | OK/s ÷ ledgerd capacity | OK p50 / p99 ms | "
+          "DEADLINE_EXCEEDED | server CPU % | client CPU (% of a core) | late / not sent |")
+    print("|" + "---|" * 10)
+    for label, pairs in phase_rows(records).items():
+        phases = [p for _, p in pairs]
+        cpu = [client_cpu(p) for p in phases]
+        print(f"| {label} | {cell([p.get('offered_per_second') or p.get('rate') for p in phases], ',.0f')} | "
+              f"{cell([p.get('sent_per_second') for p in phases], ',.0f')} | "
+              f"{cell([p.get('ok_per_second') for p in phases], ',.0f')} | "
+              f"{cell([goodput(p, r.get('capacity')) for r, p in pairs], '.2f')} | "
+              f"{ms_pair(phases, 'ok_p50_ms', 'ok_p99_ms')} | "
+              f"{cell([p.get('de_count') for p in phases], ',.0f')} | "
+              f"{cell([percent_of_core(p.get('server_cpu_s'), p) for p in phases], '.0f')} | "
+              f"{cell(cpu, '.1f', ' s')}, "
+              f"{cell([percent_of_core(c, p) for c, p in zip(cpu, phases)], '.0f', '%')} | "
+              f"{cell([p.get('not_sent_late') for p in phases], ',.0f')} / "
+              f"{cell([p.get('not_sent') for p in phases], ',.0f')} |")
+
+
 def print_report(results):
     """Prints every table and the goals; returns {mode: [(goal, measured, verdict)]}."""
     modes = {}
@@ -247,6 +273,7 @@ def print_report(results):
             print("|---|---|---|")
             for goal, measured, verdict in goals[mode]:
                 print(f"| {goal} | {measured} | **{verdict}** |")
+    print_reference(results.get("reference"))
     print_sweep(results.get("sweep"))
     print("\nColumns: offered/s is the open loop's schedule (ledger-loadtest offered_per_second, "
           "else --rate); sent/s what it sent (sent_per_second, else measured calls minus not "
