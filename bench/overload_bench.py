@@ -197,7 +197,7 @@ class Server:
     SIGKILL). `ready` matches its start line: group 1 the gRPC port, group 2 (if any) the
     metrics port."""
 
-    def __init__(self, args, command, ready, name):
+    def __init__(self, args, command, ready, name, quota=None):
         self.command = [*pin(args, args.server_cpus), *command]
         self.name, self.lines, self.metrics_port = name, [], None
         self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE,
@@ -216,6 +216,14 @@ class Server:
                     self.metrics_port = int(match.group(2))
                 # Keep reading its output, so that it never blocks on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()
+                self.quota = None
+                if quota:
+                    try:
+                        self.quota = CpuQuota(quota)
+                        self.quota.add(self.pid)
+                    except (OSError, RuntimeError):
+                        self.stop()
+                        raise
                 self.rss = RssSampler(self.pid)
                 self.started = time.monotonic()
                 return
@@ -232,6 +240,8 @@ class Server:
         if hasattr(self, "rss"):
             self.rss.stop()
         stop_process(self.process)
+        if getattr(self, "quota", None):
+            self.quota.remove()
 
 
 def start_ledgerd(args, durability, data_dir, extra):
@@ -242,13 +252,60 @@ def start_ledgerd(args, durability, data_dir, extra):
     return Server(args, [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
                          f"--durability={durability}", f"--data_dir={data_dir}", *extra],
                   r"listening on 127\.0\.0\.1:(\d+), metrics on http://127\.0\.0\.1:(\d+)/metrics",
-                  "ledgerd")
+                  "ledgerd", args.server_cpu_quota)
 
 
 def start_reference(args):
     return Server(args, [os.path.join(args.build, "bench", "ledger-reference-server"),
                          "--mode=instant", "--listen=127.0.0.1:0"],
-                  r"listening on port (\d+)", "ledger-reference-server")
+                  r"listening on port (\d+)", "ledger-reference-server", args.server_cpu_quota)
+
+
+class CpuQuota:
+    """A CPU bandwidth limit for one process: a cgroup (v1 `cpu` controller) of its own, with
+    `fraction` of one CPU per `period_us`, removed by remove(). Throttling stalls the process for
+    the rest of a period once its quota is spent, so the period is short (10 ms: stalls of at
+    most 10 ms × (1 − fraction))."""
+
+    ROOT = "/sys/fs/cgroup/cpu"
+
+    def __init__(self, fraction, period_us=10_000):
+        if not os.path.exists(os.path.join(self.ROOT, "cpu.cfs_quota_us")):
+            raise RuntimeError(f"--server_cpu_quota needs the cgroup v1 cpu controller at "
+                               f"{self.ROOT}; it is not there")
+        self.path = os.path.join(self.ROOT, f"ledgerd-overload-{os.getpid()}-{time.time_ns()}")
+        os.mkdir(self.path)
+        self._write("cpu.cfs_period_us", period_us)
+        self._write("cpu.cfs_quota_us", round(fraction * period_us))
+
+    def _write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as file:
+            file.write(f"{value}\n")
+
+    def add(self, pid):
+        self._write("cgroup.procs", pid)  # Moves every thread of the process.
+
+    def throttled_s(self):
+        try:
+            with open(os.path.join(self.path, "cpu.stat")) as stat:
+                for line in stat:
+                    if line.startswith("throttled_time"):
+                        return int(line.split()[1]) / 1e9
+        except OSError:
+            pass
+        return None
+
+    def remove(self):
+        """After its process has exited (a cgroup with tasks cannot be removed)."""
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"    warning: could not remove {self.path}")
 
 
 def stop_process(process):
@@ -279,6 +336,7 @@ def observe_window(server, client_pid, measuring, duration, done, out):
     t0 = time.monotonic()
     first = scrape(server.metrics_port)
     server_cpu0, client_cpu0 = cpu_seconds(server.pid), cpu_seconds(client_pid)
+    throttled0 = server.quota.throttled_s() if server.quota else None
     in_flight_max = None
     # The window opened at most ~0.1 s before its progress line: end a little early to stay in.
     end = t0 + duration - 0.2
@@ -289,6 +347,7 @@ def observe_window(server, client_pid, measuring, duration, done, out):
             in_flight_max = value if in_flight_max is None else max(in_flight_max, value)
     time.sleep(max(0.0, end - time.monotonic()))
     server_cpu1, client_cpu1 = cpu_seconds(server.pid), cpu_seconds(client_pid)
+    throttled1 = server.quota.throttled_s() if server.quota else None
     t1 = time.monotonic()
     last = scrape(server.metrics_port)
     window = t1 - t0
@@ -298,6 +357,7 @@ def observe_window(server, client_pid, measuring, duration, done, out):
         in_flight_max = value if in_flight_max is None else max(in_flight_max, value)
     out.update(
         window_s=round(window, 3), in_flight_max=in_flight_max,
+        server_throttled_s=(None if None in (throttled0, throttled1) else throttled1 - throttled0),
         server_cpu_s=(None if None in (server_cpu0, server_cpu1) else server_cpu1 - server_cpu0),
         client_cpu_window_s=(None if None in (client_cpu0, client_cpu1)
                              else client_cpu1 - client_cpu0))
@@ -576,6 +636,10 @@ def parse_args(argv):
                              "first mode's capacity) against the answer-at-once reference server")
     parser.add_argument("--server_cpus", default="0", help="taskset CPU list of ledgerd")
     parser.add_argument("--client_cpus", default="1", help="taskset CPU list of ledger-loadtest")
+    parser.add_argument("--server_cpu_quota", type=float, default=None,
+                        help="also cap the server at this fraction of one CPU (a cgroup v1 cpu "
+                             "quota, 10 ms period), so that a one-core load client can offer "
+                             "2x its capacity; e.g. 0.4")
     parser.add_argument("--no_pin", action="store_true", help="run both unpinned")
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args(argv)
@@ -653,7 +717,9 @@ def header(args, argv):
           f"{args.capacity_warmup_s} s; then open loop at "
           f"{', '.join(f'{m:g}×' for m in args.multipliers)} capacity, {args.duration} s after "
           f"{args.warmup} s each; {args.rounds} round(s)"
-          + (f"; ledgerd flags {args.server_args}" if args.server_args else ""))
+          + (f"; ledgerd flags {args.server_args}" if args.server_args else "")
+          + (f"; server capped at {args.server_cpu_quota:g} of a CPU (cgroup cpu quota)"
+             if args.server_cpu_quota else ""))
     print(flush=True)
     return command, machine
 

@@ -143,6 +143,11 @@ def print_mode_table(mode, records):
           f"{cell([x.get('end') for x in rss], '.0f')} MB at the end: growth over the overload "
           f"phases {cell(growth, '+.0f')} MB, {cell(growth_from_start, '+.0f')} MB from process "
           f"start")
+    throttled = {label: [p.get("server_throttled_s") for _, p in pairs]
+                 for label, pairs in phase_rows(ok_records).items()}
+    if any(is_number(v) for values in throttled.values() for v in values):
+        print("ledgerd throttled by its CPU quota, seconds per measured window: " +
+              "; ".join(f"{label} {cell(values, '.1f')}" for label, values in throttled.items()))
     retries = [p.get("retries") for _, pairs in phase_rows(ok_records).items()
                for _, p in pairs if p.get("retries")]
     if retries:
