@@ -40,6 +40,7 @@ Usage: bench/overload_bench.py [--build build/release] [--modes sync,none] [--mu
 """
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -258,18 +259,19 @@ def start_ledgerd(args, durability, data_dir, extra):
 def start_reference(args):
     return Server(args, [os.path.join(args.build, "bench", "ledger-reference-server"),
                          "--mode=instant", "--listen=127.0.0.1:0"],
-                  r"listening on port (\d+)", "ledger-reference-server", args.server_cpu_quota)
+                  r"listening on port (\d+)", "ledger-reference-server")
 
 
 class CpuQuota:
     """A CPU bandwidth limit for one process: a cgroup (v1 `cpu` controller) of its own, with
     `fraction` of one CPU per `period_us`, removed by remove(). Throttling stalls the process for
-    the rest of a period once its quota is spent, so the period is short (10 ms: stalls of at
-    most 10 ms × (1 − fraction))."""
+    the rest of a period once its quota is spent, so the period is as short as the kernel's 1 ms
+    minimum quota allows, and at most 10 ms (0.2 of a CPU: 5 ms periods, stalls of at most 4 ms)."""
 
     ROOT = "/sys/fs/cgroup/cpu"
 
-    def __init__(self, fraction, period_us=10_000):
+    def __init__(self, fraction):
+        period_us = min(10_000, max(1_000, math.ceil(1_000 / fraction)))
         if not os.path.exists(os.path.join(self.ROOT, "cpu.cfs_quota_us")):
             raise RuntimeError(f"--server_cpu_quota needs the cgroup v1 cpu controller at "
                                f"{self.ROOT}; it is not there")
@@ -638,7 +640,7 @@ def parse_args(argv):
     parser.add_argument("--client_cpus", default="1", help="taskset CPU list of ledger-loadtest")
     parser.add_argument("--server_cpu_quota", type=float, default=None,
                         help="also cap the server at this fraction of one CPU (a cgroup v1 cpu "
-                             "quota, 10 ms period), so that a one-core load client can offer "
+                             "quota with a period of 1000/fraction µs, at most 10 ms; not the control), so that a one-core load client can offer "
                              "2x its capacity; e.g. 0.4")
     parser.add_argument("--no_pin", action="store_true", help="run both unpinned")
     parser.add_argument("--json", help="also write every figure to this file")

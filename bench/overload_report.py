@@ -5,6 +5,9 @@ bench/overload_bench.py measures; this module only computes and prints, so that 
 (--json) can be printed again without measuring anything:
 
   python3 bench/overload_report.py results.json
+  python3 bench/overload_report.py round1.json round2.json   # separate runs as rounds of one
+
+(Separate runs are how two builds are compared interleaved: before, after, before, after.)
 
 A mode record is one ledgerd (one --durability mode, one round) and the phases it served:
   {"round": 0, "mode": "sync", "capacity": OK/s of the closed loop,
@@ -290,17 +293,35 @@ def print_report(results):
     return goals
 
 
+def merge(runs):
+    """Several runs' results as one, their rounds numbered one after another."""
+    merged = {"modes": [], "reference": [], "sweep": []}
+    offset = 0
+    for results in runs:
+        rounds = 0
+        for key in ("modes", "reference", "sweep"):
+            for record in results.get(key) or []:
+                merged[key].append(dict(record, round=record["round"] + offset))
+                rounds = max(rounds, record["round"] + 1)
+        offset += rounds
+    return merged
+
+
 def main(argv):
-    if len(argv) != 1:
-        sys.exit("usage: overload_report.py RESULTS.json (written by overload_bench.py --json)")
-    with open(argv[0]) as file:
-        results = json.load(file)
-    print(f"command: `{results.get('command')}`")
-    machine = results.get("machine", {})
-    print(f"started {machine.get('started_utc')} UTC; load average at start "
-          f"{machine.get('load_average_at_start')}, at end {machine.get('load_average_at_end')}; "
-          f"binaries {machine.get('build')} (source {machine.get('build_source')})")
-    print_report(results)
+    if not argv:
+        sys.exit("usage: overload_report.py RESULTS.json... (written by overload_bench.py --json;"
+                 " several are merged as rounds of one)")
+    runs = []
+    for path in argv:
+        with open(path) as file:
+            runs.append(json.load(file))
+    for results in runs:
+        machine = results.get("machine", {})
+        print(f"command: `{results.get('command')}`; started {machine.get('started_utc')} UTC; "
+              f"load average at start {machine.get('load_average_at_start')}, at end "
+              f"{machine.get('load_average_at_end')}; binaries {machine.get('build')} (source "
+              f"{machine.get('build_source')})")
+    print_report(merge(runs) if len(runs) > 1 else runs[0])
 
 
 if __name__ == "__main__":
