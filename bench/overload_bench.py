@@ -639,9 +639,10 @@ def parse_args(argv):
     parser.add_argument("--server_cpus", default="0", help="taskset CPU list of ledgerd")
     parser.add_argument("--client_cpus", default="1", help="taskset CPU list of ledger-loadtest")
     parser.add_argument("--server_cpu_quota", type=float, default=None,
-                        help="also cap the server at this fraction of one CPU (a cgroup v1 cpu "
-                             "quota with a period of 1000/fraction µs, at most 10 ms; not the control), so that a one-core load client can offer "
-                             "2x its capacity; e.g. 0.4")
+                        help="also cap ledgerd at this fraction of one CPU (a cgroup v1 cpu "
+                             "quota, period 1000/fraction µs, at most 10 ms; not the control), so "
+                             "that a one-core load client can offer 2x its capacity; e.g. 0.4. "
+                             "Experimental: see docs/benchmarks.md")
     parser.add_argument("--no_pin", action="store_true", help="run both unpinned")
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args(argv)

@@ -85,7 +85,8 @@ def refused_text(phases):
 
 
 def ms_pair(phases, p50, p99):
-    return f"{cell([p.get(p50) for p in phases], '.1f')} / {cell([p.get(p99) for p in phases], '.1f')}"
+    p50s, p99s = [p.get(p50) for p in phases], [p.get(p99) for p in phases]
+    return f"{cell(p50s, '.1f')} / {cell(p99s, '.1f')}"
 
 
 def phase_rows(records):
@@ -253,7 +254,8 @@ def print_reference(records):
     for label, pairs in phase_rows(records).items():
         phases = [p for _, p in pairs]
         cpu = [client_cpu(p) for p in phases]
-        print(f"| {label} | {cell([p.get('offered_per_second') or p.get('rate') for p in phases], ',.0f')} | "
+        offered = [p.get("offered_per_second") or p.get("rate") for p in phases]
+        print(f"| {label} | {cell(offered, ',.0f')} | "
               f"{cell([p.get('sent_per_second') for p in phases], ',.0f')} | "
               f"{cell([p.get('ok_per_second') for p in phases], ',.0f')} | "
               f"{cell([goodput(p, r.get('capacity')) for r, p in pairs], '.2f')} | "
