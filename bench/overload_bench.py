@@ -429,6 +429,9 @@ def phase_record(report, window):
         return record
     latency = report.get("latency_us", {})
     ok, shed = latency.get("ok", {}), latency.get("resource_exhausted", {})
+    # With retries after pushback, a call's RESOURCE_EXHAUSTED latency spans its attempts; each
+    # refusal on its own (the server's answer time) is timed separately.
+    attempt = latency.get("resource_exhausted_attempt", {})
     codes = report.get("codes", {})
     seconds = report.get("measured_seconds") or 0
     not_sent = report.get("not_sent")
@@ -447,10 +450,14 @@ def phase_record(report, window):
         re_count=codes.get("RESOURCE_EXHAUSTED", 0),
         re_p50_ms=ms(shed.get("p50")) if shed.get("count") else None,
         re_p99_ms=ms(shed.get("p99")) if shed.get("count") else None,
+        re_attempt_count=attempt.get("count"),
+        re_attempt_p50_ms=ms(attempt.get("p50")) if attempt.get("count") else None,
+        re_attempt_p99_ms=ms(attempt.get("p99")) if attempt.get("count") else None,
         de_count=codes.get("DEADLINE_EXCEEDED", 0),
         codes=codes,
         not_sent=not_sent,
         not_sent_late=report.get("not_sent_late"),
+        not_sent_throttled=report.get("not_sent_throttled"),
         retries=report.get("retries"),
         client_cpu_report_s=client_cpu,
         ambiguous=report.get("ambiguous"),
