@@ -10,7 +10,7 @@ FUZZ := $(BUILD_DIR)/fuzz
 CLANG := $(BUILD_DIR)/clang
 
 .PHONY: all deps build run test test-release test-tsan test-asan test-thread-safety test-image \
-	bench bench-durability simulate fuzz-build fuzz test-fuzz format tidy clean
+	bench bench-durability bench-overload simulate fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
@@ -98,6 +98,16 @@ DURABILITY_ARGS ?=
 bench-durability: build
 	python3 bench/durability_bench.py --build $(RELEASE) --rounds 3 --duration 4 --warmup 1 \
 		$(DURABILITY_ARGS)
+
+# Issue 14's overload goals (about 2 minutes after the build; bench/overload_bench.py --help):
+# per --durability mode (sync, then none) one ledgerd pinned to CPU 0, ledger-loadtest on CPU 1:
+# closed-loop capacity, then 1.5x and 2x of it open loop, and the same rates against the
+# answer-at-once server as a control. More, e.g. OVERLOAD_ARGS="--rounds 3 --multipliers
+# 1,1.5,2,5 --server_args=--max_in_flight=128 --sweep_max_in_flight 64,128,256,512 --json out.json"
+# (python3 bench/overload_report.py out.json prints it again).
+OVERLOAD_ARGS ?=
+bench-overload: build
+	python3 bench/overload_bench.py --build $(RELEASE) $(OVERLOAD_ARGS)
 
 # The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
 # replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds
