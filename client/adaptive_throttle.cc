@@ -32,16 +32,17 @@ double AdaptiveThrottle::RejectProbabilityLocked(Clock::time_point now) {
 bool AdaptiveThrottle::ShouldSend(Clock::time_point now, double uniform01) {
   if (!enabled()) return true;
   absl::MutexLock lock(&mu_);
-  // Decided on the counts before this call, then counted: a refused call is still a request.
-  const bool send = uniform01 >= RejectProbabilityLocked(now);
-  ++BucketFor(now).requests;
-  return send;
+  if (uniform01 >= RejectProbabilityLocked(now)) return true;
+  ++BucketFor(now).requests;  // Refused here: a request the server will never accept.
+  return false;
 }
 
-void AdaptiveThrottle::CountAccepted(Clock::time_point now) {
+void AdaptiveThrottle::CountAnswer(Clock::time_point now, bool accepted) {
   if (!enabled()) return;
   absl::MutexLock lock(&mu_);
-  ++BucketFor(now).accepts;
+  Bucket& bucket = BucketFor(now);
+  ++bucket.requests;
+  if (accepted) ++bucket.accepts;
 }
 
 double AdaptiveThrottle::RejectProbability(Clock::time_point now) {

@@ -8,8 +8,9 @@
 //
 //     max(0, (requests - k * accepts) / (requests + 1))
 //
-// over a sliding window, where `requests` are the calls the application asked for (sent or not)
-// and `accepts` the calls the server answered without refusing them for overload. In the steady
+// over a sliding window, where `requests` are the calls the application asked for (the answered
+// ones and the ones refused locally) and `accepts` the calls the server answered without refusing
+// them for overload. In the steady
 // state the server then sees about k times the calls it accepts: k = 2 (SRE's default) leaves one
 // refusal per accepted call; smaller k throttles harder and wastes less server CPU; k <= 0 turns
 // the throttle off.
@@ -33,11 +34,15 @@ class AdaptiveThrottle {
   // `window` is split into `buckets` equal slices; counts older than the window are forgotten.
   AdaptiveThrottle(double k, Clock::duration window = std::chrono::seconds(10), int buckets = 10);
 
-  // Counts one call the application asked for and decides whether to send it: false means refuse
-  // it locally. `uniform01` is a random number in [0, 1), passed in so that tests are exact.
+  // Decides whether to send a call the application asks for: false means refuse it locally,
+  // which counts it at once as a request not accepted. `uniform01` is a random number in [0, 1),
+  // passed in so that tests are exact.
   bool ShouldSend(Clock::time_point now, double uniform01);
-  // Counts a sent call the server accepted (answered with anything but an overload refusal).
-  void CountAccepted(Clock::time_point now);
+  // Counts the answer to a sent attempt as a request, and as accepted unless the server refused
+  // it for overload. Sent calls count when answered, not when sent: counted at sending, every
+  // call in flight would be a request not (yet) accepted, and with k near 1 that lag alone
+  // throttles a healthy server, and the calls it refuses keep it throttled.
+  void CountAnswer(Clock::time_point now, bool accepted);
 
   // The probability ShouldSend refuses a call now.
   double RejectProbability(Clock::time_point now);

@@ -759,10 +759,9 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   // The throttle's "accepted": the server took the attempt on (whatever its answer), rather than
   // refusing it for overload or leaving it unanswered.
   const grpc::StatusCode code = status.error_code();
-  if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && code != grpc::StatusCode::UNAVAILABLE &&
-      code != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    throttle_.CountAccepted(Clock::now());
-  }
+  throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                                          code != grpc::StatusCode::UNAVAILABLE &&
+                                          code != grpc::StatusCode::DEADLINE_EXCEEDED);
   // A shed attempt applied nothing, so retrying it under the same request_id keeps the call one
   // logical operation; only its final code reaches the book and the report.
   if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
