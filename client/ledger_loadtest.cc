@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,9 +55,11 @@ ABSL_FLAG(int32_t, concurrency, 64, "closed loop: calls in flight at all times")
 ABSL_FLAG(double, rate, 0,
           "open loop: calls per second, each timed from its intended send time (no coordinated "
           "omission); 0 runs the closed loop");
-ABSL_FLAG(int32_t, max_in_flight, 20000,
+ABSL_FLAG(int32_t, max_in_flight, 0,
           "open loop: calls in flight at most (a call waiting to retry included); beyond, a "
-          "call is not sent and counts as NOT_SENT(in-flight cap)");
+          "call is not sent and counts as NOT_SENT(in-flight cap). 0: 100 per --channels "
+          "connection, ledgerd's default --max_concurrent_streams: more would only wait inside "
+          "the client's gRPC channel for an HTTP/2 stream, a queue nothing bounds");
 ABSL_FLAG(absl::Duration, max_send_delay, absl::Milliseconds(2),
           "open loop: a call the sender reaches more than this after its intended send time is "
           "not sent and counts as NOT_SENT(late): the client itself could not keep up, and "
@@ -67,7 +70,7 @@ ABSL_FLAG(int32_t, max_retries, 2,
           "grpc-retry-pushback-ms (a non-negative integer): the same request is sent again after "
           "that many ms (plus up to 10% jitter), if it can start before the call's --deadline "
           "and --retry_budget allows; 0 never retries");
-ABSL_FLAG(double, throttle_k, 2,
+ABSL_FLAG(double, throttle_k, 1.1,
           "open loop: client-side adaptive throttling (Google SRE, Handling Overload); 0 turns it "
           "off. Over the last 10 s, a new call is refused locally, unsent, with probability "
           "(requests - K x accepted) / (requests + 1), and counts as NOT_SENT(throttled): a "
@@ -111,6 +114,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// ledgerd's default --max_concurrent_streams: the calls one connection carries at once.
+constexpr int32_t kStreamsPerChannel = 100;
+
 struct Options {
   std::string target;
   int32_t concurrency;
@@ -137,7 +143,7 @@ struct Options {
   absl::Duration max_send_delay = absl::Milliseconds(2);
   int32_t max_retries = 2;
   double retry_budget = 0.1;
-  double throttle_k = 2;
+  double throttle_k = 1.1;
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
@@ -182,7 +188,13 @@ absl::StatusOr<Options> OptionsFromFlags() {
   o.mix = *mix;
   if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency must be at least 1");
   if (o.rate < 0) return absl::InvalidArgumentError("--rate must not be negative");
-  if (o.max_in_flight < 1) return absl::InvalidArgumentError("--max_in_flight must be >= 1");
+  if (o.max_in_flight < 0) return absl::InvalidArgumentError("--max_in_flight must be >= 0");
+  // Within one connection's worth of streams per channel: see the flag's help.
+  if (o.max_in_flight == 0) {
+    o.max_in_flight = static_cast<int32_t>(
+        std::min<int64_t>(int64_t{kStreamsPerChannel} * std::max(o.channels, 1),
+                          std::numeric_limits<int32_t>::max()));
+  }
   if (o.max_send_delay <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max_send_delay must be positive (inf: never late)");
   }
