@@ -432,6 +432,7 @@ def phase_record(report, window):
     # With retries after pushback, a call's RESOURCE_EXHAUSTED latency spans its attempts; each
     # refusal on its own (the server's answer time) is timed separately.
     attempt = latency.get("resource_exhausted_attempt", {})
+    ok_attempt = latency.get("ok_attempt", {})
     codes = report.get("codes", {})
     seconds = report.get("measured_seconds") or 0
     not_sent = report.get("not_sent")
@@ -453,6 +454,10 @@ def phase_record(report, window):
         re_attempt_count=attempt.get("count"),
         re_attempt_p50_ms=ms(attempt.get("p50")) if attempt.get("count") else None,
         re_attempt_p99_ms=ms(attempt.get("p99")) if attempt.get("count") else None,
+        # The attempt that ended an OK call, on its own: the server's time for admitted work,
+        # without the refusal and pushback wait before a retry.
+        ok_attempt_p50_ms=ms(ok_attempt.get("p50")) if ok_attempt.get("count") else None,
+        ok_attempt_p99_ms=ms(ok_attempt.get("p99")) if ok_attempt.get("count") else None,
         de_count=codes.get("DEADLINE_EXCEEDED", 0),
         codes=codes,
         not_sent=not_sent,

@@ -146,6 +146,12 @@ def print_mode_table(mode, records):
               "; ".join(f"{label} {cell([p.get('re_attempt_count') for p in phases], ',.0f')}, "
                         f"{ms_pair(phases, 're_attempt_p50_ms', 're_attempt_p99_ms')}"
                         for label, phases in attempts.items()))
+    if any(p.get("ok_attempt_p99_ms") is not None for phases in attempts.values() for p in phases):
+        print("\nOK per attempt (the attempt that succeeded, timed on its own: the server's time "
+              "for work it admitted, without a refusal and pushback wait before it), p50 / p99 "
+              "ms: " +
+              "; ".join(f"{label} {ms_pair(phases, 'ok_attempt_p50_ms', 'ok_attempt_p99_ms')}"
+                        for label, phases in attempts.items()))
     growth = [rss_growth(r)[0] for r in ok_records]
     growth_from_start = [rss_growth(r)[1] for r in ok_records]
     rss = [r.get("rss_mb") or {} for r in ok_records]

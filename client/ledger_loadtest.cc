@@ -434,9 +434,15 @@ class Stats {
     absl::MutexLock lock(&mu_);
     shed_attempts_.Record(latency);
   }
+  // The attempt that ended an OK measured call, timed from that attempt's start: how long the
+  // server took with the work it admitted, without the refusals and pushback waits before it.
+  void RecordOkAttempt(std::chrono::nanoseconds latency) {
+    absl::MutexLock lock(&mu_);
+    ok_attempts_.Record(latency);
+  }
 
   struct Snapshot {
-    LatencyHistogram ok, shed, shed_attempts;
+    LatencyHistogram ok, shed, shed_attempts, ok_attempts;
     std::array<uint64_t, kStatusCodeCount> codes{};
     uint64_t attempted = 0, not_sent = 0, not_sent_late = 0, not_sent_throttled = 0;
     std::vector<uint64_t> shard_calls, shard_sheds;
@@ -445,9 +451,8 @@ class Stats {
   };
   Snapshot Take() const {
     absl::MutexLock lock(&mu_);
-    return {ok_,          shed_,        shed_attempts_, codes_,
-            attempted_,   not_sent_,    not_sent_late_, not_sent_throttled_,
-            shard_calls_, shard_sheds_, retries_};
+    return {ok_,       shed_,          shed_attempts_,      ok_attempts_, codes_,       attempted_,
+            not_sent_, not_sent_late_, not_sent_throttled_, shard_calls_, shard_sheds_, retries_};
   }
 
   // Calls finished since the last TakeInterval, warm-up included, for the progress line.
@@ -487,6 +492,7 @@ class Stats {
   LatencyHistogram ok_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram shed_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram shed_attempts_ ABSL_GUARDED_BY(mu_);
+  LatencyHistogram ok_attempts_ ABSL_GUARDED_BY(mu_);
   std::array<uint64_t, kStatusCodeCount> codes_ ABSL_GUARDED_BY(mu_){};
   uint64_t attempted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_ ABSL_GUARDED_BY(mu_) = 0;
@@ -780,7 +786,9 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
     if (call->measured) stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
     if (ScheduleRetry(call)) return;
   }
-  const auto latency = Clock::now() - call->intended_start;  // From the first attempt's start.
+  const auto now = Clock::now();
+  const auto latency = now - call->intended_start;  // From the first attempt's start.
+  if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
   book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
   if (EffectOf(call->plan.op, status.error_code()) == Effect::kUnknown) {
     absl::MutexLock lock(&ambiguous_mu_);
@@ -1304,6 +1312,10 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   if (s.shed_attempts.count() != s.shed.count()) {
     report << LatencyLine("latency SHED attempt", s.shed_attempts);
   }
+  // Only when some OK call was retried: otherwise it is "latency OK".
+  if (s.retry(Stats::RetryEvent::kOkAfterRetry) > 0) {
+    report << LatencyLine("latency OK attempt", s.ok_attempts);
+  }
   report << "codes:";
   for (size_t code = 0; code < kStatusCodeCount; ++code) {
     if (s.codes[code] > 0) report << " " << kStatusCodeNames[code] << "=" << s.codes[code];
@@ -1382,7 +1394,8 @@ std::string JsonReport(const Options& options, const RunOutcome& o) {
        << ",\"ok_after_retry\":" << s.retry(RetryEvent::kOkAfterRetry) << "}"
        << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
        << ",\"resource_exhausted\":" << LatencyJson(s.shed)
-       << ",\"resource_exhausted_attempt\":" << LatencyJson(s.shed_attempts) << "},\"shards\":[";
+       << ",\"resource_exhausted_attempt\":" << LatencyJson(s.shed_attempts)
+       << ",\"ok_attempt\":" << LatencyJson(s.ok_attempts) << "},\"shards\":[";
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
     json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
          << ",\"shed\":" << s.shard_sheds[shard] << "}";

@@ -193,6 +193,12 @@ TEST_F(LoadtestPushbackTest, ABudgetOfOneRetriesEveryShedCallOnce) {
   EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
   EXPECT_EQ(JsonNumber(json_, "denied_by_budget"), 0) << json_;
   EXPECT_THAT(json_, Not(HasSubstr("\"RESOURCE_EXHAUSTED\""))) << json_;
+  // Every OK call's last attempt is timed on its own too, apart from the shed one before it.
+  const std::string ok_attempts = "\"ok_attempt\":";
+  ASSERT_THAT(json_, HasSubstr(ok_attempts));
+  EXPECT_EQ(JsonNumber(json_.substr(json_.find(ok_attempts)), "count"), JsonNumber(json_, "OK"))
+      << json_;
+  EXPECT_THAT(output_, HasSubstr("latency OK attempt "));
   std::map<std::string, int> attempts;
   for (const std::string& request_id : fake_->request_ids()) ++attempts[request_id];
   ASSERT_FALSE(attempts.empty());
