@@ -176,15 +176,15 @@ void LedgerMetrics::CollectAdmission(std::vector<prometheus::MetricFamily>& fami
                         "mailbox_full answer RESOURCE_EXHAUSTED with grpc-retry-pushback-ms, "
                         "shutting_down answers UNAVAILABLE.",
                         prometheus::MetricType::Counter);
-  for (const RefusalReason reason : {RefusalReason::kInFlightLimit, RefusalReason::kMailboxFull,
-                                     RefusalReason::kShuttingDown}) {
+  for (const RefusalReason reason :
+       {RefusalReason::kInFlightLimit, RefusalReason::kMailboxFull, RefusalReason::kShuttingDown}) {
     AddMetric(refused, {{"reason", RefusalReasonName(reason)}}).counter.value =
         static_cast<double>(admission->refused(reason));
   }
   families.push_back(std::move(refused));
-  auto in_flight = Family("ledger_in_flight",
-                          "Ledger calls admitted and not yet answered, server-wide.",
-                          prometheus::MetricType::Gauge);
+  auto in_flight =
+      Family("ledger_in_flight", "Ledger calls admitted and not yet answered, server-wide.",
+             prometheus::MetricType::Gauge);
   AddMetric(in_flight, {}).gauge.value = static_cast<double>(admission->in_flight());
   families.push_back(std::move(in_flight));
   auto limit = Family("ledger_in_flight_limit",

@@ -103,8 +103,8 @@ class LedgerServer {
 
  private:
   LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<storage::RocksDbStore> store,
-               std::unique_ptr<Router> router, absl::Duration shutdown_grace,
-               int64_t max_in_flight, const ServiceOptions& service_options);
+               std::unique_ptr<Router> router, absl::Duration shutdown_grace, int64_t max_in_flight,
+               const ServiceOptions& service_options);
 
   // Runs on watcher_ until Shutdown: checks the data directory every
   // kDataDirectoryCheckInterval, and the first time it is gone turns health NOT_SERVING, sets

@@ -71,8 +71,7 @@ class LedgerService final : public RawLedgerService {
                                    grpc::ByteBuffer* response_bytes);
   // Answers a call refused by the in-flight limit: RESOURCE_EXHAUSTED with the pushback, and
   // nothing of the request parsed or copied.
-  grpc::ServerUnaryReactor* RefuseOverLimit(grpc::CallbackServerContext* context,
-                                            RpcMethod method);
+  grpc::ServerUnaryReactor* RefuseOverLimit(grpc::CallbackServerContext* context, RpcMethod method);
   grpc::Status ReadHistory(const v1::HistoryRequest& request, v1::HistoryResponse& response);
 
   Router* const router_;

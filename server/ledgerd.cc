@@ -528,8 +528,7 @@ int main(int argc, char** argv) {
                    LEDGER_VERSION,
                    ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
                    options->router.num_shards, shard.mailbox_capacity, options->max_in_flight,
-                   shard.max_batch,
-                   shard.policy.overdraft_limit, storage,
+                   shard.max_batch, shard.policy.overdraft_limit, storage,
                    (*server)->transport_security().description())
             << std::endl;
 

@@ -25,10 +25,9 @@ double DrainRate::PerSecond(Clock::time_point now) {
   if (elapsed < kWindow) return per_second_;
   const uint64_t answered = answered_.load(std::memory_order_relaxed);
   // A window that spans an idle spell says little about the rate now: start measuring afresh.
-  per_second_ = elapsed > kStaleAfter
-                    ? 0
-                    : static_cast<double>(answered - sample_answered_) /
-                          std::chrono::duration<double>(elapsed).count();
+  per_second_ = elapsed > kStaleAfter ? 0
+                                      : static_cast<double>(answered - sample_answered_) /
+                                            std::chrono::duration<double>(elapsed).count();
   sample_time_ = now;
   sample_answered_ = answered;
   return per_second_;
@@ -41,8 +40,7 @@ std::chrono::milliseconds PushbackFor(double queued, double per_second) {
   return std::max(kMinPushback, std::chrono::milliseconds(static_cast<int64_t>(ms)));
 }
 
-AdmissionControl::AdmissionControl(int64_t max_in_flight, int32_t num_shards,
-                                   Clock::time_point now)
+AdmissionControl::AdmissionControl(int64_t max_in_flight, int32_t num_shards, Clock::time_point now)
     : max_in_flight_(max_in_flight), num_shards_(num_shards), server_rate_(now) {
   LEDGER_CHECK(max_in_flight >= kMaxInFlightMin && max_in_flight <= kMaxInFlightMax);
   LEDGER_CHECK(num_shards > 0);

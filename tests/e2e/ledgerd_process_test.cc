@@ -104,9 +104,8 @@ int CountOkRestRefusedUnapplied(const std::vector<grpc::Status>& outcomes) {
 }
 
 TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
-  Subprocess ledgerd(LedgerdArgs(
-      {"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512", "--max_in_flight=300",
-       "--max_batch=64"}));
+  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512",
+                                  "--max_in_flight=300", "--max_batch=64"}));
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   EXPECT_THAT(ledgerd.output(),

@@ -36,9 +36,9 @@ long long JsonNumber(const std::string& json, const std::string& key) {
 class OverloadTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
-                                 "--metrics_listen=127.0.0.1:0", testing_util::NewLedgerDirFlag(),
-                                 "--shards=2", "--debug_handler_delay=2ms"});
+    flags.insert(flags.begin(),
+                 {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                  testing_util::NewLedgerDirFlag(), "--shards=2", "--debug_handler_delay=2ms"});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
     target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),
@@ -95,8 +95,7 @@ TEST_F(OverloadTest, TheInFlightLimitRefusesTheExcessAndNothingRefusedIsApplied)
   EXPECT_GT(shed, 0) << json_;
   EXPECT_GT(JsonNumber(json_, "OK"), 0) << json_;
   EXPECT_EQ(JsonNumber(json_, "DEADLINE_EXCEEDED"), -1) << "refusals must not wait: " << json_;
-  EXPECT_GE(Metric("ledger_refused_total{reason=\"in_flight_limit\"}"),
-            static_cast<double>(shed));
+  EXPECT_GE(Metric("ledger_refused_total{reason=\"in_flight_limit\"}"), static_cast<double>(shed));
   EXPECT_EQ(Metric("ledger_refused_total{reason=\"mailbox_full\"}"), 0);
   EXPECT_EQ(Metric("ledger_in_flight_limit"), 8);
   EXPECT_EQ(Metric("ledger_in_flight"), 0);  // Every admitted call was answered.

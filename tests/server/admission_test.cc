@@ -99,8 +99,7 @@ TEST(AdmissionTest, AtTheLimitTheNextCallIsRefusedAtOnceWithPushbackAndNothingOf
   refused_request.set_account_id("elsewhere");
   refused_request.set_amount(7);
   v1::DepositResponse refused_response;
-  const grpc::Status refused =
-      stub->Deposit(&refused_context, refused_request, &refused_response);
+  const grpc::Status refused = stub->Deposit(&refused_context, refused_request, &refused_response);
   EXPECT_FALSE(release.HasBeenNotified());
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("limit of 3 calls in flight"));
@@ -124,8 +123,8 @@ TEST(AdmissionTest, AtTheLimitTheNextCallIsRefusedAtOnceWithPushbackAndNothingOf
   // Nothing of the refused deposit was applied; the admitted ones all were.
   EXPECT_EQ(Balance(*stub, "elsewhere").status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Balance(*stub, "held").balance, kHolderAmount + 1 + 2);
-  EXPECT_EQ(server.server().metrics().requests(RpcMethod::kDeposit,
-                                               static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)),
+  EXPECT_EQ(server.server().metrics().requests(
+                RpcMethod::kDeposit, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)),
             1u);
 }
 
@@ -163,8 +162,8 @@ TEST(AdmissionTest, AFullMailboxIsRefusedWithThePushbackOfItsShard) {
   Send(*stub, holder, "hot", kHolderAmount);
   ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); }, "the holder runs"));
   Send(*stub, queued, "hot", 5);
-  ASSERT_TRUE(testing_util::WaitUntil([&] { return shard.MailboxDepth() == 1; },
-                                      "the mailbox is full"));
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return shard.MailboxDepth() == 1; }, "the mailbox is full"));
 
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

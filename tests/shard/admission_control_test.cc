@@ -59,12 +59,12 @@ TEST(AdmissionControlTest, RefusalsAfterAdmissionAreCountedByReason) {
 }
 
 TEST(PushbackForTest, IsTheTimeToAnswerTheQueueRoundedUpAndClamped) {
-  EXPECT_EQ(PushbackFor(100, 10'000), milliseconds(10));   // 100 calls at 10k/s.
-  EXPECT_EQ(PushbackFor(101, 10'000), milliseconds(11));   // Rounded up, never early.
-  EXPECT_EQ(PushbackFor(1, 1'000'000), kMinPushback);      // Never "retry now".
-  EXPECT_EQ(PushbackFor(0, 1'000'000), kMinPushback);      // An empty queue still waits 1 ms.
-  EXPECT_EQ(PushbackFor(1'000'000, 10), kMaxPushback);     // Never "stay away for hours".
-  EXPECT_EQ(PushbackFor(100, 0), kUnmeasuredPushback);     // No rate measured yet.
+  EXPECT_EQ(PushbackFor(100, 10'000), milliseconds(10));  // 100 calls at 10k/s.
+  EXPECT_EQ(PushbackFor(101, 10'000), milliseconds(11));  // Rounded up, never early.
+  EXPECT_EQ(PushbackFor(1, 1'000'000), kMinPushback);     // Never "retry now".
+  EXPECT_EQ(PushbackFor(0, 1'000'000), kMinPushback);     // An empty queue still waits 1 ms.
+  EXPECT_EQ(PushbackFor(1'000'000, 10), kMaxPushback);    // Never "stay away for hours".
+  EXPECT_EQ(PushbackFor(100, 0), kUnmeasuredPushback);    // No rate measured yet.
 }
 
 TEST(DrainRateTest, MeasuresAnsweredCallsPerSecondOverWholeWindows) {
