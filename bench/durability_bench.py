@@ -52,17 +52,13 @@ import urllib.request
 import durability_report
 import postgres_bench
 from e2e_bench import start, stop
+from bench_util import MODES, comma_modes, log, raise_keyboard_interrupt, rotated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ACCOUNTS = 10_000
-MODES = ("sync", "none", "async")
 # How long a load-client run may take beyond its warm-up and measurement: verification reads
 # every account, and ambiguous calls are retried for up to 60 s (--resolve_for).
 LOADTEST_SLACK_SECONDS = 180
-
-
-def log(message):
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,11 +294,6 @@ def postgres_baseline(args):
 # Part 1: rounds
 
 
-def rotated(items, shift):
-    shift %= max(len(items), 1)
-    return items[shift:] + items[:shift]
-
-
 def describe(record):
     text = f"{record['ok_per_second']:,.0f}/s p99 {record['p99_ms']:.2f} ms"
     journal = record.get("journal")
@@ -398,13 +389,6 @@ def comma_ints(text):
     return values
 
 
-def comma_modes(text):
-    values = [part.strip() for part in text.split(",") if part.strip()]
-    if not values or any(v not in MODES for v in values):
-        raise argparse.ArgumentTypeError(f"modes are a comma-separated list of {', '.join(MODES)}")
-    return values
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default="build/release", help="CMake build directory")
@@ -465,10 +449,6 @@ def header(args, argv):
              f"PostgreSQL clients {','.join(map(str, args.postgres_clients))}"))
     print(flush=True)
     return command, machine
-
-
-def raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv):

@@ -55,9 +55,9 @@ import time
 import urllib.request
 
 import overload_report
+from bench_util import MODES, comma_modes, log, raise_keyboard_interrupt, rotated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ("sync", "none", "async")
 COMMON_LOADTEST_FLAGS = ("--accounts=10000", "--distribution=zipf:1.1", "--deadline=1s")
 RSS_PERIOD_S = 0.1
 IN_FLIGHT_PERIOD_S = 0.5
@@ -66,10 +66,6 @@ IN_FLIGHT_PERIOD_S = 0.5
 LOADTEST_SLACK_S = 120
 STOP_TIMEOUT_S = 30
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def log(message):
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,11 +576,6 @@ def reference_run(args, capacity, round_index):
     return record
 
 
-def rotated(items, shift):
-    shift %= max(len(items), 1)
-    return items[shift:] + items[:shift]
-
-
 # ---------------------------------------------------------------------------------------------
 # Command line
 
@@ -599,13 +590,6 @@ def comma_list(kind, minimum):
             raise argparse.ArgumentTypeError(f"values must be at least {minimum}: {text!r}")
         return values
     return parse
-
-
-def comma_modes(text):
-    values = [part.strip() for part in text.split(",") if part.strip()]
-    if not values or any(v not in MODES for v in values):
-        raise argparse.ArgumentTypeError(f"modes are a comma-separated list of {', '.join(MODES)}")
-    return values
 
 
 def parse_args(argv):
@@ -737,10 +721,6 @@ def header(args, argv):
              if args.server_cpu_quota else ""))
     print(flush=True)
     return command, machine
-
-
-def raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv):
