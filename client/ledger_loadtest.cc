@@ -35,6 +35,7 @@
 #include "cli/host_port.h"
 #include "client/adaptive_throttle.h"
 #include "client/channel_credentials.h"
+#include "client/concurrency_limit.h"
 #include "client/exit_codes.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
@@ -60,6 +61,11 @@ ABSL_FLAG(int32_t, max_in_flight, 0,
           "call is not sent and counts as NOT_SENT(in-flight cap). 0: 100 per --channels "
           "connection, ledgerd's default --max_concurrent_streams: more would only wait inside "
           "the client's gRPC channel for an HTTP/2 stream, a queue nothing bounds");
+ABSL_FLAG(bool, adaptive_in_flight, true,
+          "open loop: keep the calls in flight under an AIMD limit within --max_in_flight, so "
+          "that the client keeps about as many open as the server admits: each answer the "
+          "server accepted raises it by 1/limit, a RESOURCE_EXHAUSTED cuts it by 10% (at most "
+          "once per round trip); calls over it count as NOT_SENT(in-flight cap)");
 ABSL_FLAG(absl::Duration, max_send_delay, absl::Milliseconds(2),
           "open loop: a call the sender reaches more than this after its intended send time is "
           "not sent and counts as NOT_SENT(late): the client itself could not keep up, and "
@@ -144,6 +150,7 @@ struct Options {
   int32_t max_retries = 2;
   double retry_budget = 0.1;
   double throttle_k = 1.1;
+  bool adaptive_in_flight = true;
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
@@ -174,6 +181,7 @@ absl::StatusOr<Options> OptionsFromFlags() {
   o.max_retries = absl::GetFlag(FLAGS_max_retries);
   o.retry_budget = absl::GetFlag(FLAGS_retry_budget);
   o.throttle_k = absl::GetFlag(FLAGS_throttle_k);
+  o.adaptive_in_flight = absl::GetFlag(FLAGS_adaptive_in_flight);
   absl::StatusOr<cli::HostPort> target =
       cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
   if (!target.ok()) return target.status();
@@ -516,7 +524,8 @@ class Driver {
         book_(static_cast<size_t>(options.accounts)),
         stats_(options.shards),
         retry_budget_(options.retry_budget),
-        throttle_(options.rate > 0 ? options.throttle_k : 0) {
+        throttle_(options.rate > 0 ? options.throttle_k : 0),
+        in_flight_limit_(/*min=*/1, /*max=*/options.max_in_flight) {
     for (int32_t i = 0; i < options.channels; ++i) {
       grpc::ChannelArguments arguments;
       arguments.SetInt("ledger.loadtest.channel", i);  // Distinct args: distinct connections.
@@ -628,6 +637,8 @@ class Driver {
   RetryBudget retry_budget_;
   // Open loop only: a closed loop already waits for each answer before its next call.
   AdaptiveThrottle throttle_;
+  // Open loop with --adaptive_in_flight: the AIMD limit under --max_in_flight.
+  ConcurrencyLimit in_flight_limit_;
   // Calls waiting out a pushback. Stopped at the end of Run, when none can be waiting.
   RetryTimer retry_timer_;
   std::atomic<int> phase_{kWarmingUp};
@@ -777,6 +788,9 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   // The throttle's "accepted": the server took the attempt on (whatever its answer), rather than
   // refusing it for overload or leaving it unanswered.
   const grpc::StatusCode code = status.error_code();
+  if (options_.rate > 0 && options_.adaptive_in_flight) {
+    in_flight_limit_.OnAnswer(code != grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
   throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                           code != grpc::StatusCode::UNAVAILABLE &&
                                           code != grpc::StatusCode::DEADLINE_EXCEEDED);
@@ -889,7 +903,9 @@ void Driver::RunOpenLoop() {
       if (measured) stats_.CountNotSentThrottled();
       continue;
     }
-    if (in_flight_.load() >= options_.max_in_flight) {
+    const int64_t in_flight = in_flight_.load();
+    if (in_flight >= options_.max_in_flight ||
+        (options_.adaptive_in_flight && !in_flight_limit_.Allows(in_flight))) {
       if (measured) stats_.CountNotSent();
       continue;
     }
