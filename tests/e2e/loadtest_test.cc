@@ -322,9 +322,10 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
   Subprocess help({LOADTEST_PATH, "--help"});
   EXPECT_EQ(help.WaitForExit(), 0);
-  for (const char* flag : {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
-                           "must equal the server's --shards", "--concurrency", "--version",
-                           "--max_send_delay", "--max_retries", "--retry_budget", "--throttle_k"}) {
+  for (const char* flag :
+       {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
+        "must equal the server's --shards", "--concurrency", "--version", "--max_send_delay",
+        "--max_retries", "--retry_budget", "--throttle_k", "--adaptive_in_flight"}) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), Not(HasSubstr("No flags matched")));
