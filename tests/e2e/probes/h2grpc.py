@@ -99,6 +99,7 @@ class GrpcConnection:
                     raise ConnectionError(f"GOAWAY from the server: {event.error_code}")
             self.sock.sendall(self.h2.data_to_send())
             if "grpc-status" in trailers:
+                self.last_trailers = trailers  # For the caller that wants more than the status.
                 return int(trailers["grpc-status"]), trailers.get("grpc-message", ""), body[5:]
         raise TimeoutError(f"no answer within {deadline_seconds} s")
 
