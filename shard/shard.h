@@ -121,6 +121,9 @@ class Shard final : public CommitLane {
   [[nodiscard]] SendOutcome TrySend(Message&& message);
 
   size_t MailboxDepth() const { return mailbox_.Depth(); }
+  // Whether some thread (a sender or the shard thread) is applying this shard's messages right
+  // now. A snapshot: by the time it returns it may have changed.
+  bool Busy() const { return drain_.IsHeld(); }
   size_t mailbox_capacity() const { return mailbox_.capacity(); }
   int32_t index() const { return options_.index; }
 
