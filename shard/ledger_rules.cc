@@ -39,6 +39,12 @@ absl::string_view OpName(Op op) {
       return "withdraw";
     case Op::kBalance:
       return "balance";
+    case Op::kTransfer:
+      return "transfer";
+    case Op::kTransferCredit:
+      return "transfer_credit";
+    case Op::kTransferSettle:
+      return "transfer_settle";
   }
   return "unknown";
 }

@@ -15,8 +15,18 @@
 
 namespace ledger {
 
-enum class Op : uint8_t { kDeposit, kWithdraw, kBalance };
-inline constexpr int kOpCount = 3;
+// kTransfer is a client's Transfer, sent to the shard of its source account. A transfer across
+// shards adds two steps between shards (docs/architecture.md, "Transfers"): kTransferCredit, to
+// the destination's shard, and kTransferSettle, back to the source's with the credit's result.
+enum class Op : uint8_t {
+  kDeposit,
+  kWithdraw,
+  kBalance,
+  kTransfer,
+  kTransferCredit,
+  kTransferSettle
+};
+inline constexpr int kOpCount = 6;
 
 // Lower-case name of an operation, as used in logs and metric labels.
 absl::string_view OpName(Op op);
