@@ -256,7 +256,7 @@ class DepositSource {
       const absl::Time now = absl::Now();
       JournalEntry entry{.account_id = account,
                          .sequence = sequence,
-                         .op = Op::kDeposit,
+                         .kind = EntryKind::kDeposit,
                          .amount = 1250,
                          .balance_after = balance,
                          .request_id = request_id,

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     write.accounts.push_back({.account_id = id, .state = {.balance = balance, .sequence = 1}});
     write.journal.push_back({.account_id = id,
                              .sequence = 1,
-                             .op = ledger::Op::kDeposit,
+                             .kind = ledger::EntryKind::kDeposit,
                              .amount = balance,
                              .balance_after = balance,
                              .request_id = absl::StrCat("populate-", i),

@@ -722,6 +722,11 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
     case Op::kBalance:
       call->balance.set_account_id(account);
       break;
+    case Op::kTransfer:
+    case Op::kTransferCredit:
+    case Op::kTransferSettle:
+      LEDGER_CHECK(false && "the workload does not plan transfers yet");
+      break;
   }
   in_flight_.fetch_add(1);  // Until Finish lets go of the call, retries included.
   retry_budget_.OnFirstAttempt();
@@ -746,6 +751,10 @@ void Driver::Send(Call* call) {
     case Op::kBalance:
       call->stub->async()->Balance(call->context.get(), &call->balance, &call->balance_response,
                                    done);
+      break;
+    case Op::kTransfer:
+    case Op::kTransferCredit:
+    case Op::kTransferSettle:
       break;
   }
 }

@@ -41,13 +41,17 @@ void CheckJournal(FuzzedDataProvider& input) {
   // account_id and sequence live in the key, not the value: DecodeJournal leaves them empty.
   const JournalEntry entry{.account_id = {},
                            .sequence = 0,
-                           .op = input.PickValueInArray({Op::kDeposit, Op::kWithdraw}),
+                           .kind = input.PickValueInArray(
+                               {EntryKind::kDeposit, EntryKind::kWithdraw, EntryKind::kTransferOut,
+                                EntryKind::kTransferIn, EntryKind::kTransferRefund}),
                            .amount = input.ConsumeIntegral<int64_t>(),
                            .balance_after = input.ConsumeIntegral<int64_t>(),
                            .request_id = input.ConsumeRandomLengthString(kMaxStringBytes),
-                           .time = ConsumeTime(input)};
+                           .time = ConsumeTime(input),
+                           .counterparty = input.ConsumeRandomLengthString(kMaxStringBytes)};
   // The encoder refuses (fail stop) an id the front end would have refused: outside its domain.
   if (ValidateRequestId(entry.request_id) != Outcome::kOk) return;
+  if (!entry.counterparty.empty() && ValidateAccountId(entry.counterparty) != Outcome::kOk) return;
   absl::StatusOr<JournalEntry> decoded = DecodeJournal(EncodeJournal(entry));
   FUZZ_CHECK(decoded.ok());
   FUZZ_CHECK(*decoded == entry);

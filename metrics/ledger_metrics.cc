@@ -10,8 +10,8 @@ namespace ledger {
 namespace {
 
 // Indexed by RpcMethod.
-constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {"Deposit", "Withdraw", "Balance",
-                                                                   "History"};
+constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {
+    "Deposit", "Withdraw", "Balance", "History", "Transfer", "GetTransfer"};
 
 prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily family;
@@ -59,6 +59,7 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   CollectJournal(families);
   CollectRequests(families);
   CollectAdmission(families);
+  CollectTransfers(families);
   auto build = Family("ledger_build_info", "Always 1; the version label says which ledgerd runs.",
                       prometheus::MetricType::Gauge);
   AddMetric(build, {{"version", version_}}).gauge.value = 1;
@@ -193,6 +194,30 @@ void LedgerMetrics::CollectAdmission(std::vector<prometheus::MetricFamily>& fami
                       prometheus::MetricType::Gauge);
   AddMetric(limit, {}).gauge.value = static_cast<double>(admission->max_in_flight());
   families.push_back(std::move(limit));
+}
+
+void LedgerMetrics::CollectTransfers(std::vector<prometheus::MetricFamily>& families) const {
+  const Router* router = router_.load(std::memory_order_acquire);
+  if (router == nullptr) return;
+  const TransferCoordinator& transfers = router->transfers();
+  auto count = Family("ledger_transfers_in_flight",
+                      "Transfers between shards debited from their source and neither credited "
+                      "to their destination nor refunded yet.",
+                      prometheus::MetricType::Gauge);
+  AddMetric(count, {}).gauge.value = static_cast<double>(transfers.in_flight_count());
+  families.push_back(std::move(count));
+  auto amount = Family("ledger_transfers_in_flight_amount",
+                       "The money of ledger_transfers_in_flight, in minor units: on no balance "
+                       "right now. Sum of balances + this = deposits - withdrawals.",
+                       prometheus::MetricType::Gauge);
+  AddMetric(amount, {}).gauge.value = static_cast<double>(transfers.in_flight_amount());
+  families.push_back(std::move(amount));
+  auto retries = Family("ledger_transfer_step_retries_total",
+                        "Steps of transfers between shards sent again: the next shard's mailbox "
+                        "was full, or its write failed. Never dropped.",
+                        prometheus::MetricType::Counter);
+  AddMetric(retries, {}).counter.value = static_cast<double>(transfers.step_retries());
+  families.push_back(std::move(retries));
 }
 
 void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& families) const {

@@ -38,8 +38,15 @@
 namespace ledger {
 
 // The RPCs of ledger.v1.Ledger, as ledger_requests_total's method label.
-enum class RpcMethod : uint8_t { kDeposit, kWithdraw, kBalance, kHistory };
-inline constexpr size_t kRpcMethodCount = 4;
+enum class RpcMethod : uint8_t {
+  kDeposit,
+  kWithdraw,
+  kBalance,
+  kHistory,
+  kTransfer,
+  kGetTransfer
+};
+inline constexpr size_t kRpcMethodCount = 6;
 
 // The RPC that carries each shard operation.
 constexpr RpcMethod MethodOf(Op op) {
@@ -50,6 +57,10 @@ constexpr RpcMethod MethodOf(Op op) {
       return RpcMethod::kWithdraw;
     case Op::kBalance:
       return RpcMethod::kBalance;
+    case Op::kTransfer:
+    case Op::kTransferCredit:
+    case Op::kTransferSettle:
+      return RpcMethod::kTransfer;
   }
   return RpcMethod::kBalance;
 }
@@ -160,6 +171,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectRequests(std::vector<prometheus::MetricFamily>& families) const;
   void CollectJournal(std::vector<prometheus::MetricFamily>& families) const;
   void CollectAdmission(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectTransfers(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;

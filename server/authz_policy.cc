@@ -295,6 +295,8 @@ void CountDenial(absl::string_view path, LedgerMetrics* metrics) {
       {"/ledger.v1.Ledger/Withdraw", RpcMethod::kWithdraw},
       {"/ledger.v1.Ledger/Balance", RpcMethod::kBalance},
       {"/ledger.v1.Ledger/History", RpcMethod::kHistory},
+      {"/ledger.v1.Ledger/Transfer", RpcMethod::kTransfer},
+      {"/ledger.v1.Ledger/GetTransfer", RpcMethod::kGetTransfer},
   };
   if (metrics == nullptr) return;
   for (const auto& [method_path, method] : kLedgerMethods) {

@@ -75,6 +75,24 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
           absl::StrCat("cannot load the accounts from data directory ", options.storage.data_dir,
                        ": ", loaded.message(), ". Refusing to start without them"));
     }
+    // Transfers whose debit is durable and whose end is not: each goes back to its source's
+    // shard, and the coordinator sends its credit again once started (see
+    // docs/architecture.md, "Transfers"); GetTransfer shows them PENDING until then.
+    int64_t resumed = 0;
+    absl::Status pending = store->ForEachPendingTransfer(
+        [&](std::string transfer_id, const TransferRecord& record) {
+          (*router)->LoadPendingTransfer(std::move(transfer_id), record);
+          ++resumed;
+        });
+    if (!pending.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot load the pending transfers from data directory ", options.storage.data_dir,
+          ": ", pending.message(), ". Refusing to start without them"));
+    }
+    if (resumed > 0) {
+      std::cerr << "ledgerd: resuming " << resumed
+                << " pending transfer(s) found in the data directory\n";
+    }
     recovery_time = absl::Now() - recovery_start;
     metrics->SetRecoverySeconds(absl::ToDoubleSeconds(recovery_time));
   }

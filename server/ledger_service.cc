@@ -73,9 +73,15 @@ class PendingCall final : public Completion {
   void Complete(const Reply& reply) override {
     if (reply.outcome == Outcome::kOk) {
       Response response;
-      response.set_balance(reply.balance);
-      if constexpr (!std::is_same_v<Response, v1::BalanceResponse>) {
+      if constexpr (std::is_same_v<Response, v1::TransferResponse>) {
+        response.set_from_balance(reply.balance);
+        response.set_to_balance(reply.to_balance);
         response.set_replayed(reply.replayed);
+      } else {
+        response.set_balance(reply.balance);
+        if constexpr (!std::is_same_v<Response, v1::BalanceResponse>) {
+          response.set_replayed(reply.replayed);
+        }
       }
       SerializeResponse(response, *response_bytes_);
     }
@@ -102,8 +108,53 @@ class PendingCall final : public Completion {
   bool handed_to_shard_ = false;
 };
 
-v1::Operation ToProto(Op op) {
-  return op == Op::kWithdraw ? v1::OPERATION_WITHDRAW : v1::OPERATION_DEPOSIT;
+v1::Operation ToProto(EntryKind kind) {
+  switch (kind) {
+    case EntryKind::kDeposit:
+      return v1::OPERATION_DEPOSIT;
+    case EntryKind::kWithdraw:
+      return v1::OPERATION_WITHDRAW;
+    case EntryKind::kTransferOut:
+      return v1::OPERATION_TRANSFER_OUT;
+    case EntryKind::kTransferIn:
+      return v1::OPERATION_TRANSFER_IN;
+    case EntryKind::kTransferRefund:
+      return v1::OPERATION_TRANSFER_REFUND;
+  }
+  return v1::OPERATION_UNSPECIFIED;
+}
+
+v1::TransferState ToProto(TransferState state) {
+  switch (state) {
+    case TransferState::kPending:
+      return v1::TRANSFER_STATE_PENDING;
+    case TransferState::kCommitted:
+      return v1::TRANSFER_STATE_COMMITTED;
+    case TransferState::kRefused:
+      return v1::TRANSFER_STATE_REFUSED;
+  }
+  return v1::TRANSFER_STATE_UNSPECIFIED;
+}
+
+google::protobuf::Timestamp ToTimestamp(absl::Time time) {
+  return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(time));
+}
+
+// Answers a call its shard (or the transfer coordinator) did not take.
+template <typename Call>
+void AnswerUnsent(Call& call, SendOutcome sent, const CallFacts& facts,
+                  AdmissionControl& admission) {
+  call.set_handed_to_shard(false);
+  if (sent == SendOutcome::kFull) {
+    admission.CountRefused(RefusalReason::kMailboxFull);
+    AddPushback(call.context(),
+                admission.PushbackAfterFullMailbox(facts.shard, facts.mailbox_capacity,
+                                                   AdmissionControl::Clock::now()));
+    call.Complete({Outcome::kMailboxFull, 0});
+  } else {
+    admission.CountRefused(RefusalReason::kShuttingDown);
+    call.Complete({Outcome::kShuttingDown, 0});
+  }
 }
 
 }  // namespace
@@ -196,12 +247,16 @@ grpc::Status LedgerService::ReadHistory(const v1::HistoryRequest& request,
   for (const JournalEntry& entry : page->entries) {
     v1::HistoryEntry* out = response.add_entries();
     out->set_sequence(entry.sequence);
-    out->set_operation(ToProto(entry.op));
+    out->set_operation(ToProto(entry.kind));
     out->set_amount(entry.amount);
     out->set_balance_after(entry.balance_after);
-    out->set_request_id(entry.request_id);
-    *out->mutable_time() =
-        google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(entry.time));
+    if (entry.counterparty.empty()) {
+      out->set_request_id(entry.request_id);
+    } else {
+      out->set_transfer_id(entry.request_id);
+      out->set_counterparty_account_id(entry.counterparty);
+    }
+    *out->mutable_time() = ToTimestamp(entry.time);
   }
   if (page->next_sequence != 0) response.set_next_page_token(absl::StrCat(page->next_sequence));
   return grpc::Status::OK;
@@ -235,23 +290,104 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
                   .request_id = facts.request_id};
   call->set_handed_to_shard(true);
   const SendOutcome sent = router_->TrySend(facts.shard, std::move(message));
-  if (sent != SendOutcome::kAccepted) call->set_handed_to_shard(false);
-  switch (sent) {
-    case SendOutcome::kAccepted:
-      break;  // The shard finishes the call; `call` may already be gone.
-    case SendOutcome::kFull:
-      admission_->CountRefused(RefusalReason::kMailboxFull);
-      AddPushback(call->context(),
-                  admission_->PushbackAfterFullMailbox(facts.shard, facts.mailbox_capacity,
-                                                       AdmissionControl::Clock::now()));
-      call->Complete({Outcome::kMailboxFull, 0});
-      break;
-    case SendOutcome::kClosed:
-      admission_->CountRefused(RefusalReason::kShuttingDown);
-      call->Complete({Outcome::kShuttingDown, 0});
-      break;
-  }
+  // Accepted: the shard finishes the call, and `call` may already be gone.
+  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, facts, *admission_);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request_bytes,
+                                                  grpc::ByteBuffer* response_bytes) {
+  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kTransfer);
+  auto* call = new PendingCall<v1::TransferRequest, v1::TransferResponse>(
+      context, response_bytes, metrics_, admission_, RpcMethod::kTransfer);
+  grpc::ServerUnaryReactor* reactor = call->reactor();
+  CallFacts& facts = call->facts();
+  facts.overdraft_limit = options_.overdraft_limit;
+  grpc::Status valid = ParseRequest(*request_bytes, call->request());
+  if (valid.ok()) valid = ValidateTransferRequest(call->request(), facts);
+  if (!valid.ok()) {
+    call->Finish(valid);  // Nothing queued.
+    return reactor;
+  }
+  facts.shard = router_->ShardFor(facts.account_id);
+  facts.mailbox_capacity = router_->shard(facts.shard).mailbox_capacity();
+  call->set_handed_to_shard(true);
+  const SendOutcome sent = router_->transfers().Submit(facts.request_id, facts.account_id,
+                                                       facts.counterparty, facts.amount, call);
+  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, facts, *admission_);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request_bytes,
+                                                     grpc::ByteBuffer* response_bytes) {
+  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kGetTransfer);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::GetTransferRequest request;
+  grpc::Status status = ParseRequest(*request_bytes, request);
+  if (status.ok()) {
+    v1::GetTransferResponse response;
+    status = ReadTransfer(request, response);
+    if (status.ok()) SerializeResponse(response, *response_bytes);
+  }
+  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kGetTransfer, /*shard=*/-1, status);
+  return reactor;
+}
+
+grpc::Status LedgerService::ReadTransfer(const v1::GetTransferRequest& request,
+                                         v1::GetTransferResponse& response) {
+  CallFacts facts;
+  facts.op = Op::kTransfer;
+  facts.request_id = request.transfer_id();
+  if (ValidateTransferId(request.transfer_id()) != Outcome::kOk) {
+    return ToGrpcStatus(Outcome::kInvalidTransferId, 0, facts);
+  }
+  if (store_ == nullptr) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "this server keeps no transfer records: it runs with --durability=none (memory "
+            "only)"};
+  }
+  absl::StatusOr<std::optional<TransferRecord>> found = store_->FindTransfer(request.transfer_id());
+  if (!found.ok()) {
+    return {grpc::StatusCode::UNAVAILABLE,
+            absl::StrCat("storage failed reading the transfer: ", found.status().message())};
+  }
+  if (!found->has_value()) {
+    return {grpc::StatusCode::NOT_FOUND,
+            absl::StrCat("no transfer \"", request.transfer_id(),
+                         "\" is recorded: it was never applied (a Transfer call still in flight "
+                         "may yet record it; its answer, or a retry with the same transfer_id, "
+                         "says)")};
+  }
+  const TransferRecord& record = **found;
+  response.set_transfer_id(request.transfer_id());
+  response.set_from_account_id(record.from);
+  response.set_to_account_id(record.to);
+  response.set_amount(record.amount);
+  response.set_state(ToProto(record.state));
+  response.set_from_balance(record.from_balance);
+  if (record.state != TransferState::kPending) response.set_to_balance(record.to_balance);
+  if (record.state == TransferState::kRefused) {
+    facts.account_id = record.from;
+    facts.counterparty = record.to;
+    facts.amount = record.amount;
+    facts.overdraft_limit = options_.overdraft_limit;
+    const grpc::Status refusal = ToGrpcStatus(Reply{.outcome = record.outcome,
+                                                    .balance = record.from_balance,
+                                                    .to_balance = record.to_balance},
+                                              facts);
+    response.set_refusal_code(static_cast<int32_t>(refusal.error_code()));
+    response.set_refusal_message(refusal.error_message());
+  }
+  *response.mutable_created_time() = ToTimestamp(record.created_at);
+  if (record.credited_at != absl::InfinitePast()) {
+    *response.mutable_credited_time() = ToTimestamp(record.credited_at);
+  }
+  if (record.finished_at != absl::InfinitePast()) {
+    *response.mutable_finished_time() = ToTimestamp(record.finished_at);
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace ledger

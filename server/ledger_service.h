@@ -24,7 +24,8 @@ namespace ledger {
 // with no message at all.
 using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Deposit<
     v1::Ledger::WithRawCallbackMethod_Withdraw<v1::Ledger::WithRawCallbackMethod_Balance<
-        v1::Ledger::WithRawCallbackMethod_History<v1::Ledger::Service>>>>;
+        v1::Ledger::WithRawCallbackMethod_History<v1::Ledger::WithRawCallbackMethod_Transfer<
+            v1::Ledger::WithRawCallbackMethod_GetTransfer<v1::Ledger::Service>>>>>>;
 
 struct ServiceOptions {
   // Only words messages: the shards apply the limit.
@@ -64,6 +65,15 @@ class LedgerService final : public RawLedgerService {
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
 
+  // Hands the transfer to the router's TransferCoordinator, which answers once it is final.
+  grpc::ServerUnaryReactor* Transfer(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  // Reads the transfer's record from the store on the calling gRPC thread, as History does.
+  grpc::ServerUnaryReactor* GetTransfer(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+
  private:
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
@@ -73,6 +83,8 @@ class LedgerService final : public RawLedgerService {
   // nothing of the request parsed or copied.
   grpc::ServerUnaryReactor* RefuseOverLimit(grpc::CallbackServerContext* context, RpcMethod method);
   grpc::Status ReadHistory(const v1::HistoryRequest& request, v1::HistoryResponse& response);
+  grpc::Status ReadTransfer(const v1::GetTransferRequest& request,
+                            v1::GetTransferResponse& response);
 
   Router* const router_;
   AdmissionControl* const admission_;

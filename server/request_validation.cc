@@ -87,6 +87,23 @@ grpc::Status ParseAndValidate(const grpc::ByteBuffer& bytes, Op op, bool require
   return grpc::Status::OK;
 }
 
+grpc::Status ValidateTransferRequest(const v1::TransferRequest& request, CallFacts& facts) {
+  facts.op = Op::kTransfer;
+  facts.account_id = request.from_account_id();
+  facts.counterparty = request.to_account_id();
+  facts.amount = request.amount();
+  facts.request_id = request.transfer_id();
+  Outcome invalid = ValidateTransferId(facts.request_id);
+  if (invalid == Outcome::kOk) invalid = ValidateAccountId(facts.account_id);
+  if (invalid == Outcome::kOk) invalid = ValidateAccountId(facts.counterparty);
+  if (invalid == Outcome::kOk) invalid = ValidateAmount(facts.amount);
+  if (invalid == Outcome::kOk && facts.account_id == facts.counterparty) {
+    invalid = Outcome::kSameAccount;
+  }
+  if (invalid != Outcome::kOk) return ToGrpcStatus(invalid, 0, facts);
+  return grpc::Status::OK;
+}
+
 grpc::Status ValidateHistoryRequest(const v1::HistoryRequest& request, HistoryQuery& query) {
   if (ValidateAccountId(request.account_id()) != Outcome::kOk) {
     CallFacts facts;
@@ -112,6 +129,8 @@ template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::DepositRequest&)
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::WithdrawRequest&);
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::BalanceRequest&);
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::HistoryRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::TransferRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::GetTransferRequest&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::DepositRequest&,
                                        CallFacts&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::WithdrawRequest&,

@@ -30,6 +30,12 @@ template <typename Request>
 grpc::Status ParseAndValidate(const grpc::ByteBuffer& bytes, Op op, bool require_request_id,
                               Request& request, CallFacts& facts);
 
+// Checks a parsed Transfer request and fills `facts` (op kTransfer; account_id the source,
+// counterparty the destination, request_id the transfer_id; the strings view `request`). OK when,
+// in this order, the transfer_id, both account ids and the amount are well formed and the
+// accounts differ; otherwise INVALID_ARGUMENT naming the first that is not.
+grpc::Status ValidateTransferRequest(const v1::TransferRequest& request, CallFacts& facts);
+
 inline constexpr int32_t kDefaultHistoryPageSize = 50;
 inline constexpr int32_t kMaxHistoryPageSize = 1000;
 

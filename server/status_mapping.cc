@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -48,14 +49,98 @@ grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
   grpc::Status status = StatusFor(reply, facts);
   if (!reply.replayed || status.ok()) return status;
   return {status.error_code(),
-          absl::StrCat(status.error_message(),
-                       " (the recorded result of an earlier call with request_id \"",
+          absl::StrCat(status.error_message(), " (the recorded result of an earlier call with ",
+                       facts.op == Op::kTransfer ? "transfer_id" : "request_id", " \"",
                        facts.request_id, "\"; nothing was applied now)")};
 }
 
 namespace {
 
+// A Transfer's own outcomes, and the rules' outcomes in a transfer's words; nullopt for the
+// outcomes a transfer shares with every call (shed, shutting down, caller gone, internal).
+std::optional<grpc::Status> TransferStatusFor(const Reply& reply, const CallFacts& facts) {
+  const absl::string_view from = facts.account_id;
+  const absl::string_view to = facts.counterparty;
+  switch (reply.outcome) {
+    case Outcome::kInvalidTransferId:
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          facts.request_id.empty()
+              ? std::string("transfer_id is required: 1 to 128 bytes of printable ASCII, unique "
+                            "per transfer, so that a transfer whose outcome is unknown can be "
+                            "retried (or looked up with GetTransfer) safely")
+              : DescribeInvalidId("transfer_id must be 1 to 128 bytes of printable ASCII (0x20 to "
+                                  "0x7E)",
+                                  facts.request_id, kRequestIdMaxBytes, ValidateRequestId));
+    case Outcome::kInvalidAccountId: {
+      const bool from_invalid = ValidateAccountId(from) != Outcome::kOk;
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat(from_invalid ? "from_" : "to_",
+                                       DescribeInvalidAccountId(from_invalid ? from : to)));
+    }
+    case Outcome::kSameAccount:
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("from_account_id and to_account_id are both ", from,
+                                       ": a transfer moves money between two different accounts"));
+    case Outcome::kAccountNotFound:
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("from_account_id ", from,
+                                       " not found: it has never received a deposit. Nothing "
+                                       "was applied"));
+    case Outcome::kCounterpartyNotFound:
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("to_account_id ", to,
+                                       " not found: it has never received a deposit. Nothing "
+                                       "was applied"));
+    case Outcome::kInsufficientFunds:
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("insufficient funds in ", from, ": balance ", reply.balance,
+                                       ", transfer ", facts.amount, ", overdraft limit ",
+                                       facts.overdraft_limit, ". Nothing was applied"));
+    case Outcome::kOverflow:
+      return grpc::Status(
+          grpc::StatusCode::OUT_OF_RANGE,
+          absl::StrCat("the transfer would overflow the balance of ", to, ": balance ",
+                       reply.to_balance, ", transfer ", facts.amount, ", maximum balance ",
+                       std::numeric_limits<int64_t>::max(),
+                       " (less what transfers from it still in flight may refund). Nothing was "
+                       "applied"));
+    case Outcome::kTransferIdReused: {
+      std::string was = "a different transfer";
+      if (reply.recorded_transfer != nullptr) {
+        const TransferRecord& recorded = *reply.recorded_transfer;
+        was = absl::StrCat("a transfer of ", recorded.amount, " from ", recorded.from, " to ",
+                           recorded.to);
+      }
+      return grpc::Status(
+          grpc::StatusCode::ALREADY_EXISTS,
+          absl::StrCat("transfer_id \"", facts.request_id, "\" was already used for ", was,
+                       "; this call is a transfer of ", facts.amount, " from ", from, " to ", to,
+                       ". Nothing was applied: use a new transfer_id for a new transfer"));
+    }
+    case Outcome::kTransferPending:
+      return grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("transfer \"", facts.request_id, "\" is still pending: ", from,
+                       " is debited and the credit to ", to,
+                       " is not yet confirmed. It ends COMMITTED or REFUSED on its own (also "
+                       "across a restart); retry with the same transfer_id, or ask GetTransfer"));
+    case Outcome::kStorageFailed:
+      return grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("storage failed while writing this transfer on shard ", facts.shard,
+                       ": outcome unknown (a failed write can still reach the disk). Retry with "
+                       "the same transfer_id \"",
+                       facts.request_id, "\" or ask GetTransfer"));
+    default:
+      return std::nullopt;
+  }
+}
+
 grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
+  if (facts.op == Op::kTransfer) {
+    if (std::optional<grpc::Status> status = TransferStatusFor(reply, facts)) return *status;
+  }
   const int64_t balance = reply.balance;
   switch (reply.outcome) {
     case Outcome::kOk:
@@ -110,6 +195,11 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
                              "read the balance or History before retrying"
                            : absl::StrCat("Retry with the same request_id \"", facts.request_id,
                                           "\" to apply it exactly once or learn its result"))};
+    case Outcome::kSameAccount:
+    case Outcome::kCounterpartyNotFound:
+    case Outcome::kTransferIdReused:
+    case Outcome::kTransferPending:
+    case Outcome::kInvalidTransferId:
     case Outcome::kInternal:
       break;
   }

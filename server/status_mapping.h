@@ -21,7 +21,10 @@ struct CallFacts {
   int32_t shard = -1;  // -1 before a shard was chosen.
   size_t mailbox_capacity = 0;
   int64_t overdraft_limit = 0;
+  // The request_id; for a Transfer, its transfer_id.
   absl::string_view request_id;
+  // Transfer only: the destination account (account_id is the source).
+  absl::string_view counterparty = {};
 };
 
 // OK for kOk; otherwise the status code documented in ledger.proto and a message that names the

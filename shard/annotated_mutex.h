@@ -7,6 +7,7 @@
 #ifndef LEDGER_SHARD_ANNOTATED_MUTEX_H_
 #define LEDGER_SHARD_ANNOTATED_MUTEX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -25,6 +26,15 @@ class ABSL_LOCKABLE Mutex {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     condition.wait(lock);
     lock.release();  // Still held: the caller's MutexLock unlocks it.
+  }
+  // Like Wait, but returns by `deadline` at the latest.
+  template <typename Clock, typename Duration>
+  void WaitUntil(std::condition_variable& condition,
+                 std::chrono::time_point<Clock, Duration> deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    condition.wait_until(lock, deadline);
+    lock.release();
   }
 
  private:

@@ -77,6 +77,16 @@ absl::string_view OutcomeName(Outcome outcome) {
       return "request_id_reused";
     case Outcome::kStorageFailed:
       return "storage_failed";
+    case Outcome::kSameAccount:
+      return "same_account";
+    case Outcome::kCounterpartyNotFound:
+      return "counterparty_not_found";
+    case Outcome::kTransferIdReused:
+      return "transfer_id_reused";
+    case Outcome::kTransferPending:
+      return "transfer_pending";
+    case Outcome::kInvalidTransferId:
+      return "invalid_transfer_id";
   }
   return "unknown";
 }
@@ -95,6 +105,13 @@ Outcome ValidateRequestId(absl::string_view request_id) {
   if (request_id.size() > kRequestIdMaxBytes) return Outcome::kInvalidRequestId;
   for (char c : request_id) {
     if (c < 0x20 || c > 0x7E) return Outcome::kInvalidRequestId;
+  }
+  return Outcome::kOk;
+}
+
+Outcome ValidateTransferId(absl::string_view transfer_id) {
+  if (transfer_id.empty() || ValidateRequestId(transfer_id) != Outcome::kOk) {
+    return Outcome::kInvalidTransferId;
   }
   return Outcome::kOk;
 }
@@ -120,6 +137,10 @@ Decision ApplyOperation(Op op, std::optional<int64_t> balance, int64_t amount,
       return Withdraw(current, amount, policy);
     case Op::kBalance:
       return {Outcome::kOk, current};
+    case Op::kTransfer:
+    case Op::kTransferCredit:
+    case Op::kTransferSettle:
+      break;  // Decided by ShardCore: each side is a withdrawal or a deposit under these rules.
   }
   return {Outcome::kInternal, current};
 }

@@ -47,6 +47,12 @@ enum class Outcome : uint8_t {
   kInvalidRequestId,   // request_id longer than kRequestIdMaxBytes or not printable ASCII.
   kRequestIdReused,    // request_id already recorded for a different operation or amount.
   kStorageFailed,      // the batch could not be written to disk; nothing applied.
+  // Transfers.
+  kSameAccount,            // from and to are the same account.
+  kCounterpartyNotFound,   // the transfer's destination account was never opened.
+  kTransferIdReused,       // transfer_id recorded for a transfer with other fields.
+  kTransferPending,        // a retry of a transfer still in flight between shards.
+  kInvalidTransferId,      // transfer_id empty, too long or not printable ASCII.
 };
 
 absl::string_view OutcomeName(Outcome outcome);
@@ -62,6 +68,10 @@ inline constexpr size_t kRequestIdMaxBytes = 128;
 // kOk when `request_id` is empty (the call is not deduplicated) or 1 to kRequestIdMaxBytes bytes
 // of printable ASCII (0x20 to 0x7E), else kInvalidRequestId.
 Outcome ValidateRequestId(absl::string_view request_id);
+
+// kOk when `transfer_id` is 1 to kRequestIdMaxBytes bytes of printable ASCII, else
+// kInvalidTransferId: a transfer's id is required.
+Outcome ValidateTransferId(absl::string_view transfer_id);
 
 // kOk when `amount` > 0, else kInvalidAmount.
 Outcome ValidateAmount(int64_t amount);
@@ -86,7 +96,9 @@ struct Decision {
 //   2. the account exists (kDeposit opens it, from balance 0)       else kAccountNotFound
 //   3. kDeposit: balance + amount <= INT64_MAX                      else kOverflow
 //   4. kWithdraw: balance - amount >= -overdraft_limit              else kInsufficientFunds
-// The account id is validated before this is called; `amount` is ignored for kBalance.
+// The account id is validated before this is called; `amount` is ignored for kBalance. Only
+// kDeposit, kWithdraw and kBalance: a transfer applies the rules of kWithdraw to its source and of
+// kDeposit to its destination (shard/shard_core_transfers.cc).
 Decision ApplyOperation(Op op, std::optional<int64_t> balance, int64_t amount,
                         const LedgerPolicy& policy);
 

@@ -31,15 +31,24 @@ struct AccountState {
   friend bool operator==(const AccountState&, const AccountState&) = default;
 };
 
+// What a journal entry records. Deposits and withdrawals are the calls' own; a transfer writes
+// kTransferOut on its source, kTransferIn on its destination and, when the destination refused
+// it after the source was debited, kTransferRefund on the source.
+enum class EntryKind : uint8_t { kDeposit, kWithdraw, kTransferOut, kTransferIn, kTransferRefund };
+
 // One applied operation, as History shows it.
 struct JournalEntry {
   std::string account_id;
   uint64_t sequence = 0;
-  Op op = Op::kDeposit;
+  EntryKind kind = EntryKind::kDeposit;
   int64_t amount = 0;
   int64_t balance_after = 0;
-  std::string request_id;  // Empty when the call carried none.
+  // The call's request_id (empty when it carried none); for a transfer's entries, its
+  // transfer_id.
+  std::string request_id;
   absl::Time time;
+  // Transfers only: the other account.
+  std::string counterparty = {};
 
   friend bool operator==(const JournalEntry&, const JournalEntry&) = default;
 };
@@ -56,6 +65,48 @@ struct RequestRecord {
   friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
 };
 
+// Where a transfer stands, as its source shard records it.
+enum class TransferState : uint8_t {
+  kPending,    // Debited from the source; the destination's credit is not yet confirmed.
+  kCommitted,  // Both sides applied.
+  kRefused,    // Nothing moved (or the debit was refunded); `outcome` says why.
+};
+
+// The record of one transfer, keyed by its transfer_id; written by the shard of its source
+// account at each step. The truth about a transfer (GetTransfer reads it).
+struct TransferRecord {
+  std::string from;
+  std::string to;
+  int64_t amount = 0;
+  TransferState state = TransferState::kPending;
+  // kOk unless kRefused: kAccountNotFound (the source), kCounterpartyNotFound (the destination),
+  // kInsufficientFunds or kOverflow (the destination's balance).
+  Outcome outcome = Outcome::kOk;
+  // The source's balance right after the debit (or, when refused at the source, the balance that
+  // refused it); the destination's right after the credit (or the balance that refused it).
+  int64_t from_balance = 0;
+  int64_t to_balance = 0;
+  absl::Time created_at = absl::InfinitePast();  // The source decided it.
+  absl::Time credited_at =
+      absl::InfinitePast();  // The destination credited or refused it; InfinitePast before.
+  absl::Time finished_at =
+      absl::InfinitePast();  // Committed or refused; InfinitePast while pending.
+
+  friend bool operator==(const TransferRecord&, const TransferRecord&) = default;
+};
+
+// The destination's receipt of a transfer's credit, keyed by its transfer_id: what makes a
+// credit sent twice (after a crash or a failed write) apply once.
+struct CreditReceipt {
+  // kOk, kCounterpartyNotFound or kOverflow.
+  Outcome outcome = Outcome::kOk;
+  int64_t to_balance = 0;  // As in TransferRecord.
+  int64_t amount = 0;      // Checked against the credit sent again.
+  absl::Time credited_at = absl::InfinitePast();
+
+  friend bool operator==(const CreditReceipt&, const CreditReceipt&) = default;
+};
+
 struct AccountWrite {
   std::string account_id;
   AccountState state;
@@ -67,17 +118,34 @@ struct RequestWrite {
   RequestRecord record;
 };
 
+struct TransferWrite {
+  std::string transfer_id;
+  TransferRecord record;
+};
+
+struct CreditWrite {
+  std::string transfer_id;
+  CreditReceipt receipt;
+};
+
 // Everything one batch changed. Written all or nothing. Later entries for the same key win.
 struct BatchWrite {
   std::vector<AccountWrite> accounts;
   std::vector<JournalEntry> journal;
   std::vector<RequestWrite> requests;
+  std::vector<TransferWrite> transfers;
+  std::vector<CreditWrite> credits;
 
-  bool empty() const { return accounts.empty() && journal.empty() && requests.empty(); }
+  bool empty() const {
+    return accounts.empty() && journal.empty() && requests.empty() && transfers.empty() &&
+           credits.empty();
+  }
   void clear() {
     accounts.clear();
     journal.clear();
     requests.clear();
+    transfers.clear();
+    credits.clear();
   }
 };
 
@@ -122,6 +190,14 @@ class LedgerStore {
 
   // The account's stored state; nullopt when it was never written.
   virtual absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) = 0;
+
+  // The stored record of a transfer, and the stored receipt of its credit; nullopt when none.
+  // Transfer records and receipts never expire. May read the disk: a shard calls them only from
+  // Prefetch on a thread that may block, for a transfer memory does not hold.
+  virtual absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
+      absl::string_view transfer_id) = 0;
+  virtual absl::StatusOr<std::optional<CreditReceipt>> FindCredit(
+      absl::string_view transfer_id) = 0;
 };
 
 }  // namespace ledger

@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "shard/ledger_rules.h"
+#include "shard/ledger_store.h"
 
 namespace ledger {
 
@@ -25,6 +28,15 @@ struct Reply {
   // True when this is the recorded reply of an earlier message with the same request_id:
   // nothing was applied now.
   bool replayed = false;
+  // Transfers: the destination's balance (see TransferRecord::to_balance).
+  int64_t to_balance = 0;
+  // kTransfer across shards: the source is debited (durably, once the reply is given) and the
+  // transfer is pending: the credit goes next.
+  bool debited = false;
+  // kTransferCredit: when the destination credited or refused it.
+  absl::Time credited_at = absl::InfinitePast();
+  // kTransferIdReused only: the transfer the id was first used for.
+  std::shared_ptr<const TransferRecord> recorded_transfer = nullptr;
 };
 
 // Implemented by the front end for each call it enqueues.
@@ -56,7 +68,17 @@ struct Message {
   // Set by the shard's TrySend; the start of the mailbox wait.
   SteadyClock::time_point enqueued_at;
   // Empty, or the caller's idempotency key (validated); the same lifetime rule as account_id.
+  // For the transfer ops, the transfer_id.
   absl::string_view request_id;
+  // Transfer ops: the other account (kTransfer, kTransferSettle: the destination; kTransferCredit:
+  // the source), same lifetime rule.
+  absl::string_view counterparty = {};
+  // kTransfer: the destination is on this same shard, so both sides are decided here at once.
+  bool local_transfer = false;
+  // kTransferSettle: the destination's answer to the credit.
+  Outcome credit_outcome = Outcome::kOk;
+  int64_t credit_balance = 0;
+  absl::Time credited_at = absl::InfinitePast();
 };
 
 }  // namespace ledger

@@ -41,11 +41,19 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& opti
     shard_options.pipeline = pipeline.get();
     shards.push_back(std::make_unique<Shard>(std::move(shard_options)));
   }
-  return std::unique_ptr<Router>(new Router(std::move(pipeline), std::move(shards)));
+  return std::unique_ptr<Router>(
+      new Router(std::move(pipeline), std::move(shards), options.transfers));
 }
 
-Router::Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards)
-    : pipeline_(std::move(pipeline)), shards_(std::move(shards)) {}
+Router::Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards,
+               TransferCoordinatorOptions transfers)
+    : pipeline_(std::move(pipeline)), shards_(std::move(shards)) {
+  transfers.send = [this](int32_t shard, Message&& message) {
+    return TrySend(shard, std::move(message));
+  };
+  transfers.shard_for = [this](absl::string_view account_id) { return ShardFor(account_id); };
+  transfers_ = std::make_unique<TransferCoordinator>(std::move(transfers));
+}
 
 Router::~Router() { Stop(); }
 
@@ -54,9 +62,15 @@ void Router::LoadAccount(std::string account_id, AccountState state) {
   shards_[owner]->LoadAccount(std::move(account_id), state);
 }
 
+void Router::LoadPendingTransfer(std::string transfer_id, const TransferRecord& record) {
+  shards_[ShardFor(record.from)]->LoadPendingTransfer(transfer_id, record);
+  transfers_->Resume(std::move(transfer_id), record);
+}
+
 void Router::Start() {
   if (pipeline_ != nullptr) pipeline_->Start();
   for (const auto& shard : shards_) shard->Start();
+  transfers_->Start();
 }
 
 void Router::CloseMailboxes() {
@@ -73,6 +87,7 @@ void Router::Stop() {
   for (const auto& shard : shards_) shard->Stop();
   // Last: each shard's Stop waits for the pipeline to answer what the shard sealed.
   if (pipeline_ != nullptr) pipeline_->Stop();
+  transfers_->Stop();
 }
 
 int32_t Router::ShardFor(absl::string_view account_id) const {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shard/shard.h"
+#include "shard/transfer_coordinator.h"
 
 namespace ledger {
 
@@ -25,6 +26,8 @@ struct RouterOptions {
   std::vector<ShardObserver*> observers;
   // With a store (shard.store): what the commit pipeline reports. Not owned; may be null.
   CommitObserver* commit_observer = nullptr;
+  // How transfers between shards are carried; `send` and `shard_for` are the router's own.
+  TransferCoordinatorOptions transfers;
 };
 
 // Thread-safe: ShardFor, TrySend and the accessors may be called from any thread; Start and Stop
@@ -43,7 +46,11 @@ class Router {
   // shard count (which may differ from the count it was written under).
   void LoadAccount(std::string account_id, AccountState state);
 
-  // Starts the commit pipeline (with a store) and every shard thread.
+  // Before Start only: a transfer the store holds as pending goes to the shard of its source
+  // account, and the coordinator resumes it once started.
+  void LoadPendingTransfer(std::string transfer_id, const TransferRecord& record);
+
+  // Starts the commit pipeline (with a store), every shard thread and the transfer courier.
   void Start();
   // Closes every mailbox: from now on TrySend answers kClosed. Any thread.
   void CloseMailboxes();
@@ -52,7 +59,8 @@ class Router {
   void AbandonUndecided();
   // Closes every mailbox, then waits until each shard has applied (or, after AbandonUndecided,
   // refused) and answered everything it accepted, and joins the shard threads and then the
-  // journal thread. Idempotent.
+  // journal thread, then stops the transfer courier (transfers it has not finished stay pending
+  // in the store, for the next start). Idempotent.
   void Stop();
 
   // The shard that owns `account_id`: ShardOf(account_id, num_shards()), see stable_hash.h.
@@ -61,15 +69,22 @@ class Router {
   // Never blocks. See Shard::TrySend. Requires 0 <= shard < num_shards().
   [[nodiscard]] SendOutcome TrySend(int32_t shard, Message&& message);
 
+  // Transfers: Submit a client's, and the figures of those in flight. Thread-safe.
+  TransferCoordinator& transfers() { return *transfers_; }
+  const TransferCoordinator& transfers() const { return *transfers_; }
+
   int32_t num_shards() const { return static_cast<int32_t>(shards_.size()); }
   const Shard& shard(int32_t index) const { return *shards_[index]; }
 
  private:
-  Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards);
+  Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards,
+         TransferCoordinatorOptions transfers);
 
   // With a store: the one write path of every shard. Declared first, so it outlives them.
   const std::unique_ptr<CommitPipeline> pipeline_;
   const std::vector<std::unique_ptr<Shard>> shards_;
+  // Sends to the shards; stopped after them.
+  std::unique_ptr<TransferCoordinator> transfers_;
 };
 
 }  // namespace ledger

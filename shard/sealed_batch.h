@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "shard/ledger_store.h"
 #include "shard/message.h"
+#include "shard/transfer_table.h"
 
 namespace ledger {
 
@@ -29,6 +30,7 @@ struct SealedBatch {
   std::vector<Reply> replies;   // One per message, as decided.
   BatchWrite write;             // May be empty: a batch of reads still waits for its turn.
   std::vector<UndoEntry> undo;  // In the order of the changes.
+  std::vector<TransferUndo> transfer_undo;  // The transfer records and receipts it changed.
   // Set when the write failed (or the batch was refused because an earlier one of its shard
   // failed): the error the shard logs.
   absl::Status failure;

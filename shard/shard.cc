@@ -93,6 +93,13 @@ void Shard::LoadAccount(std::string account_id, AccountState state) {
   drain_.Release();
 }
 
+void Shard::LoadPendingTransfer(std::string transfer_id, const TransferRecord& record) {
+  LEDGER_CHECK(!started_);
+  LEDGER_CHECK(drain_.TryAcquire());
+  core_.LoadPendingTransfer(std::move(transfer_id), record);
+  drain_.Release();
+}
+
 Shard::~Shard() {
   // Destroying a started shard without Stop would drop accepted messages unanswered.
   LEDGER_CHECK(!started_ || stopped_);

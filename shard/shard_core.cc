@@ -13,22 +13,26 @@ namespace {
 
 NullShardObserver null_observer;
 
-// The money invariant of one applied Deposit or Withdraw, checked independently of the rules'
-// arithmetic: the balance moved by exactly `amount`, without overflow, and a withdrawal left it
-// at or above the overdraft floor.
-void CheckAppliedChange(Op op, int64_t amount, const AccountState& before,
+// The money invariant of one applied change, checked independently of the rules' arithmetic:
+// the balance moved by exactly `amount`, without overflow, and a debit left it at or above the
+// overdraft floor.
+void CheckAppliedChange(bool credit, int64_t amount, const AccountState& before,
                         const AccountState& after, const LedgerPolicy& policy) {
   LEDGER_CHECK_GT(amount, 0);
   LEDGER_CHECK_EQ(after.sequence, before.sequence + 1);
   int64_t expected = 0;
-  if (op == Op::kDeposit) {
+  if (credit) {
     LEDGER_CHECK(!__builtin_add_overflow(before.balance, amount, &expected));
   } else {
-    LEDGER_CHECK(op == Op::kWithdraw);
     LEDGER_CHECK(!__builtin_sub_overflow(before.balance, amount, &expected));
     LEDGER_CHECK_GE(after.balance, -policy.overdraft_limit);
   }
   LEDGER_CHECK_EQ(after.balance, expected);
+}
+
+bool IsCredit(EntryKind kind) {
+  return kind == EntryKind::kDeposit || kind == EntryKind::kTransferIn ||
+         kind == EntryKind::kTransferRefund;
 }
 
 }  // namespace
@@ -36,7 +40,8 @@ void CheckAppliedChange(Op op, int64_t amount, const AccountState& before,
 ShardCore::ShardCore(ShardCoreOptions options)
     : options_(std::move(options)),
       observer_(options_.observer != nullptr ? options_.observer : &null_observer),
-      steady_clock_(options_.steady_clock != nullptr ? options_.steady_clock : &SteadyClock::now) {
+      steady_clock_(options_.steady_clock != nullptr ? options_.steady_clock : &SteadyClock::now),
+      transfers_(/*durable=*/options_.store != nullptr) {
   LEDGER_CHECK(options_.policy.overdraft_limit >= 0);
   LEDGER_CHECK(options_.idempotency_ttl > absl::ZeroDuration());
   batch_.reserve(options_.max_batch);
@@ -82,13 +87,17 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
   prefetched_records_.assign(batch_.size(), PrefetchedRecord{});
   for (size_t i = 0; i < batch_.size(); ++i) {
     const Message& message = batch_[i];
-    if (!unsettled_accounts_.empty() && unsettled_accounts_.contains(message.account_id)) {
+    if (Unsettled(message.account_id)) {
       if (!may_block) return false;
       // When the store cannot say, the account stays unsettled and DecideNext refuses changes.
       SettleAccount(message.account_id);
     }
-    if (!Deduplicated(message, options_.store)) continue;
     PrefetchedRecord& prefetched = prefetched_records_[i];
+    if (message.op >= Op::kTransfer) {
+      if (!PrefetchTransfer(message, prefetched, may_block)) return false;
+      continue;
+    }
+    if (!Deduplicated(message, options_.store)) continue;
     prefetched.key = RequestKey(message);
     if (pending_records_.contains(prefetched.key)) continue;
     prefetched.looked_up = true;
@@ -117,6 +126,7 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
 }
 
 void ShardCore::ForgetFinishedRecords(uint64_t finished_through) {
+  transfers_.ForgetFinished(finished_through);
   while (!pending_record_keys_.empty() && pending_record_keys_.front().first <= finished_through) {
     const uint64_t sequence = pending_record_keys_.front().first;
     for (const std::string& key : pending_record_keys_.front().second) {
@@ -166,6 +176,7 @@ SealResult ShardCore::Seal(uint64_t finished_through) {
     LEDGER_CHECK_EQ(write_.journal.size(), batch_applied_);
     LEDGER_CHECK_EQ(undo_.size(), batch_applied_);
     LEDGER_CHECK_LE(write_.requests.size(), batch_.size());
+    LEDGER_CHECK_LE(write_.transfers.size() + write_.credits.size(), batch_.size());
   } else {
     LEDGER_CHECK(write_.empty() && undo_.empty());
   }
@@ -194,6 +205,7 @@ SealResult ShardCore::Seal(uint64_t finished_through) {
   sealed->replies.swap(replies_);
   sealed->write = std::move(write_);
   sealed->undo.swap(undo_);
+  sealed->transfer_undo = transfers_.Seal(sealed->sequence);
   write_.clear();
   ClearBatch();
   // The vectors went with the sealed batch. Not reserved again: inline batches hold a few
@@ -214,6 +226,7 @@ void ShardCore::ClearBatch() {
   undo_.clear();
   batch_requests_.clear();
   batch_applied_ = 0;
+  transfers_.DropUndo();
   prefetched_ = false;
   prefetched_records_.clear();
 }
@@ -280,6 +293,12 @@ void ShardCore::RollBack(std::vector<std::unique_ptr<SealedBatch>>& failed) {
   }
   // Their request_ids were never durable (as far as anyone knows): a retry looks in the store.
   const uint64_t first_failed = failed.front()->sequence;
+  // Their transfer records and receipts likewise, and each is read back before its next use.
+  std::vector<const std::vector<TransferUndo>*> transfer_undo;
+  for (const std::unique_ptr<SealedBatch>& batch : failed)
+    transfer_undo.push_back(&batch->transfer_undo);
+  transfers_.RollBack(transfer_undo, first_failed);
+  RebuildRefundable();
   while (!pending_record_keys_.empty() && pending_record_keys_.back().first >= first_failed) {
     for (const std::string& key : pending_record_keys_.back().second) pending_records_.erase(key);
     pending_record_keys_.pop_back();
@@ -368,13 +387,22 @@ bool ShardCore::SettleAccount(absl::string_view account_id) {
 }
 
 Reply ShardCore::ApplyToAccounts(const Message& message) {
+  switch (message.op) {
+    case Op::kTransfer:
+      return DecideTransfer(message);
+    case Op::kTransferCredit:
+      return DecideCredit(message);
+    case Op::kTransferSettle:
+      return DecideSettle(message);
+    case Op::kDeposit:
+    case Op::kWithdraw:
+    case Op::kBalance:
+      break;
+  }
   const bool mutation = message.op != Op::kBalance;
   // Prefetch could not reload this account after a failed write. A read is answered from memory
   // (the state before the failed write); a change waits until the store can say.
-  if (mutation && !unsettled_accounts_.empty() &&
-      unsettled_accounts_.contains(message.account_id)) {
-    return Reply{.outcome = Outcome::kStorageFailed};
-  }
+  if (mutation && Unsettled(message.account_id)) return Reply{.outcome = Outcome::kStorageFailed};
   const bool deduplicated = Deduplicated(message, options_.store);
   std::string request_key;
   if (deduplicated) {
@@ -388,23 +416,21 @@ Reply ShardCore::ApplyToAccounts(const Message& message) {
   const Decision decision = ApplyOperation(
       message.op, exists ? std::optional<int64_t>(account->second.balance) : std::nullopt,
       message.amount, options_.policy);
-  const Reply reply{.outcome = decision.outcome, .balance = decision.balance};
+  Reply reply{.outcome = decision.outcome, .balance = decision.balance};
   if (!mutation || decision.outcome == Outcome::kInvalidAmount) return reply;
+  // A deposit may not take the room a pending transfer's refund needs.
+  if (decision.outcome == Outcome::kOk && message.op == Op::kDeposit && !refundable_.empty() &&
+      exists && CreditOverflows(message.account_id, account->second.balance, message.amount)) {
+    reply = {.outcome = Outcome::kOverflow, .balance = account->second.balance};
+  }
 
-  if (decision.outcome == Outcome::kOk) {
+  if (reply.outcome == Outcome::kOk) {
     // After this point the operation must succeed: the decision is final and only stored.
-    std::optional<AccountState> before;
-    if (exists) {
-      before = account->second;
-    } else {
-      account = accounts_.emplace(std::string(message.account_id), AccountState{}).first;
-    }
-    account->second.balance = decision.balance;
-    ++account->second.sequence;
-    CheckAppliedChange(message.op, message.amount, before.value_or(AccountState{}), account->second,
-                       options_.policy);
-    ++batch_applied_;
-    if (options_.store != nullptr) RecordApplied(message, before, account->second);
+    const AccountState& after =
+        ApplyChange(message.account_id, account,
+                    message.op == Op::kDeposit ? EntryKind::kDeposit : EntryKind::kWithdraw,
+                    message.amount, message.request_id, /*counterparty=*/{});
+    LEDGER_CHECK_EQ(after.balance, decision.balance);
   }
   if (deduplicated) {
     batch_requests_.insert_or_assign(std::move(request_key), write_.requests.size());
@@ -412,8 +438,8 @@ Reply ShardCore::ApplyToAccounts(const Message& message) {
                                .request_id = std::string(message.request_id),
                                .record = {.op = message.op,
                                           .amount = message.amount,
-                                          .outcome = decision.outcome,
-                                          .balance = decision.balance,
+                                          .outcome = reply.outcome,
+                                          .balance = reply.balance,
                                           .recorded_at = batch_time_}});
   }
   return reply;
@@ -453,19 +479,37 @@ std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
   return Reply{.outcome = record.outcome, .balance = record.balance, .replayed = true};
 }
 
-void ShardCore::RecordApplied(const Message& message, std::optional<AccountState> before,
-                              const AccountState& after) {
+const AccountState& ShardCore::ApplyChange(absl::string_view account_id,
+                                           AccountMap::iterator account, EntryKind kind,
+                                           int64_t amount, absl::string_view request_id,
+                                           absl::string_view counterparty) {
+  const bool credit = IsCredit(kind);
+  std::optional<AccountState> before;
+  if (account != accounts_.end()) {
+    before = account->second;
+  } else {
+    // Only a deposit opens an account.
+    LEDGER_CHECK(kind == EntryKind::kDeposit);
+    account = accounts_.emplace(std::string(account_id), AccountState{}).first;
+  }
+  AccountState& state = account->second;
+  state.balance = credit ? state.balance + amount : state.balance - amount;
+  ++state.sequence;
+  CheckAppliedChange(credit, amount, before.value_or(AccountState{}), state, options_.policy);
+  ++batch_applied_;
+  if (options_.store == nullptr) return state;
   // The journal entry continues the account's numbering: entries are numbered from 1, one each.
-  LEDGER_CHECK_EQ(after.sequence, before.value_or(AccountState{}).sequence + 1);
-  undo_.emplace_back(std::string(message.account_id), before);
-  write_.accounts.push_back({.account_id = std::string(message.account_id), .state = after});
-  write_.journal.push_back({.account_id = std::string(message.account_id),
-                            .sequence = after.sequence,
-                            .op = message.op,
-                            .amount = message.amount,
-                            .balance_after = after.balance,
-                            .request_id = std::string(message.request_id),
-                            .time = batch_time_});
+  undo_.emplace_back(std::string(account_id), before);
+  write_.accounts.push_back({.account_id = std::string(account_id), .state = state});
+  write_.journal.push_back({.account_id = std::string(account_id),
+                            .sequence = state.sequence,
+                            .kind = kind,
+                            .amount = amount,
+                            .balance_after = state.balance,
+                            .request_id = std::string(request_id),
+                            .time = batch_time_,
+                            .counterparty = std::string(counterparty)});
+  return state;
 }
 
 }  // namespace ledger

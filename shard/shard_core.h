@@ -40,6 +40,7 @@
 #include "shard/message.h"
 #include "shard/sealed_batch.h"
 #include "shard/shard_observer.h"
+#include "shard/transfer_table.h"
 
 namespace ledger {
 
@@ -104,6 +105,10 @@ class ShardCore {
   // Between batches only: adds an account recovered from the store.
   void LoadAccount(std::string account_id, AccountState state);
 
+  // Between batches only: adds a transfer recovered from the store as pending, of which this
+  // shard owns the source account (the coordinator resumes it).
+  void LoadPendingTransfer(std::string transfer_id, const TransferRecord& record);
+
   // Where the caller puts the next batch's messages (the shard drains its mailbox into it).
   // Messages stay here, undecided, while Prefetch returns false.
   std::vector<Message>& batch() { return batch_; }
@@ -143,6 +148,8 @@ class ShardCore {
   void ProcessBatch(bool abandoning);
 
   size_t account_count() const { return accounts_.size(); }
+  // Transfers this shard is the source of that are debited and not yet final.
+  size_t pending_transfer_count() const { return transfers_.pending_count(); }
   // The in-memory state of an account; nullopt when it does not exist. For tests and the
   // simulator; copies, so it leaks no reference.
   std::optional<AccountState> FindAccountForTesting(absl::string_view account_id) const;
@@ -154,6 +161,12 @@ class ShardCore {
     bool looked_up = false;  // False: the request carries no request_id, or memory had it.
     absl::Status status;     // A failed lookup answers its message kStorageFailed.
     std::optional<RequestRecord> record;
+    // Transfer ops: the transfer's record (kTransfer, kTransferSettle) or the credit's receipt
+    // (kTransferCredit) from the store, when memory did not hold it.
+    bool transfer_looked_up = false;
+    absl::Status transfer_status;
+    std::optional<TransferRecord> transfer;
+    std::optional<CreditReceipt> credit;
   };
   // A request_id recorded by a sealed batch whose write is not yet finished.
   struct PendingRecord {
@@ -166,9 +179,36 @@ class ShardCore {
   // The recorded reply for a request_id seen before (or kRequestIdReused, or kStorageFailed when
   // the lookup failed); nullopt when the request is new. `request_key` is its batch_requests_ key.
   std::optional<Reply> FindRecordedReply(const Message& message, const std::string& request_key);
-  // Adds an applied operation to the batch's write and its undo log.
-  void RecordApplied(const Message& message, std::optional<AccountState> before,
-                     const AccountState& after);
+  // Applies `amount` to an account (a credit adds, a debit subtracts; the caller checked the
+  // rules), checks the money invariant and, with a store, adds the change to the batch's write,
+  // its journal and its undo log. Returns the new state. `account` may be accounts_.end() for a
+  // credit that opens the account.
+  using AccountMap = absl::flat_hash_map<std::string, AccountState>;
+  const AccountState& ApplyChange(absl::string_view account_id, AccountMap::iterator account,
+                                  EntryKind kind, int64_t amount, absl::string_view request_id,
+                                  absl::string_view counterparty);
+  // Transfers (shard_core_transfers.cc): the client's Transfer on its source shard, the credit on
+  // the destination's, and the settle back on the source's.
+  bool PrefetchTransfer(const Message& message, PrefetchedRecord& prefetched, bool may_block);
+  Reply DecideTransfer(const Message& message);
+  Reply DecideCredit(const Message& message);
+  Reply DecideSettle(const Message& message);
+  // The record of `transfer_id` from memory or Prefetch; nullopt when there is none. Sets
+  // `failed` when the lookup failed.
+  std::optional<TransferRecord> KnownTransfer(absl::string_view transfer_id, bool& failed);
+  // Adds a transfer's record to memory and, with a store, to the batch's write.
+  void RecordTransfer(absl::string_view transfer_id, const TransferRecord& record);
+  // True when crediting `amount` to an account at `balance` would overflow, counting the debits
+  // of its pending transfers that may come back as refunds.
+  bool CreditOverflows(absl::string_view account_id, int64_t balance, int64_t amount) const;
+  // Recomputes refundable_ from the pending transfers, after a rollback or a read-back.
+  void RebuildRefundable();
+  // Records a transfer refused at its source (with a store, so that a retry replays it).
+  Reply RefuseTransfer(const Message& message, Outcome outcome, int64_t from_balance,
+                       int64_t to_balance);
+  bool Unsettled(absl::string_view account_id) const {
+    return !unsettled_accounts_.empty() && unsettled_accounts_.contains(account_id);
+  }
   // Forgets the pending records of batches up to `finished_through`: the store has them now.
   void ForgetFinishedRecords(uint64_t finished_through);
   // Completes the decided batch now and empties it.
@@ -187,7 +227,11 @@ class ShardCore {
   ShardObserver* const observer_;
   SteadyClock::time_point (*const steady_clock_)();  // Null: SteadyClock::now.
 
-  absl::flat_hash_map<std::string, AccountState> accounts_;
+  AccountMap accounts_;
+  TransferTable transfers_;
+  // Per source account, the amounts of its transfers that are pending: each may come back as a
+  // refund, so credits leave room for them.
+  absl::flat_hash_map<std::string, int64_t> refundable_;
   std::vector<Message> batch_;
   std::vector<Reply> replies_;
   // The current batch's durable changes, the state each changed account had before them (in the

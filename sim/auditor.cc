@@ -521,7 +521,9 @@ std::string Auditor::CheckStore(const FaultStore& store) {
       return absl::StrCat("journal of ", entry.account_id, ": entry ", entry.sequence, " follows ",
                           state.sequence);
     }
-    const int64_t expected = state.balance + Signed(entry.op, entry.amount);
+    const bool credit = entry.kind == EntryKind::kDeposit || entry.kind == EntryKind::kTransferIn ||
+                        entry.kind == EntryKind::kTransferRefund;
+    const int64_t expected = state.balance + (credit ? entry.amount : -entry.amount);
     if (entry.balance_after != expected) {
       return absl::StrCat("journal of ", entry.account_id, " entry ", entry.sequence,
                           ": balance_after ", entry.balance_after, ", previous ± amount is ",

@@ -61,10 +61,30 @@ absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string
   return found->second;
 }
 
+absl::StatusOr<std::optional<TransferRecord>> FaultStore::FindTransfer(
+    absl::string_view transfer_id) {
+  if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  auto found = transfers_.find(std::string(transfer_id));
+  if (found == transfers_.end()) return std::nullopt;
+  return found->second;
+}
+
+absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(
+    absl::string_view transfer_id) {
+  if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  auto found = credits_.find(std::string(transfer_id));
+  if (found == credits_.end()) return std::nullopt;
+  return found->second;
+}
+
 void FaultStore::Apply(const BatchWrite& batch) {
   ++version_;
   for (const AccountWrite& account : batch.accounts) accounts_[account.account_id] = account.state;
   for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
+  for (const TransferWrite& transfer : batch.transfers) {
+    transfers_[transfer.transfer_id] = transfer.record;
+  }
+  for (const CreditWrite& credit : batch.credits) credits_[credit.transfer_id] = credit.receipt;
   for (const RequestWrite& request : batch.requests) {
     requests_[{request.account_id, request.request_id}] = request.record;
   }

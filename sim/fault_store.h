@@ -82,6 +82,10 @@ class FaultStore final : public LedgerStore {
   absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
                                                    absl::string_view request_id) override;
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
+      absl::string_view transfer_id) override;
+  absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
+  const std::map<std::string, TransferRecord>& transfers() const { return transfers_; }
 
   // The durable state, as a restart or the auditor reads it.
   const std::map<std::string, AccountState>& accounts() const { return accounts_; }
@@ -108,6 +112,8 @@ class FaultStore final : public LedgerStore {
   std::map<std::string, AccountState> accounts_;
   std::map<std::pair<std::string, std::string>, RequestRecord> requests_;
   std::vector<JournalEntry> journal_;
+  std::map<std::string, TransferRecord> transfers_;
+  std::map<std::string, CreditReceipt> credits_;
 };
 
 }  // namespace ledger::sim

@@ -384,6 +384,23 @@ absl::Status RocksDbStore::WriteWith(Handles& handles,
                     EncodeRequest(request.record));
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
+    for (const TransferWrite& transfer : batch->transfers) {
+      added = write.Put(handles.families[kDefault], TransferKey(transfer.transfer_id),
+                        EncodeTransfer(transfer.record));
+      if (!added.ok()) return FromRocks(added, "preparing a write");
+      // The pending index: what recovery resumes.
+      added =
+          transfer.record.state == TransferState::kPending
+              ? write.Put(handles.families[kDefault], PendingTransferKey(transfer.transfer_id),
+                          rocksdb::Slice())
+              : write.Delete(handles.families[kDefault], PendingTransferKey(transfer.transfer_id));
+      if (!added.ok()) return FromRocks(added, "preparing a write");
+    }
+    for (const CreditWrite& credit : batch->credits) {
+      added = write.Put(handles.families[kDefault], CreditKey(credit.transfer_id),
+                        EncodeCredit(credit.receipt));
+      if (!added.ok()) return FromRocks(added, "preparing a write");
+    }
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.durability == Durability::kSync;
@@ -559,6 +576,69 @@ absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_
   });
   if (!status.ok()) return status;
   return page;
+}
+
+absl::StatusOr<std::optional<std::string>> RocksDbStore::GetDefault(const std::string& key,
+                                                                    absl::string_view what) {
+  std::optional<std::string> found;
+  absl::Status status = ReadWith([&](Handles& handles) {
+    std::string value;
+    rocksdb::Status read =
+        handles.db->Get(rocksdb::ReadOptions(), handles.families[kDefault], key, &value);
+    if (read.IsNotFound()) return absl::OkStatus();
+    if (!read.ok()) return FromRocks(read, what);
+    found = std::move(value);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return found;
+}
+
+absl::StatusOr<std::optional<TransferRecord>> RocksDbStore::FindTransfer(
+    absl::string_view transfer_id) {
+  absl::StatusOr<std::optional<std::string>> value =
+      GetDefault(TransferKey(transfer_id), "reading a transfer");
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return std::nullopt;
+  absl::StatusOr<TransferRecord> record = DecodeTransfer(**value);
+  if (!record.ok()) return record.status();
+  return *std::move(record);
+}
+
+absl::StatusOr<std::optional<CreditReceipt>> RocksDbStore::FindCredit(
+    absl::string_view transfer_id) {
+  absl::StatusOr<std::optional<std::string>> value =
+      GetDefault(CreditKey(transfer_id), "reading a transfer's credit");
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return std::nullopt;
+  absl::StatusOr<CreditReceipt> receipt = DecodeCredit(**value);
+  if (!receipt.ok()) return receipt.status();
+  return *std::move(receipt);
+}
+
+absl::Status RocksDbStore::ForEachPendingTransfer(
+    const std::function<void(std::string transfer_id, const TransferRecord& record)>& load) {
+  std::vector<std::string> pending;
+  absl::Status listed = ReadWith([&](Handles& handles) {
+    const std::string prefix = PendingTransferPrefix();
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kDefault]));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      pending.push_back(it->key().ToString().substr(prefix.size()));
+    }
+    return FromRocks(it->status(), "listing the pending transfers");
+  });
+  if (!listed.ok()) return listed;
+  for (std::string& transfer_id : pending) {
+    absl::StatusOr<std::optional<TransferRecord>> record = FindTransfer(transfer_id);
+    if (!record.ok()) return record.status();
+    if (!record->has_value() || (*record)->state != TransferState::kPending) {
+      return absl::DataLossError(
+          absl::StrCat("transfer ", transfer_id, " is listed as pending but its record is not"));
+    }
+    load(std::move(transfer_id), **record);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {

@@ -106,6 +106,13 @@ class RocksDbStore final : public LedgerStore {
   absl::StatusOr<HistoryPage> ReadHistory(absl::string_view account_id, uint64_t start,
                                           int32_t limit);
 
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
+      absl::string_view transfer_id) override;
+  absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
+  // Calls `load` for every transfer recorded as pending. Start-up only.
+  absl::Status ForEachPendingTransfer(
+      const std::function<void(std::string transfer_id, const TransferRecord& record)>& load);
+
   // Idempotency records on disk now, expired or not (for tests and operators).
   absl::StatusOr<int64_t> CountRequestRecords();
 
@@ -138,6 +145,9 @@ class RocksDbStore final : public LedgerStore {
   absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteWith(Handles& handles, absl::Span<const BatchWrite* const> batches);
+  // Reads the value of `key` in the default column family; nullopt when absent.
+  absl::StatusOr<std::optional<std::string>> GetDefault(const std::string& key,
+                                                        absl::string_view what);
   // FindRequest and FindRequestInMemory: `answered` false only when `read_options` forbid I/O.
   absl::StatusOr<MemoryLookup> LookUpRequest(absl::string_view account_id,
                                              absl::string_view request_id,

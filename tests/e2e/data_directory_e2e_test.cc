@@ -148,7 +148,7 @@ TEST(LedgerdDataDirectoryTest, ServerRefusesALedgerWhoseAccountDisagreesWithItsJ
     const auto entry = [](const char* account, uint64_t sequence, int64_t balance_after) {
       return JournalEntry{.account_id = account,
                           .sequence = sequence,
-                          .op = Op::kDeposit,
+                          .kind = EntryKind::kDeposit,
                           .amount = 10,
                           .balance_after = balance_after,
                           .request_id = "",

@@ -130,6 +130,13 @@ class DiskLookupStore final : public LedgerStore {
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override {
     return inner_->FindAccount(account_id);
   }
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
+      absl::string_view transfer_id) override {
+    return inner_->FindTransfer(transfer_id);
+  }
+  absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override {
+    return inner_->FindCredit(transfer_id);
+  }
 
   std::vector<std::thread::id> lookup_threads() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -356,7 +363,7 @@ TEST_P(CommitPipelineTest, AReplyIsReleasedOnlyAfterItsWrite) {
   ASSERT_EQ(journal.size(), 1u);
   EXPECT_EQ(journal[0].account_id, "a");
   EXPECT_EQ(journal[0].sequence, 1u);
-  EXPECT_EQ(journal[0].op, Op::kDeposit);
+  EXPECT_EQ(journal[0].kind, EntryKind::kDeposit);
   EXPECT_EQ(journal[0].amount, 10);
   EXPECT_EQ(journal[0].balance_after, 10);
   EXPECT_EQ(journal[0].request_id, "r1");
@@ -905,7 +912,7 @@ TEST_F(CommitPipelineScenarioTest, ALookupThatNeedsTheDiskRunsOnTheShardThread) 
   old.accounts.push_back({.account_id = "a", .state = {.balance = 100, .sequence = 1}});
   old.journal.push_back({.account_id = "a",
                          .sequence = 1,
-                         .op = Op::kDeposit,
+                         .kind = EntryKind::kDeposit,
                          .amount = 100,
                          .balance_after = 100,
                          .request_id = "disk-old",

@@ -105,13 +105,13 @@ TEST_F(DurableShardTest, ABatchIsWrittenOnceAndAnsweredOnlyAfterTheWrite) {
   ASSERT_EQ(batch.journal.size(), 3u);
   EXPECT_EQ(batch.journal[0], (JournalEntry{.account_id = "a",
                                             .sequence = 1,
-                                            .op = Op::kDeposit,
+                                            .kind = EntryKind::kDeposit,
                                             .amount = 10,
                                             .balance_after = 10,
                                             .request_id = "r1",
                                             .time = absl::FromUnixSeconds(now_seconds_.load())}));
   EXPECT_EQ(batch.journal[2].sequence, 3u);
-  EXPECT_EQ(batch.journal[2].op, Op::kWithdraw);
+  EXPECT_EQ(batch.journal[2].kind, EntryKind::kWithdraw);
   EXPECT_EQ(batch.journal[2].balance_after, 25);
   EXPECT_EQ(batch.requests.size(), 2u);  // Only the calls that carried a request_id.
   EXPECT_EQ(store_.account("a"), (AccountState{.balance = 25, .sequence = 3}));

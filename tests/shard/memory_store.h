@@ -65,6 +65,29 @@ class MemoryStore final : public LedgerStore {
     return found->second;
   }
 
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
+      absl::string_view transfer_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_lookups_) return absl::UnavailableError("injected lookup failure");
+    auto found = transfers_.find(std::string(transfer_id));
+    if (found == transfers_.end()) return std::nullopt;
+    return found->second;
+  }
+
+  absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_lookups_) return absl::UnavailableError("injected lookup failure");
+    auto found = credits_.find(std::string(transfer_id));
+    if (found == credits_.end()) return std::nullopt;
+    return found->second;
+  }
+
+  // Every transfer record stored, by transfer_id.
+  std::map<std::string, TransferRecord> transfers() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return transfers_;
+  }
+
   // Makes the next failing write land on "disk" anyway, as a write whose sync fails after its
   // data reached the log may.
   void LandFailedWrites(bool land) {
@@ -128,6 +151,10 @@ class MemoryStore final : public LedgerStore {
     for (const RequestWrite& request : batch.requests) {
       requests_[{request.account_id, request.request_id}] = request.record;
     }
+    for (const TransferWrite& transfer : batch.transfers) {
+      transfers_[transfer.transfer_id] = transfer.record;
+    }
+    for (const CreditWrite& credit : batch.credits) credits_[credit.transfer_id] = credit.receipt;
   }
 
   mutable std::mutex mu_;
@@ -142,6 +169,8 @@ class MemoryStore final : public LedgerStore {
   std::vector<JournalEntry> journal_;
   std::map<std::pair<std::string, std::string>, RequestRecord> requests_;
   std::vector<BatchWrite> batches_;
+  std::map<std::string, TransferRecord> transfers_;
+  std::map<std::string, CreditReceipt> credits_;
 };
 
 }  // namespace ledger::testing_util

@@ -38,7 +38,7 @@ std::unique_ptr<RocksDbStore> OpenOrDie(const StoreOptions& options) {
 JournalEntry Entry(const std::string& account, uint64_t sequence, int64_t balance_after) {
   return JournalEntry{.account_id = account,
                       .sequence = sequence,
-                      .op = Op::kDeposit,
+                      .kind = EntryKind::kDeposit,
                       .amount = 10,
                       .balance_after = balance_after,
                       .request_id = "req-" + std::to_string(sequence),

@@ -1,0 +1,305 @@
+// ShardCore's transfer decisions: a client's Transfer on its source shard (both sides at once when
+// the destination lives on the same shard), the credit on the destination's shard, and the settle
+// back on the source's. The protocol that carries the steps between shards is TransferCoordinator
+// (shard/transfer_coordinator.h); its state machine is in docs/architecture.md, "Transfers".
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "shard/check.h"
+#include "shard/shard_core.h"
+
+namespace ledger {
+namespace {
+
+// A transfer's recorded result, replayed to a retry with the same transfer_id and fields.
+Reply ReplayRecorded(const TransferRecord& record) {
+  switch (record.state) {
+    case TransferState::kPending:
+      return {.outcome = Outcome::kTransferPending, .balance = record.from_balance};
+    case TransferState::kCommitted:
+      return {.outcome = Outcome::kOk,
+              .balance = record.from_balance,
+              .replayed = true,
+              .to_balance = record.to_balance};
+    case TransferState::kRefused:
+      break;
+  }
+  return {.outcome = record.outcome,
+          .balance = record.from_balance,
+          .replayed = true,
+          .to_balance = record.to_balance};
+}
+
+}  // namespace
+
+void ShardCore::LoadPendingTransfer(std::string transfer_id, const TransferRecord& record) {
+  LEDGER_CHECK(batch_.empty());
+  LEDGER_CHECK(record.state == TransferState::kPending);
+  transfers_.SettleTransfer(transfer_id, record);
+  refundable_[record.from] += record.amount;
+}
+
+bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefetched,
+                                 bool may_block) {
+  if (message.op == Op::kTransfer && message.local_transfer && Unsettled(message.counterparty)) {
+    if (!may_block) return false;
+    SettleAccount(message.counterparty);
+  }
+  const absl::string_view id = message.request_id;
+  const bool credit = message.op == Op::kTransferCredit;
+  if (credit ? transfers_.CreditUnsettled(id) : transfers_.TransferUnsettled(id)) {
+    if (!may_block) return false;
+    // Read back what a failed write may have left on disk; when the store cannot say, the id
+    // stays unsettled and DecideNext answers kStorageFailed.
+    if (credit) {
+      absl::StatusOr<std::optional<CreditReceipt>> stored = options_.store->FindCredit(id);
+      if (stored.ok()) transfers_.SettleCredit(id, *stored);
+    } else {
+      absl::StatusOr<std::optional<TransferRecord>> stored = options_.store->FindTransfer(id);
+      if (stored.ok()) {
+        transfers_.SettleTransfer(id, *stored);
+        RebuildRefundable();
+      }
+    }
+  }
+  if (credit ? transfers_.CreditUnsettled(id) : transfers_.TransferUnsettled(id)) return true;
+  if (credit ? transfers_.FindCredit(id) != nullptr : transfers_.FindTransfer(id) != nullptr) {
+    return true;  // Memory answers.
+  }
+  if (!may_block) return false;
+  prefetched.transfer_looked_up = true;
+  if (credit) {
+    absl::StatusOr<std::optional<CreditReceipt>> found = options_.store->FindCredit(id);
+    if (found.ok()) {
+      prefetched.credit = *std::move(found);
+    } else {
+      prefetched.transfer_status = found.status();
+    }
+  } else {
+    absl::StatusOr<std::optional<TransferRecord>> found = options_.store->FindTransfer(id);
+    if (found.ok()) {
+      prefetched.transfer = *std::move(found);
+    } else {
+      prefetched.transfer_status = found.status();
+    }
+  }
+  return true;
+}
+
+std::optional<TransferRecord> ShardCore::KnownTransfer(absl::string_view transfer_id,
+                                                       bool& failed) {
+  failed = false;
+  if (transfers_.TransferUnsettled(transfer_id)) {
+    failed = true;
+    return std::nullopt;
+  }
+  if (const TransferRecord* in_memory = transfers_.FindTransfer(transfer_id)) return *in_memory;
+  if (options_.store == nullptr) return std::nullopt;
+  const PrefetchedRecord& prefetched = prefetched_records_[replies_.size()];
+  LEDGER_CHECK(prefetched.transfer_looked_up);
+  if (!prefetched.transfer_status.ok()) {
+    observer_->OnStorageError();
+    LogStorageError(prefetched.transfer_status, "looking up a transfer");
+    failed = true;
+    return std::nullopt;
+  }
+  return prefetched.transfer;
+}
+
+bool ShardCore::CreditOverflows(absl::string_view account_id, int64_t balance,
+                                int64_t amount) const {
+  // Money debited from this account and not yet settled may come back as a refund: a credit may
+  // not take the room it needs, or the refund could not be applied.
+  int64_t reserved = 0;
+  if (!refundable_.empty()) {
+    auto found = refundable_.find(account_id);
+    if (found != refundable_.end()) reserved = found->second;
+  }
+  int64_t sum = 0;
+  return __builtin_add_overflow(balance, amount, &sum) ||
+         __builtin_add_overflow(sum, reserved, &sum);
+}
+
+void ShardCore::RebuildRefundable() {
+  refundable_.clear();
+  transfers_.ForEachPending(
+      [this](const TransferRecord& record) { refundable_[record.from] += record.amount; });
+}
+
+void ShardCore::RecordTransfer(absl::string_view transfer_id, const TransferRecord& record) {
+  transfers_.PutTransfer(transfer_id, record);
+  if (options_.store != nullptr) {
+    write_.transfers.push_back({.transfer_id = std::string(transfer_id), .record = record});
+  }
+}
+
+Reply ShardCore::RefuseTransfer(const Message& message, Outcome outcome, int64_t from_balance,
+                                int64_t to_balance) {
+  RecordTransfer(message.request_id, TransferRecord{.from = std::string(message.account_id),
+                                                    .to = std::string(message.counterparty),
+                                                    .amount = message.amount,
+                                                    .state = TransferState::kRefused,
+                                                    .outcome = outcome,
+                                                    .from_balance = from_balance,
+                                                    .to_balance = to_balance,
+                                                    .created_at = batch_time_,
+                                                    .credited_at = absl::InfinitePast(),
+                                                    .finished_at = batch_time_});
+  return {.outcome = outcome, .balance = from_balance, .to_balance = to_balance};
+}
+
+Reply ShardCore::DecideTransfer(const Message& message) {
+  bool failed = false;
+  std::optional<TransferRecord> recorded = KnownTransfer(message.request_id, failed);
+  if (failed) return {.outcome = Outcome::kStorageFailed};
+  if (recorded.has_value()) {
+    if (recorded->from != message.account_id || recorded->to != message.counterparty ||
+        recorded->amount != message.amount) {
+      return {.outcome = Outcome::kTransferIdReused,
+              .recorded_transfer = std::make_shared<const TransferRecord>(*std::move(recorded))};
+    }
+    return ReplayRecorded(*recorded);
+  }
+  const bool local = message.local_transfer;
+  if (Unsettled(message.account_id) || (local && Unsettled(message.counterparty))) {
+    return {.outcome = Outcome::kStorageFailed};
+  }
+  // The rules, in the contract's order. The accounts already exist, so no change below inserts
+  // into accounts_ and both iterators stay valid.
+  auto from = accounts_.find(message.account_id);
+  auto to = local ? accounts_.find(message.counterparty) : accounts_.end();
+  if (from == accounts_.end()) return RefuseTransfer(message, Outcome::kAccountNotFound, 0, 0);
+  const int64_t from_balance = from->second.balance;
+  if (local && to == accounts_.end()) {
+    return RefuseTransfer(message, Outcome::kCounterpartyNotFound, from_balance, 0);
+  }
+  const Decision debit =
+      ApplyOperation(Op::kWithdraw, from_balance, message.amount, options_.policy);
+  if (debit.outcome != Outcome::kOk) {
+    return RefuseTransfer(message, debit.outcome, from_balance, 0);
+  }
+  if (local && CreditOverflows(message.counterparty, to->second.balance, message.amount)) {
+    return RefuseTransfer(message, Outcome::kOverflow, from_balance, to->second.balance);
+  }
+
+  TransferRecord record{.from = std::string(message.account_id),
+                        .to = std::string(message.counterparty),
+                        .amount = message.amount,
+                        .state = TransferState::kPending,
+                        .created_at = batch_time_,
+                        .credited_at = absl::InfinitePast(),
+                        .finished_at = absl::InfinitePast()};
+  record.from_balance = ApplyChange(message.account_id, from, EntryKind::kTransferOut,
+                                    message.amount, message.request_id, message.counterparty)
+                            .balance;
+  Reply reply{.outcome = Outcome::kOk, .balance = record.from_balance};
+  if (local) {
+    record.to_balance = ApplyChange(message.counterparty, to, EntryKind::kTransferIn,
+                                    message.amount, message.request_id, message.account_id)
+                            .balance;
+    record.state = TransferState::kCommitted;
+    record.credited_at = batch_time_;
+    record.finished_at = batch_time_;
+    reply.to_balance = record.to_balance;
+  } else {
+    // Pending: the amount may come back as a refund, so it keeps its room in the balance.
+    refundable_[record.from] += record.amount;
+    reply.debited = true;
+  }
+  RecordTransfer(message.request_id, record);
+  return reply;
+}
+
+Reply ShardCore::DecideCredit(const Message& message) {
+  const absl::string_view id = message.request_id;
+  if (options_.store != nullptr) {
+    if (transfers_.CreditUnsettled(id)) return {.outcome = Outcome::kStorageFailed};
+    std::optional<CreditReceipt> receipt;
+    if (const CreditReceipt* in_memory = transfers_.FindCredit(id)) {
+      receipt = *in_memory;
+    } else {
+      const PrefetchedRecord& prefetched = prefetched_records_[replies_.size()];
+      LEDGER_CHECK(prefetched.transfer_looked_up);
+      if (!prefetched.transfer_status.ok()) {
+        observer_->OnStorageError();
+        LogStorageError(prefetched.transfer_status, "looking up a transfer's credit");
+        return {.outcome = Outcome::kStorageFailed};
+      }
+      receipt = prefetched.credit;
+    }
+    if (receipt.has_value()) {
+      // The same credit sent again (its source did not learn the answer): answered from the
+      // receipt, never applied twice.
+      LEDGER_CHECK_EQ(receipt->amount, message.amount);
+      return {.outcome = receipt->outcome,
+              .balance = receipt->to_balance,
+              .replayed = true,
+              .to_balance = receipt->to_balance,
+              .credited_at = receipt->credited_at};
+    }
+  }
+  if (Unsettled(message.account_id)) return {.outcome = Outcome::kStorageFailed};
+  CreditReceipt receipt{.amount = message.amount, .credited_at = batch_time_};
+  auto to = accounts_.find(message.account_id);
+  if (to == accounts_.end()) {
+    receipt.outcome = Outcome::kCounterpartyNotFound;
+  } else if (CreditOverflows(message.account_id, to->second.balance, message.amount)) {
+    receipt.outcome = Outcome::kOverflow;
+    receipt.to_balance = to->second.balance;
+  } else {
+    receipt.to_balance = ApplyChange(message.account_id, to, EntryKind::kTransferIn, message.amount,
+                                     id, message.counterparty)
+                             .balance;
+  }
+  transfers_.PutCredit(id, receipt);
+  if (options_.store != nullptr) {
+    write_.credits.push_back({.transfer_id = std::string(id), .receipt = receipt});
+  }
+  return {.outcome = receipt.outcome,
+          .balance = receipt.to_balance,
+          .to_balance = receipt.to_balance,
+          .credited_at = receipt.credited_at};
+}
+
+Reply ShardCore::DecideSettle(const Message& message) {
+  bool failed = false;
+  std::optional<TransferRecord> recorded = KnownTransfer(message.request_id, failed);
+  if (failed) return {.outcome = Outcome::kStorageFailed};
+  // Only the source's own debit starts a settle: a record that is missing or differs is
+  // corrupt state, and a ledger never continues on that.
+  LEDGER_CHECK(recorded.has_value());
+  LEDGER_CHECK(recorded->from == message.account_id && recorded->to == message.counterparty &&
+               recorded->amount == message.amount);
+  if (recorded->state != TransferState::kPending) return ReplayRecorded(*recorded);
+  if (Unsettled(message.account_id)) return {.outcome = Outcome::kStorageFailed};
+
+  TransferRecord record = *std::move(recorded);
+  record.to_balance = message.credit_balance;
+  record.credited_at = message.credited_at;
+  record.finished_at = batch_time_;
+  auto reserved = refundable_.find(record.from);
+  LEDGER_CHECK(reserved != refundable_.end() && reserved->second >= record.amount);
+  if ((reserved->second -= record.amount) == 0) refundable_.erase(reserved);
+  if (message.credit_outcome == Outcome::kOk) {
+    record.state = TransferState::kCommitted;
+    RecordTransfer(message.request_id, record);
+    return {
+        .outcome = Outcome::kOk, .balance = record.from_balance, .to_balance = record.to_balance};
+  }
+  // The destination refused: the debit comes back to the source, as an entry of its own.
+  record.state = TransferState::kRefused;
+  record.outcome = message.credit_outcome;
+  auto from = accounts_.find(message.account_id);
+  LEDGER_CHECK(from != accounts_.end());
+  // The room for it was kept (CreditOverflows), so the refund cannot overflow.
+  LEDGER_CHECK_LE(from->second.balance, std::numeric_limits<int64_t>::max() - record.amount);
+  ApplyChange(message.account_id, from, EntryKind::kTransferRefund, record.amount,
+              message.request_id, message.counterparty);
+  RecordTransfer(message.request_id, record);
+  return {
+      .outcome = record.outcome, .balance = record.from_balance, .to_balance = record.to_balance};
+}
+
+}  // namespace ledger
