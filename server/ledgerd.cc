@@ -145,7 +145,15 @@ ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
 
+ABSL_FLAG(std::string, debug_crash_after_transfer_step, "",
+          "FAULT INJECTION, for crash tests only: exit at once (status 86, as a crash) right "
+          "after the first transfer across shards makes this step durable: debited, credited or "
+          "settled. Empty (the default) in production");
+
 namespace {
+
+// The status a --debug_crash_after_transfer_step exit ends with, for tests to tell it apart.
+constexpr int kDebugCrashExitCode = 86;
 
 absl::Status OutOfRange(absl::string_view flag, int64_t value, int64_t min, uint64_t max) {
   return absl::InvalidArgumentError(
@@ -262,6 +270,27 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   // The injected sleep must run on shard threads, never on gRPC's.
   options.router.shard.inline_execution =
       options.router.shard.debug_handler_delay == absl::ZeroDuration();
+  if (const std::string crash_step = absl::GetFlag(FLAGS_debug_crash_after_transfer_step);
+      !crash_step.empty()) {
+    std::optional<ledger::TransferStep> step;
+    for (ledger::TransferStep candidate :
+         {ledger::TransferStep::kDebited, ledger::TransferStep::kCredited,
+          ledger::TransferStep::kSettled}) {
+      if (ledger::TransferStepName(candidate) == crash_step) step = candidate;
+    }
+    if (!step.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--debug_crash_after_transfer_step must be debited, credited or settled; got \"",
+          crash_step, "\""));
+    }
+    options.router.transfers.test_after_step = [crash = *step](ledger::TransferStep done,
+                                                              absl::string_view transfer_id) {
+      if (done != crash) return;
+      std::cerr << "ledgerd: --debug_crash_after_transfer_step: transfer " << transfer_id
+                << " is " << ledger::TransferStepName(done) << "; exiting now as a crash\n";
+      std::_Exit(kDebugCrashExitCode);
+    };
+  }
   absl::StatusOr<ledger::storage::Durability> durability =
       ledger::storage::ParseDurability(absl::GetFlag(FLAGS_durability));
   if (!durability.ok()) {
