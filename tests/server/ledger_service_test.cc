@@ -219,7 +219,10 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
                            "Deposit(.ledger.v1.DepositRequest) .ledger.v1.DepositResponse",
                            "Withdraw(.ledger.v1.WithdrawRequest) .ledger.v1.WithdrawResponse",
                            "Balance(.ledger.v1.BalanceRequest) .ledger.v1.BalanceResponse",
-                           "History(.ledger.v1.HistoryRequest) .ledger.v1.HistoryResponse"));
+                           "History(.ledger.v1.HistoryRequest) .ledger.v1.HistoryResponse",
+                           "Transfer(.ledger.v1.TransferRequest) .ledger.v1.TransferResponse",
+                           "GetTransfer(.ledger.v1.GetTransferRequest) "
+                           ".ledger.v1.GetTransferResponse"));
   // ledgerd serves the descriptor set built with source info, so reflection clients see the
   // .proto's documentation (tests/server/reflection_service_test.cc checks the comments).
   EXPECT_TRUE(file.has_source_code_info());
