@@ -98,6 +98,9 @@ struct TransferRecord {
 // The destination's receipt of a transfer's credit, keyed by its transfer_id: what makes a
 // credit sent twice (after a crash or a failed write) apply once.
 struct CreditReceipt {
+  // The transfer's source: a credit with the same transfer_id from another source (a reused id)
+  // is refused, never taken for this one.
+  std::string from = {};
   // kOk, kCounterpartyNotFound or kOverflow.
   Outcome outcome = Outcome::kOk;
   int64_t to_balance = 0;  // As in TransferRecord.
@@ -191,11 +194,14 @@ class LedgerStore {
   // The account's stored state; nullopt when it was never written.
   virtual absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) = 0;
 
-  // The stored record of a transfer, and the stored receipt of its credit; nullopt when none.
-  // Transfer records and receipts never expire. May read the disk: a shard calls them only from
-  // Prefetch on a thread that may block, for a transfer memory does not hold.
-  virtual absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
-      absl::string_view transfer_id) = 0;
+  // The stored record of a transfer; nullopt when none. With `from`: the record that source holds
+  // as pending, if any, else the record stored for the id (whatever its source: the caller
+  // compares). Records are kept per id, and while pending also per (id, source), so that two
+  // sources that raced with one id each keep theirs until it is final. The stored receipt of a
+  // transfer's credit; nullopt when none. Neither expires. May read the disk: a shard calls them
+  // only from Prefetch on a thread that may block, for a transfer memory does not hold.
+  virtual absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
+                                                                     absl::string_view from) = 0;
   virtual absl::StatusOr<std::optional<CreditReceipt>> FindCredit(
       absl::string_view transfer_id) = 0;
 };

@@ -37,7 +37,7 @@ Reply ReplayRecorded(const TransferRecord& record) {
 void ShardCore::LoadPendingTransfer(std::string transfer_id, const TransferRecord& record) {
   LEDGER_CHECK(batch_.empty());
   LEDGER_CHECK(record.state == TransferState::kPending);
-  transfers_.SettleTransfer(transfer_id, record);
+  transfers_.SettleTransfer(transfer_id, record, /*orphan=*/false);  // The router resumes it.
   refundable_[record.from] += record.amount;
 }
 
@@ -49,6 +49,8 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
   }
   const absl::string_view id = message.request_id;
   const bool credit = message.op == Op::kTransferCredit;
+  // kTransfer and kTransferSettle run on the source's shard: its own pending record first.
+  const absl::string_view source = credit ? absl::string_view() : message.account_id;
   if (credit ? transfers_.CreditUnsettled(id) : transfers_.TransferUnsettled(id)) {
     if (!may_block) return false;
     // Read back what a failed write may have left on disk; when the store cannot say, the id
@@ -57,9 +59,13 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
       absl::StatusOr<std::optional<CreditReceipt>> stored = options_.store->FindCredit(id);
       if (stored.ok()) transfers_.SettleCredit(id, *stored);
     } else {
-      absl::StatusOr<std::optional<TransferRecord>> stored = options_.store->FindTransfer(id);
+      absl::StatusOr<std::optional<TransferRecord>> stored =
+          options_.store->FindTransfer(id, source);
       if (stored.ok()) {
-        transfers_.SettleTransfer(id, *stored);
+        std::optional<TransferRecord> ours = *std::move(stored);
+        // Another source's record under the same id (a reused id) is not this shard's to keep.
+        if (ours.has_value() && ours->from != source) ours.reset();
+        transfers_.SettleTransfer(id, ours, /*orphan=*/true);
         RebuildRefundable();
       }
     }
@@ -78,7 +84,7 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
       prefetched.transfer_status = found.status();
     }
   } else {
-    absl::StatusOr<std::optional<TransferRecord>> found = options_.store->FindTransfer(id);
+    absl::StatusOr<std::optional<TransferRecord>> found = options_.store->FindTransfer(id, source);
     if (found.ok()) {
       prefetched.transfer = *std::move(found);
     } else {
@@ -160,6 +166,11 @@ Reply ShardCore::DecideTransfer(const Message& message) {
       return {.outcome = Outcome::kTransferIdReused,
               .recorded_transfer = std::make_shared<const TransferRecord>(*std::move(recorded))};
     }
+    // A pending transfer no flight carries (its debit's write was answered as failed but reached
+    // the disk): this retry carries it on, as if it had just been debited.
+    if (recorded->state == TransferState::kPending && transfers_.TakeOrphan(message.request_id)) {
+      return {.outcome = Outcome::kOk, .balance = recorded->from_balance, .debited = true};
+    }
     return ReplayRecorded(*recorded);
   }
   const bool local = message.local_transfer;
@@ -230,9 +241,13 @@ Reply ShardCore::DecideCredit(const Message& message) {
       receipt = prefetched.credit;
     }
     if (receipt.has_value()) {
+      // Another transfer under the same id (a client reused it on another source account while
+      // the first was in flight): refused, and its source refunds it.
+      if (receipt->from != message.counterparty || receipt->amount != message.amount) {
+        return {.outcome = Outcome::kTransferIdReused};
+      }
       // The same credit sent again (its source did not learn the answer): answered from the
       // receipt, never applied twice.
-      LEDGER_CHECK_EQ(receipt->amount, message.amount);
       return {.outcome = receipt->outcome,
               .balance = receipt->to_balance,
               .replayed = true,
@@ -240,8 +255,16 @@ Reply ShardCore::DecideCredit(const Message& message) {
               .credited_at = receipt->credited_at};
     }
   }
+  // A transfer this shard decided on its own under the same id (both accounts here), still in
+  // memory: the same reuse, caught in the window before either is durable.
+  if (const TransferRecord* local = transfers_.FindTransfer(id);
+      local != nullptr && local->from != message.counterparty) {
+    return {.outcome = Outcome::kTransferIdReused};
+  }
   if (Unsettled(message.account_id)) return {.outcome = Outcome::kStorageFailed};
-  CreditReceipt receipt{.amount = message.amount, .credited_at = batch_time_};
+  CreditReceipt receipt{.from = std::string(message.counterparty),
+                        .amount = message.amount,
+                        .credited_at = batch_time_};
   auto to = accounts_.find(message.account_id);
   if (to == accounts_.end()) {
     receipt.outcome = Outcome::kCounterpartyNotFound;
@@ -267,11 +290,16 @@ Reply ShardCore::DecideSettle(const Message& message) {
   bool failed = false;
   std::optional<TransferRecord> recorded = KnownTransfer(message.request_id, failed);
   if (failed) return {.outcome = Outcome::kStorageFailed};
-  // Only the source's own debit starts a settle: a record that is missing or differs is
-  // corrupt state, and a ledger never continues on that.
-  LEDGER_CHECK(recorded.has_value());
-  LEDGER_CHECK(recorded->from == message.account_id && recorded->to == message.counterparty &&
-               recorded->amount == message.amount);
+  if (!recorded.has_value() || recorded->from != message.account_id ||
+      recorded->to != message.counterparty || recorded->amount != message.amount) {
+    // This source's record is final (its pending one is gone) and the id's record now belongs
+    // to another transfer that reused the id: a settle sent again, answered with the credit's
+    // result it carries.
+    return {.outcome = message.credit_outcome,
+            .balance = 0,
+            .replayed = true,
+            .to_balance = message.credit_balance};
+  }
   if (recorded->state != TransferState::kPending) return ReplayRecorded(*recorded);
   if (Unsettled(message.account_id)) return {.outcome = Outcome::kStorageFailed};
 

@@ -194,7 +194,8 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
       }
       LEDGER_CHECK(reply.outcome == Outcome::kOk ||
                    reply.outcome == Outcome::kCounterpartyNotFound ||
-                   reply.outcome == Outcome::kOverflow);
+                   reply.outcome == Outcome::kOverflow ||
+                   reply.outcome == Outcome::kTransferIdReused);
       if (reply.outcome == Outcome::kOk) {
         // The money reached the destination.
         in_flight_count_.fetch_sub(1, std::memory_order_relaxed);

@@ -107,13 +107,21 @@ void TransferTable::RollBack(const std::vector<const std::vector<TransferUndo>*>
   while (!sealed_.empty() && sealed_.back().first >= first_failed) sealed_.pop_back();
 }
 
+bool TransferTable::TakeOrphan(absl::string_view transfer_id) {
+  auto found = transfers_.find(transfer_id);
+  if (found == transfers_.end() || !found->second.orphan) return false;
+  found->second.orphan = false;
+  return true;
+}
+
 void TransferTable::SettleTransfer(absl::string_view transfer_id,
-                                   const std::optional<TransferRecord>& stored) {
+                                   const std::optional<TransferRecord>& stored, bool orphan) {
   LEDGER_CHECK(undo_.empty());
   unsettled_transfers_.erase(transfer_id);
   // The store is the truth now. Only a pending record is worth keeping in memory.
   if (stored.has_value() && stored->state == TransferState::kPending) {
-    transfers_.insert_or_assign(std::string(transfer_id), Entry{.record = *stored, .batch = 0});
+    transfers_.insert_or_assign(std::string(transfer_id),
+                                Entry{.record = *stored, .batch = 0, .orphan = orphan});
   } else {
     transfers_.erase(transfer_id);
   }

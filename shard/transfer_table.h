@@ -67,8 +67,13 @@ class TransferTable {
   // Takes back the changes of failed batches (`undo`: all of theirs, newest batch last) and marks
   // their ids unsettled. `first_failed`: the oldest failed batch's sequence.
   void RollBack(const std::vector<const std::vector<TransferUndo>*>& undo, uint64_t first_failed);
-  // What the store holds for an unsettled id, read back: it replaces memory's entry.
-  void SettleTransfer(absl::string_view transfer_id, const std::optional<TransferRecord>& stored);
+  // What the store holds for an id, read back after a failed write (or at start-up): it replaces
+  // memory's entry. `orphan`: no flight carries it on (its debit's write was answered as failed,
+  // yet reached the disk), so the next retry of the transfer adopts it (TakeOrphan).
+  void SettleTransfer(absl::string_view transfer_id, const std::optional<TransferRecord>& stored,
+                      bool orphan);
+  // True, once, when the id's pending record is an orphan.
+  bool TakeOrphan(absl::string_view transfer_id);
   void SettleCredit(absl::string_view transfer_id, const std::optional<CreditReceipt>& stored);
 
   // Transfers this shard is the source of that are pending (for tests and the simulator).
@@ -84,6 +89,7 @@ class TransferTable {
   struct Entry {
     TransferRecord record;
     uint64_t batch = 0;  // The sealed batch that wrote it; 0: the batch being decided, or loaded.
+    bool orphan = false;
   };
   struct CreditEntry {
     CreditReceipt receipt;

@@ -62,8 +62,10 @@ absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string
 }
 
 absl::StatusOr<std::optional<TransferRecord>> FaultStore::FindTransfer(
-    absl::string_view transfer_id) {
+    absl::string_view transfer_id, absl::string_view from) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  auto pending = pending_.find({std::string(transfer_id), std::string(from)});
+  if (pending != pending_.end()) return pending->second;
   auto found = transfers_.find(std::string(transfer_id));
   if (found == transfers_.end()) return std::nullopt;
   return found->second;
@@ -83,6 +85,11 @@ void FaultStore::Apply(const BatchWrite& batch) {
   for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
   for (const TransferWrite& transfer : batch.transfers) {
     transfers_[transfer.transfer_id] = transfer.record;
+    if (transfer.record.state == TransferState::kPending) {
+      pending_[{transfer.transfer_id, transfer.record.from}] = transfer.record;
+    } else {
+      pending_.erase({transfer.transfer_id, transfer.record.from});
+    }
   }
   for (const CreditWrite& credit : batch.credits) credits_[credit.transfer_id] = credit.receipt;
   for (const RequestWrite& request : batch.requests) {

@@ -82,8 +82,8 @@ class FaultStore final : public LedgerStore {
   absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
                                                    absl::string_view request_id) override;
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
-  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
-      absl::string_view transfer_id) override;
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
+                                                             absl::string_view from) override;
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
   const std::map<std::string, TransferRecord>& transfers() const { return transfers_; }
 
@@ -114,6 +114,7 @@ class FaultStore final : public LedgerStore {
   std::vector<JournalEntry> journal_;
   std::map<std::string, TransferRecord> transfers_;
   std::map<std::string, CreditReceipt> credits_;
+  std::map<std::pair<std::string, std::string>, TransferRecord> pending_;
 };
 
 }  // namespace ledger::sim

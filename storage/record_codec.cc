@@ -74,6 +74,8 @@ v1::StoredOutcome ToStored(Outcome outcome) {
       return v1::STORED_OUTCOME_OVERFLOW;
     case Outcome::kCounterpartyNotFound:
       return v1::STORED_OUTCOME_COUNTERPARTY_NOT_FOUND;
+    case Outcome::kTransferIdReused:
+      return v1::STORED_OUTCOME_TRANSFER_ID_REUSED;
     default:
       LEDGER_CHECK(false && "only the rules' outcomes are recorded");
       return v1::STORED_OUTCOME_UNSPECIFIED;
@@ -92,6 +94,8 @@ std::optional<Outcome> FromStored(v1::StoredOutcome outcome) {
       return Outcome::kOverflow;
     case v1::STORED_OUTCOME_COUNTERPARTY_NOT_FOUND:
       return Outcome::kCounterpartyNotFound;
+    case v1::STORED_OUTCOME_TRANSFER_ID_REUSED:
+      return Outcome::kTransferIdReused;
     default:
       return std::nullopt;
   }
@@ -142,8 +146,17 @@ std::string TransferKey(absl::string_view transfer_id) {
 
 std::string PendingTransferPrefix() { return std::string("p") + kSeparator; }
 
-std::string PendingTransferKey(absl::string_view transfer_id) {
-  return absl::StrCat(PendingTransferPrefix(), transfer_id);
+std::string PendingTransferKey(absl::string_view transfer_id, absl::string_view from) {
+  return absl::StrCat(PendingTransferPrefix(), transfer_id, absl::string_view(&kSeparator, 1),
+                      from);
+}
+
+std::string PendingTransferId(absl::string_view key) {
+  const std::string prefix = PendingTransferPrefix();
+  if (key.size() <= prefix.size() || key.substr(0, prefix.size()) != prefix) return {};
+  const absl::string_view rest = key.substr(prefix.size());
+  const size_t separator = rest.find(kSeparator);
+  return separator == absl::string_view::npos ? std::string() : std::string(rest.substr(0, separator));
 }
 
 std::string CreditKey(absl::string_view transfer_id) {
@@ -284,6 +297,8 @@ std::string EncodeCredit(const CreditReceipt& receipt) {
   value.set_to_balance(receipt.to_balance);
   value.set_amount(receipt.amount);
   value.set_credited_unix_micros(absl::ToUnixMicros(receipt.credited_at));
+  LEDGER_CHECK(ValidateAccountId(receipt.from) == Outcome::kOk);
+  value.set_from_account_id(receipt.from);
   return value.SerializeAsString();
 }
 
@@ -318,10 +333,12 @@ absl::StatusOr<CreditReceipt> DecodeCredit(absl::string_view value) {
   absl::StatusOr<v1::CreditValue> proto = Parse<v1::CreditValue>(value, "credit");
   if (!proto.ok()) return proto.status();
   std::optional<Outcome> outcome = FromStored(proto->outcome());
-  if (!outcome.has_value() || proto->amount() <= 0) {
+  if (!outcome.has_value() || proto->amount() <= 0 ||
+      ValidateAccountId(proto->from_account_id()) != Outcome::kOk) {
     return absl::DataLossError("a stored credit receipt is not valid");
   }
-  return CreditReceipt{.outcome = *outcome,
+  return CreditReceipt{.from = proto->from_account_id(),
+                       .outcome = *outcome,
                        .to_balance = proto->to_balance(),
                        .amount = proto->amount(),
                        .credited_at = absl::FromUnixMicros(proto->credited_unix_micros())};

@@ -22,7 +22,9 @@ std::string RequestKey(absl::string_view account_id, absl::string_view request_i
 // Transfer keys live in the default column family; "format" (the marker) has no NUL, so they
 // never meet it. A pending transfer also has a key under the pending prefix.
 std::string TransferKey(absl::string_view transfer_id);
-std::string PendingTransferKey(absl::string_view transfer_id);
+std::string PendingTransferKey(absl::string_view transfer_id, absl::string_view from);
+// The transfer id of a pending key; empty when `key` is not one.
+std::string PendingTransferId(absl::string_view key);
 std::string PendingTransferPrefix();
 std::string CreditKey(absl::string_view transfer_id);
 

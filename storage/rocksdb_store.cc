@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -388,12 +389,13 @@ absl::Status RocksDbStore::WriteWith(Handles& handles,
       added = write.Put(handles.families[kDefault], TransferKey(transfer.transfer_id),
                         EncodeTransfer(transfer.record));
       if (!added.ok()) return FromRocks(added, "preparing a write");
-      // The pending index: what recovery resumes.
-      added =
-          transfer.record.state == TransferState::kPending
-              ? write.Put(handles.families[kDefault], PendingTransferKey(transfer.transfer_id),
-                          rocksdb::Slice())
-              : write.Delete(handles.families[kDefault], PendingTransferKey(transfer.transfer_id));
+      // The pending index, per source: what recovery resumes.
+      const std::string pending_key =
+          PendingTransferKey(transfer.transfer_id, transfer.record.from);
+      added = transfer.record.state == TransferState::kPending
+                  ? write.Put(handles.families[kDefault], pending_key,
+                              EncodeTransfer(transfer.record))
+                  : write.Delete(handles.families[kDefault], pending_key);
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
     for (const CreditWrite& credit : batch->credits) {
@@ -595,10 +597,16 @@ absl::StatusOr<std::optional<std::string>> RocksDbStore::GetDefault(const std::s
 }
 
 absl::StatusOr<std::optional<TransferRecord>> RocksDbStore::FindTransfer(
-    absl::string_view transfer_id) {
-  absl::StatusOr<std::optional<std::string>> value =
-      GetDefault(TransferKey(transfer_id), "reading a transfer");
-  if (!value.ok()) return value.status();
+    absl::string_view transfer_id, absl::string_view from) {
+  absl::StatusOr<std::optional<std::string>> value = std::nullopt;
+  if (!from.empty()) {
+    value = GetDefault(PendingTransferKey(transfer_id, from), "reading a pending transfer");
+    if (!value.ok()) return value.status();
+  }
+  if (!value->has_value()) {
+    value = GetDefault(TransferKey(transfer_id), "reading a transfer");
+    if (!value.ok()) return value.status();
+  }
   if (!value->has_value()) return std::nullopt;
   absl::StatusOr<TransferRecord> record = DecodeTransfer(**value);
   if (!record.ok()) return record.status();
@@ -618,27 +626,22 @@ absl::StatusOr<std::optional<CreditReceipt>> RocksDbStore::FindCredit(
 
 absl::Status RocksDbStore::ForEachPendingTransfer(
     const std::function<void(std::string transfer_id, const TransferRecord& record)>& load) {
-  std::vector<std::string> pending;
-  absl::Status listed = ReadWith([&](Handles& handles) {
+  return ReadWith([&](Handles& handles) {
     const std::string prefix = PendingTransferPrefix();
     std::unique_ptr<rocksdb::Iterator> it(
         handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kDefault]));
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      pending.push_back(it->key().ToString().substr(prefix.size()));
+      std::string transfer_id = PendingTransferId(View(it->key()));
+      absl::StatusOr<TransferRecord> record = DecodeTransfer(View(it->value()));
+      if (transfer_id.empty() || !record.ok() || record->state != TransferState::kPending) {
+        return absl::DataLossError(absl::StrCat("a pending transfer's record (key ",
+                                                absl::CHexEscape(View(it->key())),
+                                                ") is not a pending transfer"));
+      }
+      load(std::move(transfer_id), *record);
     }
     return FromRocks(it->status(), "listing the pending transfers");
   });
-  if (!listed.ok()) return listed;
-  for (std::string& transfer_id : pending) {
-    absl::StatusOr<std::optional<TransferRecord>> record = FindTransfer(transfer_id);
-    if (!record.ok()) return record.status();
-    if (!record->has_value() || (*record)->state != TransferState::kPending) {
-      return absl::DataLossError(
-          absl::StrCat("transfer ", transfer_id, " is listed as pending but its record is not"));
-    }
-    load(std::move(transfer_id), **record);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {

@@ -106,8 +106,8 @@ class RocksDbStore final : public LedgerStore {
   absl::StatusOr<HistoryPage> ReadHistory(absl::string_view account_id, uint64_t start,
                                           int32_t limit);
 
-  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
-      absl::string_view transfer_id) override;
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
+                                                             absl::string_view from) override;
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
   // Calls `load` for every transfer recorded as pending. Start-up only.
   absl::Status ForEachPendingTransfer(

@@ -130,9 +130,9 @@ class DiskLookupStore final : public LedgerStore {
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override {
     return inner_->FindAccount(account_id);
   }
-  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
-      absl::string_view transfer_id) override {
-    return inner_->FindTransfer(transfer_id);
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
+                                                             absl::string_view from) override {
+    return inner_->FindTransfer(transfer_id, from);
   }
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override {
     return inner_->FindCredit(transfer_id);

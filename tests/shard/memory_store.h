@@ -65,10 +65,12 @@ class MemoryStore final : public LedgerStore {
     return found->second;
   }
 
-  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(
-      absl::string_view transfer_id) override {
+  absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
+                                                             absl::string_view from) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (fail_lookups_) return absl::UnavailableError("injected lookup failure");
+    auto pending = pending_.find({std::string(transfer_id), std::string(from)});
+    if (pending != pending_.end()) return pending->second;
     auto found = transfers_.find(std::string(transfer_id));
     if (found == transfers_.end()) return std::nullopt;
     return found->second;
@@ -153,6 +155,11 @@ class MemoryStore final : public LedgerStore {
     }
     for (const TransferWrite& transfer : batch.transfers) {
       transfers_[transfer.transfer_id] = transfer.record;
+      if (transfer.record.state == TransferState::kPending) {
+        pending_[{transfer.transfer_id, transfer.record.from}] = transfer.record;
+      } else {
+        pending_.erase({transfer.transfer_id, transfer.record.from});
+      }
     }
     for (const CreditWrite& credit : batch.credits) credits_[credit.transfer_id] = credit.receipt;
   }
@@ -171,6 +178,7 @@ class MemoryStore final : public LedgerStore {
   std::vector<BatchWrite> batches_;
   std::map<std::string, TransferRecord> transfers_;
   std::map<std::string, CreditReceipt> credits_;
+  std::map<std::pair<std::string, std::string>, TransferRecord> pending_;
 };
 
 }  // namespace ledger::testing_util
