@@ -35,11 +35,11 @@ constexpr int32_t kShards = 2;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 const absl::Time kNow = absl::FromUnixSeconds(1000);
 
-// An account id that the router places on `shard`.
-std::string IdOn(int32_t shard, absl::string_view prefix) {
+// An account id that a router of `shards` places on `shard`.
+std::string IdOn(int32_t shard, absl::string_view prefix, int32_t shards = kShards) {
   for (int i = 0;; ++i) {
     std::string id = absl::StrCat(prefix, "-", i);
-    if (ShardOf(id, kShards) == shard) return id;
+    if (ShardOf(id, shards) == shard) return id;
   }
 }
 
@@ -52,9 +52,10 @@ Reply Await(RecordingCompletion& completion) {
   return completion.WaitForReply();
 }
 
-std::unique_ptr<Router> MakeRouter(LedgerStore* store, size_t mailbox_capacity = 64) {
+std::unique_ptr<Router> MakeRouter(LedgerStore* store, size_t mailbox_capacity = 64,
+                                   int32_t shards = kShards) {
   RouterOptions options;
-  options.num_shards = kShards;
+  options.num_shards = shards;
   options.shard.store = store;
   options.shard.mailbox_capacity = mailbox_capacity;
   options.shard.clock = [] { return kNow; };
@@ -254,6 +255,63 @@ TEST(TransferReplayTest, TheSameIdWithSwappedAccountsIsReused) {
   EXPECT_EQ(reversed.outcome, Outcome::kTransferIdReused) << OutcomeName(reversed.outcome);
   EXPECT_EQ(BalanceOf(*router, a), 90);
   EXPECT_EQ(BalanceOf(*router, b), 110);
+  router->Stop();
+}
+
+// One transfer_id used at once for two transfers whose sources live on different shards, to the
+// same destination on a third. Each source shard looks the id up in the store, finds nothing
+// (the other's debit is not yet durable) and debits; the destination then sees the same id's
+// credit twice. The contract: at most once per transfer_id (ledger-wide, not per account), so
+// one is applied and the other answered kTransferIdReused, and no money is created or lost.
+TEST(TransferIdRaceTest, TheSameIdFromTwoSourceShardsAtOnceMovesMoneyOnce) {
+  constexpr int32_t kThree = 3;
+  MemoryStore store;
+  testing_util::Event first_write_held, release_first_write, second_decided;
+  const std::string a = IdOn(0, "race-a", kThree);
+  const std::string b = IdOn(1, "race-b", kThree);
+  const std::string c = IdOn(2, "race-c", kThree);
+  RouterOptions options;
+  options.num_shards = kThree;
+  options.shard.store = &store;
+  options.shard.clock = [] { return kNow; };
+  options.shard.inline_execution = false;
+  options.shard.test_before_handle = [&](const Message& message) {
+    if (message.op == Op::kTransfer && message.account_id == b) second_decided.Notify();
+  };
+  options.transfers.retry_delay = absl::Microseconds(200);
+  auto router = *Router::Create(options);
+  router->Start();
+  for (const std::string& account : {a, b, c}) {
+    ASSERT_EQ(Call(*router, Op::kDeposit, account, 100).outcome, Outcome::kOk);
+  }
+  // Holds a's debit in the journal thread, so that b's shard cannot find it in the store.
+  std::atomic<bool> armed{true};
+  store.OnWrite([&](const BatchWrite& batch) {
+    for (const TransferWrite& transfer : batch.transfers) {
+      if (transfer.transfer_id == "dup" && transfer.record.from == a && armed.exchange(false)) {
+        first_write_held.Notify();
+        release_first_write.WaitForNotification();
+      }
+    }
+  });
+  RecordingCompletion from_a, from_b;
+  ASSERT_EQ(router->transfers().Submit("dup", a, c, 30, &from_a), SendOutcome::kAccepted);
+  first_write_held.WaitForNotification();
+  ASSERT_EQ(router->transfers().Submit("dup", b, c, 30, &from_b), SendOutcome::kAccepted);
+  second_decided.WaitForNotification();
+  release_first_write.Notify();
+  const Reply reply_a = Await(from_a);
+  const Reply reply_b = Await(from_b);
+  store.OnWrite(nullptr);
+  const int oks = (reply_a.outcome == Outcome::kOk) + (reply_b.outcome == Outcome::kOk);
+  EXPECT_EQ(oks, 1) << "a: " << OutcomeName(reply_a.outcome)
+                    << ", b: " << OutcomeName(reply_b.outcome);
+  const int64_t balance_a = BalanceOf(*router, a).value_or(0);
+  const int64_t balance_b = BalanceOf(*router, b).value_or(0);
+  const int64_t balance_c = BalanceOf(*router, c).value_or(0);
+  EXPECT_EQ(balance_a + balance_b + balance_c, 300)
+      << "a " << balance_a << ", b " << balance_b << ", c " << balance_c;
+  EXPECT_EQ(balance_c, 100 + 30 * oks);
   router->Stop();
 }
 
