@@ -502,6 +502,40 @@ TEST(TransferPendingRetryTest, ARetryWhileTheCreditIsHeldIsAnsweredPending) {
   router->Stop();
 }
 
+// The destination cannot look up the credit's receipt (a failing disk): the credit is answered
+// kStorageFailed and sent again until the store answers, then applied once.
+TEST(TransferFailedLookupTest, TheCreditIsRetriedUntilTheStoreAnswers) {
+  MemoryStore store;
+  auto router = MakeRouter(&store);
+  router->Start();
+  const std::string from = IdOn(0, "lookup-from");
+  const std::string to = IdOn(1, "lookup-to");
+  ASSERT_EQ(Call(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
+  ASSERT_EQ(Call(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
+  // From the debit's write on, every lookup fails: the credit's receipt lookup first of all.
+  store.OnWrite([&](const BatchWrite& batch) {
+    if (!batch.transfers.empty()) store.FailLookups(true);
+  });
+  RecordingCompletion completion;
+  ASSERT_EQ(router->transfers().Submit("lookup", from, to, 30, &completion),
+            SendOutcome::kAccepted);
+  ASSERT_TRUE(
+      WaitUntil([&] { return router->transfers().step_retries() >= 3; }, "the credit is retried"));
+  EXPECT_FALSE(completion.HasReply());
+  EXPECT_EQ(router->transfers().in_flight_count(), 1);
+  store.OnWrite(nullptr);
+  store.FailLookups(false);
+  const Reply reply = Await(completion);
+  EXPECT_EQ(reply.outcome, Outcome::kOk) << OutcomeName(reply.outcome);
+  EXPECT_EQ(reply.to_balance, 80);
+  EXPECT_EQ(BalanceOf(*router, from), 70);
+  EXPECT_EQ(BalanceOf(*router, to), 80);
+  EXPECT_EQ(EntriesOf(store, "lookup").size(), 2u);
+  EXPECT_EQ(RecordOf(store, "lookup")->state, TransferState::kCommitted);
+  EXPECT_EQ(router->transfers().in_flight_count(), 0);
+  router->Stop();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The room a pending transfer's refund keeps, decided on one ShardCore by hand.
 
