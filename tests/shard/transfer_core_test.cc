@@ -117,6 +117,8 @@ struct RuleCase {
   Outcome outcome;
   // The destination refused it (across shards: the source was debited, then refunded).
   bool refused_by_destination;
+  // Across shards, when it differs: the destination's checks run after the source's there.
+  std::optional<Outcome> cross_outcome = std::nullopt;
 };
 
 const RuleCase kRuleCases[] = {
@@ -129,6 +131,11 @@ const RuleCase kRuleCases[] = {
     {"InsufficientFunds", 100, 50, 101, Outcome::kInsufficientFunds, false},
     {"DestinationOverflows", 100, kMax - 10, 11, Outcome::kOverflow, true},
     {"DestinationFillsToTheMax", 100, kMax - 10, 10, Outcome::kOk, false},
+    // Funds are checked before the destination's overflow.
+    {"InsufficientFundsAndOverflow", 100, kMax - 10, 101, Outcome::kInsufficientFunds, false},
+    // Both opened comes before funds; across shards the source cannot know the destination.
+    {"InsufficientFundsAndDestinationNotFound", 100, std::nullopt, 101,
+     Outcome::kCounterpartyNotFound, false, Outcome::kInsufficientFunds},
 };
 
 // (across shards, with a store)
@@ -157,10 +164,11 @@ TEST_P(TransferRulesTest, EachRuleGivesItsOutcomeBalancesEntriesAndRecord) {
     if (rule.to_opening) {
       ASSERT_EQ(Call(*router, Op::kDeposit, to, *rule.to_opening).outcome, Outcome::kOk);
     }
+    const Outcome outcome = cross && rule.cross_outcome ? *rule.cross_outcome : rule.outcome;
     const Reply reply = Transfer(*router, id, from, to, rule.amount);
-    EXPECT_EQ(reply.outcome, rule.outcome) << OutcomeName(reply.outcome);
+    EXPECT_EQ(reply.outcome, outcome) << OutcomeName(reply.outcome);
     EXPECT_FALSE(reply.replayed);
-    const bool ok = rule.outcome == Outcome::kOk;
+    const bool ok = outcome == Outcome::kOk;
     const std::optional<int64_t> from_after =
         rule.from_opening ? std::optional<int64_t>(*rule.from_opening - (ok ? rule.amount : 0))
                           : std::nullopt;
@@ -206,7 +214,7 @@ TEST_P(TransferRulesTest, EachRuleGivesItsOutcomeBalancesEntriesAndRecord) {
     EXPECT_EQ(record->to, to);
     EXPECT_EQ(record->amount, rule.amount);
     EXPECT_EQ(record->state, ok ? TransferState::kCommitted : TransferState::kRefused);
-    EXPECT_EQ(record->outcome, rule.outcome);
+    EXPECT_EQ(record->outcome, outcome);
     EXPECT_EQ(record->created_at, kNow);
     EXPECT_EQ(record->finished_at, kNow);
     if (ok) {
@@ -218,7 +226,7 @@ TEST_P(TransferRulesTest, EachRuleGivesItsOutcomeBalancesEntriesAndRecord) {
     // A retry with the same fields: the recorded result, nothing applied again.
     const size_t journal_before = store->journal().size();
     const Reply replay = Transfer(*router, id, from, to, rule.amount);
-    EXPECT_EQ(replay.outcome, rule.outcome) << OutcomeName(replay.outcome);
+    EXPECT_EQ(replay.outcome, outcome) << OutcomeName(replay.outcome);
     EXPECT_TRUE(replay.replayed);
     EXPECT_EQ(replay.balance, reply.balance);
     EXPECT_EQ(replay.to_balance, reply.to_balance);
@@ -628,7 +636,7 @@ TEST_P(RefundRoomTest, ACommittedTransferReleasesItsRoom) {
 class TransferRecoveryTest : public testing::TestWithParam<bool> {};
 INSTANTIATE_TEST_SUITE_P(CreditReceipt, TransferRecoveryTest, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& info) {
-                           return info.param ? "CreditAlreadyApplied" : "CreditNotYetSent";
+                           return info.param ? "CreditAlreadyDecided" : "CreditNotYetSent";
                          });
 
 TEST_P(TransferRecoveryTest, APendingTransferLoadedAtStartEndsCommittedOnce) {
@@ -703,15 +711,71 @@ TEST_P(TransferRecoveryTest, APendingTransferLoadedAtStartEndsCommittedOnce) {
   router->Stop();
 }
 
+// The destination does not exist: the resumed credit (or, in the variant, the refusal already in
+// its receipt) comes back as one refund to the source.
+TEST_P(TransferRecoveryTest, APendingTransferToAMissingAccountIsRefundedOnce) {
+  const bool refused_before_crash = GetParam();
+  const std::string from = IdOn(0, "rec-from");
+  const std::string to = IdOn(1, "rec-missing");
+  const std::string id = "rec-r";
+  MemoryStore store;
+  const TransferRecord pending{.from = from,
+                               .to = to,
+                               .amount = 30,
+                               .state = TransferState::kPending,
+                               .outcome = Outcome::kOk,
+                               .from_balance = 70,
+                               .to_balance = 0,
+                               .created_at = kNow,
+                               .credited_at = absl::InfinitePast(),
+                               .finished_at = absl::InfinitePast()};
+  BatchWrite first;
+  first.accounts = {{from, {.balance = 70, .sequence = 2}}};
+  first.journal = {{from, 1, EntryKind::kDeposit, 100, 100, "", kNow, ""},
+                   {from, 2, EntryKind::kTransferOut, 30, 70, id, kNow, to}};
+  first.transfers = {{id, pending}};
+  if (refused_before_crash) {
+    first.credits = {{id,
+                      {.outcome = Outcome::kCounterpartyNotFound,
+                       .to_balance = 0,
+                       .amount = 30,
+                       .credited_at = kNow}}};
+  }
+  ASSERT_TRUE(store.Write(first).ok());
+
+  auto router = MakeRouter(&store);
+  router->LoadAccount(from, *store.account(from));
+  router->LoadPendingTransfer(id, pending);
+  router->Start();
+  ASSERT_TRUE(WaitUntil([&] { return router->transfers().active() == 0; },
+                        "the coordinator finished the resumed transfer"));
+  const TransferRecord record = *RecordOf(store, id);
+  EXPECT_EQ(record.state, TransferState::kRefused);
+  EXPECT_EQ(record.outcome, Outcome::kCounterpartyNotFound);
+  EXPECT_EQ(BalanceOf(*router, from), 100);
+  EXPECT_EQ(store.account(from)->balance, 100);
+  EXPECT_EQ(BalanceOf(*router, to), std::nullopt);
+  std::vector<EntryKind> kinds;
+  for (const JournalEntry& entry : EntriesOf(store, id)) kinds.push_back(entry.kind);
+  EXPECT_EQ(kinds, (std::vector<EntryKind>{EntryKind::kTransferOut, EntryKind::kTransferRefund}));
+  EXPECT_EQ(router->transfers().in_flight_count(), 0);
+  EXPECT_EQ(router->transfers().in_flight_amount(), 0);
+  const Reply replay = Transfer(*router, id, from, to, 30);
+  EXPECT_EQ(replay.outcome, Outcome::kCounterpartyNotFound);
+  EXPECT_TRUE(replay.replayed);
+  router->Stop();
+}
+
 // A router stopped while transfers are between shards leaves them pending in the store; a new one
 // over the same store, given the accounts and the pending records, finishes each exactly once.
-TEST(TransferRecoveryTest, StoppedMidFlightThenRestartedEveryTransferEndsOnce) {
+TEST(TransferRestartTest, StoppedMidFlightThenRestartedEveryTransferEndsOnce) {
   MemoryStore store;
   constexpr int kAccountsHere = 20;
   constexpr int kTransfers = 200;
   std::vector<std::string> accounts;
   for (int i = 0; i < kAccountsHere; ++i) accounts.push_back(absl::StrCat("stop-", i));
   std::vector<std::unique_ptr<RecordingCompletion>> replies;
+  std::vector<const RecordingCompletion*> accepted;
   {
     auto router = MakeRouter(&store);
     router->Start();
@@ -723,12 +787,16 @@ TEST(TransferRecoveryTest, StoppedMidFlightThenRestartedEveryTransferEndsOnce) {
       const std::string& from = accounts[i % kAccountsHere];
       const std::string& to = accounts[(i * 7 + 3) % kAccountsHere];
       if (from == to) continue;
-      // Refused by a full mailbox: nothing sent, fine.
-      (void)router->transfers().Submit(absl::StrCat("stop-t", i), from, to, 1 + i % 13,
-                                       replies.back().get());
+      // Refused by a full mailbox: nothing sent, and its completion is never called.
+      if (router->transfers().Submit(absl::StrCat("stop-t", i), from, to, 1 + i % 13,
+                                     replies.back().get()) == SendOutcome::kAccepted) {
+        accepted.push_back(replies.back().get());
+      }
     }
     router->Stop();  // Mid-flight: some are pending.
   }
+  // Each accepted call was answered once: its outcome, or kTransferPending when stopped first.
+  for (const RecordingCompletion* reply : accepted) EXPECT_EQ(reply->completions(), 1);
   int pending = 0;
   auto router = MakeRouter(&store);
   for (const std::string& account : accounts) router->LoadAccount(account, *store.account(account));
