@@ -284,10 +284,10 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
           crash_step, "\""));
     }
     options.router.transfers.test_after_step = [crash = *step](ledger::TransferStep done,
-                                                              absl::string_view transfer_id) {
+                                                               absl::string_view transfer_id) {
       if (done != crash) return;
-      std::cerr << "ledgerd: --debug_crash_after_transfer_step: transfer " << transfer_id
-                << " is " << ledger::TransferStepName(done) << "; exiting now as a crash\n";
+      std::cerr << "ledgerd: --debug_crash_after_transfer_step: transfer " << transfer_id << " is "
+                << ledger::TransferStepName(done) << "; exiting now as a crash\n";
       std::_Exit(kDebugCrashExitCode);
     };
   }

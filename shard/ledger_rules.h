@@ -48,11 +48,11 @@ enum class Outcome : uint8_t {
   kRequestIdReused,    // request_id already recorded for a different operation or amount.
   kStorageFailed,      // the batch could not be written to disk; nothing applied.
   // Transfers.
-  kSameAccount,            // from and to are the same account.
-  kCounterpartyNotFound,   // the transfer's destination account was never opened.
-  kTransferIdReused,       // transfer_id recorded for a transfer with other fields.
-  kTransferPending,        // a retry of a transfer still in flight between shards.
-  kInvalidTransferId,      // transfer_id empty, too long or not printable ASCII.
+  kSameAccount,           // from and to are the same account.
+  kCounterpartyNotFound,  // the transfer's destination account was never opened.
+  kTransferIdReused,      // transfer_id recorded for a transfer with other fields.
+  kTransferPending,       // a retry of a transfer still in flight between shards.
+  kInvalidTransferId,     // transfer_id empty, too long or not printable ASCII.
 };
 
 absl::string_view OutcomeName(Outcome outcome);

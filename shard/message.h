@@ -75,6 +75,10 @@ struct Message {
   absl::string_view counterparty = {};
   // kTransfer: the destination is on this same shard, so both sides are decided here at once.
   bool local_transfer = false;
+  // kTransfer: only carry on a pending transfer that no flight carries (its debit's write was
+  // answered as failed, yet reached the disk); never decide it anew. Sent by the coordinator
+  // after a failed debit, so that such a transfer ends without a retry or a restart.
+  bool resume_only = false;
   // kTransferSettle: the destination's answer to the credit.
   Outcome credit_outcome = Outcome::kOk;
   int64_t credit_balance = 0;

@@ -160,6 +160,15 @@ Reply ShardCore::DecideTransfer(const Message& message) {
   bool failed = false;
   std::optional<TransferRecord> recorded = KnownTransfer(message.request_id, failed);
   if (failed) return {.outcome = Outcome::kStorageFailed};
+  if (message.resume_only) {
+    // The coordinator asks after a failed debit whether it landed: carry it on if so.
+    if (recorded.has_value() && recorded->state == TransferState::kPending &&
+        recorded->from == message.account_id && recorded->to == message.counterparty &&
+        recorded->amount == message.amount && transfers_.TakeOrphan(message.request_id)) {
+      return {.outcome = Outcome::kOk, .balance = recorded->from_balance, .debited = true};
+    }
+    return {.outcome = Outcome::kOk};  // Not debited, final, or carried by another flight.
+  }
   if (recorded.has_value()) {
     if (recorded->from != message.account_id || recorded->to != message.counterparty ||
         recorded->amount != message.amount) {

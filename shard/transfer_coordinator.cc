@@ -55,6 +55,7 @@ class TransferCoordinator::Flight final : public Completion {
     switch (phase) {
       case Phase::kTransfer:
         message.local_transfer = from_shard == to_shard;
+        message.resume_only = resume_only;
         break;
       case Phase::kCredit:
         message.op = Op::kTransferCredit;
@@ -86,6 +87,9 @@ class TransferCoordinator::Flight final : public Completion {
   int64_t credit_balance = 0;
   absl::Time credited_at;
   absl::Duration retry_delay;
+  // The client was answered that its debit's write failed: the flight only asks whether that
+  // write landed after all, and carries the transfer on if so.
+  bool resume_only = false;
 };
 
 TransferCoordinator::TransferCoordinator(TransferCoordinatorOptions options)
@@ -174,8 +178,19 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
   }
   switch (flight->phase) {
     case Flight::Phase::kTransfer:
+      if (reply.outcome == Outcome::kStorageFailed && flight->from_shard != flight->to_shard) {
+        // The debit's write failed, yet may have reached the disk: the caller hears "outcome
+        // unknown" now, and the flight asks the source again until it can say. Should the
+        // debit be there, the transfer goes on without waiting for a retry or a restart.
+        if (flight->client != nullptr) flight->client->Complete(reply);
+        flight->client = nullptr;
+        flight->resume_only = true;
+        Enqueue(flight, /*retry=*/true);
+        return;
+      }
       if (reply.outcome != Outcome::kOk || !reply.debited) {
-        // Decided on one shard (both sides, a refusal, a replay) or never applied.
+        // Decided on one shard (both sides, a refusal, a replay), never applied, or (asked
+        // after a failed debit) nothing to carry on.
         Finish(flight, reply);
         return;
       }
@@ -192,10 +207,9 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         Enqueue(flight, /*retry=*/true);
         return;
       }
-      LEDGER_CHECK(reply.outcome == Outcome::kOk ||
-                   reply.outcome == Outcome::kCounterpartyNotFound ||
-                   reply.outcome == Outcome::kOverflow ||
-                   reply.outcome == Outcome::kTransferIdReused);
+      LEDGER_CHECK(
+          reply.outcome == Outcome::kOk || reply.outcome == Outcome::kCounterpartyNotFound ||
+          reply.outcome == Outcome::kOverflow || reply.outcome == Outcome::kTransferIdReused);
       if (reply.outcome == Outcome::kOk) {
         // The money reached the destination.
         in_flight_count_.fetch_sub(1, std::memory_order_relaxed);

@@ -71,8 +71,7 @@ absl::StatusOr<std::optional<TransferRecord>> FaultStore::FindTransfer(
   return found->second;
 }
 
-absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(
-    absl::string_view transfer_id) {
+absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(absl::string_view transfer_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
   auto found = credits_.find(std::string(transfer_id));
   if (found == credits_.end()) return std::nullopt;

@@ -156,7 +156,8 @@ std::string PendingTransferId(absl::string_view key) {
   if (key.size() <= prefix.size() || key.substr(0, prefix.size()) != prefix) return {};
   const absl::string_view rest = key.substr(prefix.size());
   const size_t separator = rest.find(kSeparator);
-  return separator == absl::string_view::npos ? std::string() : std::string(rest.substr(0, separator));
+  return separator == absl::string_view::npos ? std::string()
+                                              : std::string(rest.substr(0, separator));
 }
 
 std::string CreditKey(absl::string_view transfer_id) {

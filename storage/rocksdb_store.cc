@@ -9,8 +9,8 @@
 #include <random>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -392,10 +392,10 @@ absl::Status RocksDbStore::WriteWith(Handles& handles,
       // The pending index, per source: what recovery resumes.
       const std::string pending_key =
           PendingTransferKey(transfer.transfer_id, transfer.record.from);
-      added = transfer.record.state == TransferState::kPending
-                  ? write.Put(handles.families[kDefault], pending_key,
-                              EncodeTransfer(transfer.record))
-                  : write.Delete(handles.families[kDefault], pending_key);
+      added =
+          transfer.record.state == TransferState::kPending
+              ? write.Put(handles.families[kDefault], pending_key, EncodeTransfer(transfer.record))
+              : write.Delete(handles.families[kDefault], pending_key);
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
     for (const CreditWrite& credit : batch->credits) {

@@ -46,8 +46,8 @@ std::unique_ptr<grpc::ClientContext> Context() {
 }
 
 struct Scenario {
-  std::string step;   // debited, credited or settled.
-  bool refused;       // The destination was never opened: the debit is refunded.
+  std::string step;  // debited, credited or settled.
+  bool refused;      // The destination was never opened: the debit is refunded.
 };
 
 class TransferCrashTest : public testing::TestWithParam<Scenario> {
@@ -63,10 +63,9 @@ class TransferCrashTest : public testing::TestWithParam<Scenario> {
 
   // Starts ledgerd with `extra` flags; false when it did not start.
   bool Start(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {LEDGERD_PATH, "--listen=127.0.0.1:0",
-                                     "--metrics_listen=127.0.0.1:0",
-                                     absl::StrCat("--shards=", kShards),
-                                     "--data_dir=" + scratch_.Sub("data")};
+    std::vector<std::string> args = {
+        LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+        absl::StrCat("--shards=", kShards), "--data_dir=" + scratch_.Sub("data")};
     args.insert(args.end(), extra.begin(), extra.end());
     ledgerd_ = std::make_unique<Subprocess>(args);
     if (!ledgerd_->WaitForOutput("overdraft limit")) {
@@ -75,8 +74,8 @@ class TransferCrashTest : public testing::TestWithParam<Scenario> {
     }
     const int port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
     metrics_port_ = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
-    stub_ = v1::Ledger::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                    grpc::InsecureChannelCredentials()));
+    stub_ = v1::Ledger::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
     return true;
   }
 
@@ -142,8 +141,7 @@ TEST_P(TransferCrashTest, TheTransferEndsExactlyOnceAfterTheRestart) {
   grpc::Status crashed = Transfer(response);
   // The process died before it could answer: the caller cannot know the outcome.
   EXPECT_FALSE(crashed.ok());
-  EXPECT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), kCrashExitCode)
-      << ledgerd_->output();
+  EXPECT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), kCrashExitCode) << ledgerd_->output();
   EXPECT_THAT(ledgerd_->output(), HasSubstr("is " + scenario.step + "; exiting now"));
 
   ASSERT_TRUE(Start({}));

@@ -204,8 +204,7 @@ TEST_F(TransferTest, EveryRuleRefusesWithItsCodeAndAppliesNothing) {
       {"same account", "r5", "A", "A", 1, grpc::StatusCode::INVALID_ARGUMENT,
        "two different accounts"},
       // The amount is checked before the accounts are compared.
-      {"order of checks", "r6", "A", "A", 0, grpc::StatusCode::INVALID_ARGUMENT,
-       "amount must be"},
+      {"order of checks", "r6", "A", "A", 0, grpc::StatusCode::INVALID_ARGUMENT, "amount must be"},
       {"from never opened", "r7", "ghost", "C", 1, grpc::StatusCode::NOT_FOUND,
        "from_account_id ghost not found"},
       {"to never opened, same shard", "r8", "A", OnShard("ghost", 0), 1,
@@ -216,8 +215,8 @@ TEST_F(TransferTest, EveryRuleRefusesWithItsCodeAndAppliesNothing) {
        "from_account_id ghost"},
       {"insufficient, same shard", "r11", "A", "B", 1001, grpc::StatusCode::FAILED_PRECONDITION,
        "insufficient funds in"},
-      {"insufficient, across shards", "r12", "A", "C", 1001,
-       grpc::StatusCode::FAILED_PRECONDITION, "balance 1000, transfer 1001"},
+      {"insufficient, across shards", "r12", "A", "C", 1001, grpc::StatusCode::FAILED_PRECONDITION,
+       "balance 1000, transfer 1001"},
   };
   for (const RuleCase& rule : cases) {
     SCOPED_TRACE(rule.name);

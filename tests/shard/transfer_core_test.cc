@@ -441,8 +441,9 @@ TEST_P(TransferFailedWriteTest, TheTransferEndsExactlyOnceWithExactBalances) {
 // The narrow case of the parameterised test above, by itself: the debit's write fails but lands
 // (a sync that fails after the data reached the log). The client hears kStorageFailed, "outcome
 // unknown", and the store holds the transfer pending with the source debited. The contract says
-// PENDING "ends COMMITTED or REFUSED on its own": something must carry the credit. A retry with
-// the same transfer_id must not be told "still pending" for ever.
+// PENDING "ends COMMITTED or REFUSED on its own": the coordinator asks the source again after the
+// failed debit (resume_only) and carries the transfer on, with no retry and no restart; a retry
+// then replays its outcome.
 TEST(TransferFailedDebitTest, ADebitWhoseFailedWriteLandedStillEndsWithoutARestart) {
   MemoryStore store;
   auto router = MakeRouter(&store);
@@ -455,7 +456,8 @@ TEST(TransferFailedDebitTest, ADebitWhoseFailedWriteLandedStillEndsWithoutAResta
   store.FailNextWrites(1);
   EXPECT_EQ(Transfer(*router, "landed", from, to, 30).outcome, Outcome::kStorageFailed);
   ASSERT_TRUE(RecordOf(store, "landed").has_value());
-  EXPECT_EQ(RecordOf(store, "landed")->state, TransferState::kPending);  // Debited, durably.
+  // Debited, durably: still pending, or already carried on by the coordinator's asking again.
+  EXPECT_NE(RecordOf(store, "landed")->state, TransferState::kRefused);
   const bool finished = WaitUntil(
       [&] {
         std::optional<TransferRecord> record = RecordOf(store, "landed");
@@ -666,8 +668,12 @@ TEST_P(TransferRecoveryTest, APendingTransferLoadedAtStartEndsCommittedOnce) {
   if (credited) {
     first.accounts.push_back({to, {.balance = 130, .sequence = 2}});
     first.journal.push_back({to, 2, EntryKind::kTransferIn, 30, 130, id, kNow, from});
-    first.credits = {
-        {id, {.outcome = Outcome::kOk, .to_balance = 130, .amount = 30, .credited_at = kNow}}};
+    first.credits = {{id,
+                      {.from = from,
+                       .outcome = Outcome::kOk,
+                       .to_balance = 130,
+                       .amount = 30,
+                       .credited_at = kNow}}};
   }
   ASSERT_TRUE(store.Write(first).ok());
   const size_t journal_before = store.journal().size();
@@ -736,7 +742,8 @@ TEST_P(TransferRecoveryTest, APendingTransferToAMissingAccountIsRefundedOnce) {
   first.transfers = {{id, pending}};
   if (refused_before_crash) {
     first.credits = {{id,
-                      {.outcome = Outcome::kCounterpartyNotFound,
+                      {.from = from,
+                       .outcome = Outcome::kCounterpartyNotFound,
                        .to_balance = 0,
                        .amount = 30,
                        .credited_at = kNow}}};
