@@ -160,6 +160,16 @@ struct MemoryLookup {
   std::optional<RequestRecord> record;  // When answered: the record, or nullopt when none.
 };
 
+// The same for a transfer's record and a credit's receipt.
+struct TransferLookup {
+  bool answered = false;
+  std::optional<TransferRecord> record = std::nullopt;
+};
+struct CreditLookup {
+  bool answered = false;
+  std::optional<CreditReceipt> receipt = std::nullopt;
+};
+
 // Implementations are thread-safe: the commit pipeline writes while shards look up records and
 // accounts.
 class LedgerStore {
@@ -204,6 +214,19 @@ class LedgerStore {
                                                                      absl::string_view from) = 0;
   virtual absl::StatusOr<std::optional<CreditReceipt>> FindCredit(
       absl::string_view transfer_id) = 0;
+  // Like FindTransfer and FindCredit, but never wait for the disk (see FindRequestInMemory): a
+  // transfer decided by a sender's thread (inline) needs them for its new transfer_id.
+  virtual absl::StatusOr<TransferLookup> FindTransferInMemory(absl::string_view transfer_id,
+                                                              absl::string_view from) {
+    absl::StatusOr<std::optional<TransferRecord>> found = FindTransfer(transfer_id, from);
+    if (!found.ok()) return found.status();
+    return TransferLookup{.answered = true, .record = *std::move(found)};
+  }
+  virtual absl::StatusOr<CreditLookup> FindCreditInMemory(absl::string_view transfer_id) {
+    absl::StatusOr<std::optional<CreditReceipt>> found = FindCredit(transfer_id);
+    if (!found.ok()) return found.status();
+    return CreditLookup{.answered = true, .receipt = *std::move(found)};
+  }
 };
 
 }  // namespace ledger

@@ -74,8 +74,29 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
   if (credit ? transfers_.FindCredit(id) != nullptr : transfers_.FindTransfer(id) != nullptr) {
     return true;  // Memory answers.
   }
-  if (!may_block) return false;
   prefetched.transfer_looked_up = true;
+  if (!may_block) {
+    // A sender's thread: memory (RocksDB's memtables, cache and bloom filters) must answer, as
+    // it does for a new transfer_id; else the shard thread reads the disk.
+    if (credit) {
+      absl::StatusOr<CreditLookup> found = options_.store->FindCreditInMemory(id);
+      if (found.ok() && !found->answered) return false;
+      if (found.ok()) {
+        prefetched.credit = std::move(found->receipt);
+      } else {
+        prefetched.transfer_status = found.status();
+      }
+    } else {
+      absl::StatusOr<TransferLookup> found = options_.store->FindTransferInMemory(id, source);
+      if (found.ok() && !found->answered) return false;
+      if (found.ok()) {
+        prefetched.transfer = std::move(found->record);
+      } else {
+        prefetched.transfer_status = found.status();
+      }
+    }
+    return true;
+  }
   if (credit) {
     absl::StatusOr<std::optional<CreditReceipt>> found = options_.store->FindCredit(id);
     if (found.ok()) {

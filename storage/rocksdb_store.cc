@@ -580,48 +580,91 @@ absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_
   return page;
 }
 
-absl::StatusOr<std::optional<std::string>> RocksDbStore::GetDefault(const std::string& key,
-                                                                    absl::string_view what) {
-  std::optional<std::string> found;
+absl::StatusOr<RocksDbStore::DefaultRead> RocksDbStore::GetDefault(const std::string& key,
+                                                                   absl::string_view what,
+                                                                   bool memory_only) {
+  DefaultRead found;
+  // A closed store reopens on its next read: that is disk work, for a thread that may block.
+  if (memory_only && closed_.load(std::memory_order_acquire)) return DefaultRead{.answered = false};
   absl::Status status = ReadWith([&](Handles& handles) {
+    rocksdb::ReadOptions read_options;
+    if (memory_only) read_options.read_tier = rocksdb::kBlockCacheTier;
     std::string value;
-    rocksdb::Status read =
-        handles.db->Get(rocksdb::ReadOptions(), handles.families[kDefault], key, &value);
+    rocksdb::Status read = handles.db->Get(read_options, handles.families[kDefault], key, &value);
     if (read.IsNotFound()) return absl::OkStatus();
+    if (read.IsIncomplete()) {  // kBlockCacheTier: in a block that is not cached.
+      found.answered = false;
+      return absl::OkStatus();
+    }
     if (!read.ok()) return FromRocks(read, what);
-    found = std::move(value);
+    found.value = std::move(value);
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
   return found;
 }
 
+absl::StatusOr<TransferLookup> RocksDbStore::LookUpTransfer(absl::string_view transfer_id,
+                                                            absl::string_view from,
+                                                            bool memory_only) {
+  DefaultRead read;
+  if (!from.empty()) {
+    absl::StatusOr<DefaultRead> pending = GetDefault(PendingTransferKey(transfer_id, from),
+                                                     "reading a pending transfer", memory_only);
+    if (!pending.ok()) return pending.status();
+    read = *std::move(pending);
+    if (!read.answered) return TransferLookup{};
+  }
+  if (!read.value.has_value()) {
+    absl::StatusOr<DefaultRead> stored =
+        GetDefault(TransferKey(transfer_id), "reading a transfer", memory_only);
+    if (!stored.ok()) return stored.status();
+    read = *std::move(stored);
+    if (!read.answered) return TransferLookup{};
+  }
+  TransferLookup lookup{.answered = true};
+  if (!read.value.has_value()) return lookup;
+  absl::StatusOr<TransferRecord> record = DecodeTransfer(*read.value);
+  if (!record.ok()) return record.status();
+  lookup.record = *std::move(record);
+  return lookup;
+}
+
+absl::StatusOr<CreditLookup> RocksDbStore::LookUpCredit(absl::string_view transfer_id,
+                                                        bool memory_only) {
+  absl::StatusOr<DefaultRead> read =
+      GetDefault(CreditKey(transfer_id), "reading a transfer's credit", memory_only);
+  if (!read.ok()) return read.status();
+  if (!read->answered) return CreditLookup{};
+  CreditLookup lookup{.answered = true};
+  if (!read->value.has_value()) return lookup;
+  absl::StatusOr<CreditReceipt> receipt = DecodeCredit(*read->value);
+  if (!receipt.ok()) return receipt.status();
+  lookup.receipt = *std::move(receipt);
+  return lookup;
+}
+
 absl::StatusOr<std::optional<TransferRecord>> RocksDbStore::FindTransfer(
     absl::string_view transfer_id, absl::string_view from) {
-  absl::StatusOr<std::optional<std::string>> value = std::nullopt;
-  if (!from.empty()) {
-    value = GetDefault(PendingTransferKey(transfer_id, from), "reading a pending transfer");
-    if (!value.ok()) return value.status();
-  }
-  if (!value->has_value()) {
-    value = GetDefault(TransferKey(transfer_id), "reading a transfer");
-    if (!value.ok()) return value.status();
-  }
-  if (!value->has_value()) return std::nullopt;
-  absl::StatusOr<TransferRecord> record = DecodeTransfer(**value);
-  if (!record.ok()) return record.status();
-  return *std::move(record);
+  absl::StatusOr<TransferLookup> found = LookUpTransfer(transfer_id, from, /*memory_only=*/false);
+  if (!found.ok()) return found.status();
+  return std::move(found->record);
 }
 
 absl::StatusOr<std::optional<CreditReceipt>> RocksDbStore::FindCredit(
     absl::string_view transfer_id) {
-  absl::StatusOr<std::optional<std::string>> value =
-      GetDefault(CreditKey(transfer_id), "reading a transfer's credit");
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return std::nullopt;
-  absl::StatusOr<CreditReceipt> receipt = DecodeCredit(**value);
-  if (!receipt.ok()) return receipt.status();
-  return *std::move(receipt);
+  absl::StatusOr<CreditLookup> found = LookUpCredit(transfer_id, /*memory_only=*/false);
+  if (!found.ok()) return found.status();
+  return std::move(found->receipt);
+}
+
+absl::StatusOr<TransferLookup> RocksDbStore::FindTransferInMemory(absl::string_view transfer_id,
+                                                                  absl::string_view from) {
+  return LookUpTransfer(transfer_id, from, /*memory_only=*/true);
+}
+
+absl::StatusOr<CreditLookup> RocksDbStore::FindCreditInMemory(absl::string_view transfer_id) {
+  return LookUpCredit(transfer_id, /*memory_only=*/true);
 }
 
 absl::Status RocksDbStore::ForEachPendingTransfer(

@@ -109,6 +109,10 @@ class RocksDbStore final : public LedgerStore {
   absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
                                                              absl::string_view from) override;
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
+  // Memtables and block cache only, as FindRequestInMemory.
+  absl::StatusOr<TransferLookup> FindTransferInMemory(absl::string_view transfer_id,
+                                                      absl::string_view from) override;
+  absl::StatusOr<CreditLookup> FindCreditInMemory(absl::string_view transfer_id) override;
   // Calls `load` for every transfer recorded as pending. Start-up only.
   absl::Status ForEachPendingTransfer(
       const std::function<void(std::string transfer_id, const TransferRecord& record)>& load);
@@ -145,9 +149,17 @@ class RocksDbStore final : public LedgerStore {
   absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteWith(Handles& handles, absl::Span<const BatchWrite* const> batches);
-  // Reads the value of `key` in the default column family; nullopt when absent.
-  absl::StatusOr<std::optional<std::string>> GetDefault(const std::string& key,
-                                                        absl::string_view what);
+  // Reads the value of `key` in the default column family: `value` nullopt when absent;
+  // `answered` false only when `memory_only` and the answer may be on disk.
+  struct DefaultRead {
+    bool answered = true;
+    std::optional<std::string> value = std::nullopt;
+  };
+  absl::StatusOr<DefaultRead> GetDefault(const std::string& key, absl::string_view what,
+                                         bool memory_only);
+  absl::StatusOr<TransferLookup> LookUpTransfer(absl::string_view transfer_id,
+                                                absl::string_view from, bool memory_only);
+  absl::StatusOr<CreditLookup> LookUpCredit(absl::string_view transfer_id, bool memory_only);
   // FindRequest and FindRequestInMemory: `answered` false only when `read_options` forbid I/O.
   absl::StatusOr<MemoryLookup> LookUpRequest(absl::string_view account_id,
                                              absl::string_view request_id,
