@@ -107,6 +107,11 @@ class FakeLedger final : public v1::Ledger::Service {
     for (const auto& [account, balance] : balances_) sum += balance;
     return sum;
   }
+  // Every recorded transfer, by transfer_id.
+  std::map<std::string, v1::GetTransferResponse> transfers() const {
+    absl::MutexLock lock(&mu_);
+    return transfers_;
+  }
   // Puts `balance` on `account` directly, for a test's starting point.
   void SetBalance(const std::string& account, int64_t balance) {
     absl::MutexLock lock(&mu_);
