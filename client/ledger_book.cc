@@ -18,6 +18,8 @@ Effect EffectOf(Op op, grpc::StatusCode code) {
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
     case grpc::StatusCode::ALREADY_EXISTS:
     case grpc::StatusCode::INTERNAL:
+    // The server has no such method (a Transfer against a ledgerd older than transfers).
+    case grpc::StatusCode::UNIMPLEMENTED:
       return Effect::kNotApplied;
     // The caller gave up or lost the connection: the server may or may not have applied it.
     default:

@@ -201,6 +201,7 @@ TEST(EffectOfTest, ClassifiesEveryOutcomeTheContractNames) {
   EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::OK), Effect::kApplied);
   EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::ALREADY_EXISTS), Effect::kNotApplied);
   EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::UNAVAILABLE), Effect::kUnknown);
+  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::UNIMPLEMENTED), Effect::kNotApplied);
 }
 
 }  // namespace
