@@ -34,7 +34,10 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
 
-ABSL_FLAG(std::string, target, "localhost:50051",
+// --target's default, also left out of the commands ledgerctl prints for settling a transfer.
+constexpr char kDefaultTarget[] = "localhost:50051";
+
+ABSL_FLAG(std::string, target, kDefaultTarget,
           "HOST:PORT of ledgerd's gRPC endpoint; :PORT is localhost, [::1]:PORT an IPv6 address");
 ABSL_FLAG(bool, json, false,
           "print results as one JSON object per line (int64 values as strings, as in protobuf's "
@@ -99,9 +102,9 @@ constexpr char kUsage[] =
     "\n"
     "When the server sheds a call and says when to come back (RESOURCE_EXHAUSTED with the\n"
     "trailing metadata grpc-retry-pushback-ms), ledgerctl waits that long and sends the same call\n"
-    "again, with the same request_id or transfer_id, up to --retries times (default 3) and only if "
-    "the retry can\n"
-    "start before --deadline, which bounds the whole command; each retry is announced on stderr.\n"
+    "again, with the same request_id or transfer_id, up to --retries times (default 3) and only\n"
+    "if the retry can start before --deadline, which bounds the whole command; each retry is\n"
+    "announced on stderr.\n"
     "Exit 5 for RESOURCE_EXHAUSTED means the last attempt was shed too, or no retry was allowed.";
 
 // A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
@@ -273,7 +276,7 @@ std::string RetryCommand(const std::vector<std::string>& command_line, absl::str
 // The command that asks how transfer `transfer_id` ended, on the same server as this one.
 std::string GetTransferCommand(const std::string& transfer_id) {
   std::vector<std::string> words = {"ledgerctl"};
-  if (absl::GetFlag(FLAGS_target) != "localhost:50051") {
+  if (absl::GetFlag(FLAGS_target) != kDefaultTarget) {
     words.push_back(ShellQuoted("--target=" + absl::GetFlag(FLAGS_target)));
   }
   const ledger::ClientTlsOptions tls = ledger::ClientTlsOptionsFromFlags();
@@ -474,16 +477,22 @@ void PrintTransferState(const ledger::v1::GetTransferResponse& t) {
                 << t.from_balance() << ")\n"
                 << "to:          " << t.to_account_id() << "\n";
       break;
-    default:
+    case ledger::v1::TRANSFER_STATE_REFUSED:
       std::cout << "state:       REFUSED: " << ledger::StatusCodeName(t.refusal_code()) << ": "
-                << t.refusal_message() << "; no money moved (a debit was refunded)\n"
+                << t.refusal_message() << "; no money moved (a debit, if any, was refunded)\n"
+                << "from:        " << t.from_account_id() << "\n"
+                << "to:          " << t.to_account_id() << "\n";
+      break;
+    default:  // A state newer than this ledgerctl.
+      std::cout << "state:       " << TransferStateName(t.state()) << "\n"
                 << "from:        " << t.from_account_id() << "\n"
                 << "to:          " << t.to_account_id() << "\n";
       break;
   }
   std::cout << "amount:      " << t.amount() << "\n";
-  if (t.has_created_time())
+  if (t.has_created_time()) {
     std::cout << "created:     " << FormatTimestamp(t.created_time()) << "\n";
+  }
   if (t.has_credited_time()) {
     std::cout << "credited:    " << FormatTimestamp(t.credited_time()) << "\n";
   }
