@@ -180,6 +180,20 @@ class FakeLedger final : public v1::Ledger::Service {
     return grpc::Status::OK;
   }
 
+  // The whole history in one page, newest first (page_size and page_token are ignored).
+  grpc::Status History(grpc::ServerContext* context, const v1::HistoryRequest* request,
+                       v1::HistoryResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    ++attempts_;
+    if (Shed(context, "history:" + request->account_id())) return ShedStatus();
+    const auto found = history_.find(request->account_id());
+    if (found == history_.end()) return {grpc::StatusCode::NOT_FOUND, "no such account"};
+    for (auto entry = found->second.rbegin(); entry != found->second.rend(); ++entry) {
+      *response->add_entries() = *entry;
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Deposit(grpc::ServerContext* context, const v1::DepositRequest* request,
                        v1::DepositResponse* response) override {
     return Write(context, request->account_id(), request->amount(), request->request_id(),
@@ -237,6 +251,10 @@ class FakeLedger final : public v1::Ledger::Service {
     }
     from->second -= request.amount();
     to->second += request.amount();
+    AddEntry(request.from_account_id(), v1::OPERATION_TRANSFER_OUT, request.amount(), from->second,
+             "", request.transfer_id(), request.to_account_id());
+    AddEntry(request.to_account_id(), v1::OPERATION_TRANSFER_IN, request.amount(), to->second, "",
+             request.transfer_id(), request.from_account_id());
     record.set_state(v1::TRANSFER_STATE_COMMITTED);
     record.set_from_balance(from->second);
     record.set_to_balance(to->second);
@@ -261,6 +279,22 @@ class FakeLedger final : public v1::Ledger::Service {
     response->set_to_balance(record.to_balance());
     response->set_replayed(true);
     return grpc::Status::OK;
+  }
+
+  void AddEntry(const std::string& account, v1::Operation operation, int64_t amount,
+                int64_t balance_after, const std::string& request_id,
+                const std::string& transfer_id, const std::string& counterparty)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<v1::HistoryEntry>& entries = history_[account];
+    v1::HistoryEntry& entry = entries.emplace_back();
+    entry.set_sequence(entries.size());
+    entry.set_operation(operation);
+    entry.set_amount(amount);
+    entry.set_balance_after(balance_after);
+    entry.set_request_id(request_id);
+    entry.mutable_time()->set_seconds(std::time(nullptr));
+    entry.set_transfer_id(transfer_id);
+    entry.set_counterparty_account_id(counterparty);
   }
 
   static grpc::Status ShedStatus() {
@@ -295,6 +329,8 @@ class FakeLedger final : public v1::Ledger::Service {
       return {grpc::StatusCode::FAILED_PRECONDITION, "insufficient funds"};
     }
     balance += delta;
+    AddEntry(account, delta > 0 ? v1::OPERATION_DEPOSIT : v1::OPERATION_WITHDRAW,
+             delta > 0 ? delta : -delta, balance, request_id, "", "");
     recorded_[request_id] = {grpc::StatusCode::OK, balance};
     response->set_balance(balance);
     return grpc::Status::OK;
@@ -308,6 +344,7 @@ class FakeLedger final : public v1::Ledger::Service {
   std::map<std::string, Recorded> recorded_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::GetTransferResponse> transfers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<v1::HistoryEntry>> history_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> transfer_attempts_ ABSL_GUARDED_BY(mu_);  // Unshed, per transfer_id.
   std::map<std::string, int> queries_ ABSL_GUARDED_BY(mu_);  // GetTransfer calls, per transfer_id.
   std::vector<std::string> ambiguous_ids_ ABSL_GUARDED_BY(mu_);  // First attempt not answered.

@@ -684,6 +684,26 @@ TEST_F(LedgerctlTransferTest, AShedTransferIsRetriedWithTheSameGeneratedTransfer
   EXPECT_EQ(Balances(), "alice: 990\nbob: 10\n");
 }
 
+TEST_F(LedgerctlTransferTest, HistoryShowsEachSideWithItsTransferIdAndTheOtherAccount) {
+  StartFakeLedger({});
+  ASSERT_EQ(Run({"deposit", "alice", "1000", "--request_id=d-1"}).exit_code, kExitOk);
+  ASSERT_EQ(Run({"deposit", "bob", "5", "--request_id=d-2"}).exit_code, kExitOk);
+  ASSERT_EQ(Run({"transfer", "alice", "bob", "300", "--transfer_id=t-1"}).exit_code, kExitOk);
+  EXPECT_THAT(Run({"history", "alice"}).output,
+              ::testing::MatchesRegex(
+                  "SEQ    TIME \\(UTC\\)               OPERATION             AMOUNT  BALANCE "
+                  "AFTER  REQUEST ID \\(TRANSFER ID AND ACCOUNT\\)\n"
+                  "2      20[0-9TZ:.-]+ transfer_out             300            700  t-1 to bob\n"
+                  "1      20[0-9TZ:.-]+ deposit                 1000           1000  d-1\n"));
+  EXPECT_THAT(Run({"history", "bob"}).output,
+              HasSubstr(" transfer_in              300            305  t-1 from alice\n"));
+  EXPECT_THAT(Run({"--json", "history", "bob"}, true).output,
+              HasSubstr("\"operation\":\"transfer_in\",\"amount\":\"300\",\"balance_after\":"
+                        "\"305\",\"request_id\":\"\",\"time\":\""));
+  EXPECT_THAT(Run({"--json", "history", "bob"}, true).output,
+              HasSubstr("\"transfer_id\":\"t-1\",\"counterparty_account_id\":\"alice\"}"));
+}
+
 TEST_F(LedgerctlTransferTest, TransferIdFlagsBelongToTheirCommands) {
   StartFake();
   for (const std::vector<std::string>& usage :
