@@ -478,8 +478,9 @@ void PrintTransferState(const ledger::v1::GetTransferResponse& t) {
                 << "to:          " << t.to_account_id() << "\n";
       break;
     case ledger::v1::TRANSFER_STATE_REFUSED:
-      std::cout << "state:       REFUSED: " << ledger::StatusCodeName(t.refusal_code()) << ": "
-                << t.refusal_message() << "; no money moved (a debit, if any, was refunded)\n"
+      std::cout << "state:       REFUSED: no money moved (a debit, if any, was refunded)\n"
+                << "refused:     " << ledger::StatusCodeName(t.refusal_code()) << ": "
+                << t.refusal_message() << "\n"
                 << "from:        " << t.from_account_id() << "\n"
                 << "to:          " << t.to_account_id() << "\n";
       break;
