@@ -12,9 +12,11 @@ enum ExitCode : int {
   kExitUsage = 2,        // The command line is wrong; nothing was sent.
   kExitRejected = 3,     // A ledger rule refused it (INVALID_ARGUMENT, FAILED_PRECONDITION,
                          // OUT_OF_RANGE, ALREADY_EXISTS); retrying the same call will not help.
-  kExitNotFound = 4,     // NOT_FOUND: the account has never received a deposit.
+  kExitNotFound = 4,     // NOT_FOUND: the account has never received a deposit (or, for
+                         // get-transfer, the server has no record of the transfer_id).
   kExitUnavailable = 5,  // Overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE,
-                         // DEADLINE_EXCEEDED), or not SERVING: retry later, with a back-off.
+                         // DEADLINE_EXCEEDED), or not SERVING: retry later, with a back-off (a
+                         // write or transfer with the same request_id or transfer_id).
 };
 
 // The exit code for a call that ended with `code`.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -47,6 +49,7 @@
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
+#include "shard/check.h"
 #include "shard/router.h"
 #include "shard/stable_hash.h"
 
@@ -92,7 +95,12 @@ ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2),
           "calls made before measuring; verified, not reported");
 ABSL_FLAG(int64_t, accounts, 1000, "distinct account ids");
 ABSL_FLAG(std::string, distribution, "uniform", "uniform, or zipf:S (hot accounts; S > 0)");
-ABSL_FLAG(std::string, mix, "deposit=70,withdraw=25,balance=5", "operation weights");
+ABSL_FLAG(std::string, mix, "deposit=70,withdraw=25,balance=5",
+          "operation weights: deposit=N,withdraw=N,balance=N,transfer=N (left out: 0)");
+ABSL_FLAG(std::string, transfer_scope, "any",
+          "transfers: any (the destination is any other account), same_shard (an account on the "
+          "source's shard) or cross_shard (on another shard); the last two need "
+          "--server_shards, the server's --shards");
 ABSL_FLAG(int64_t, amount_min, 1, "smallest amount, minor units");
 ABSL_FLAG(int64_t, amount_max, 1000, "largest amount, minor units");
 ABSL_FLAG(int32_t, channels, 4, "HTTP/2 connections to spread calls over");
@@ -151,6 +159,7 @@ struct Options {
   double retry_budget = 0.1;
   double throttle_k = 1.1;
   bool adaptive_in_flight = true;
+  TransferScope transfer_scope = TransferScope::kAny;
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
@@ -194,6 +203,9 @@ absl::StatusOr<Options> OptionsFromFlags() {
   absl::StatusOr<OperationMix> mix = ParseOperationMix(absl::GetFlag(FLAGS_mix));
   if (!mix.ok()) return mix.status();
   o.mix = *mix;
+  absl::StatusOr<TransferScope> scope = ParseTransferScope(absl::GetFlag(FLAGS_transfer_scope));
+  if (!scope.ok()) return scope.status();
+  o.transfer_scope = *scope;
   if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency must be at least 1");
   if (o.rate < 0) return absl::InvalidArgumentError("--rate must not be negative");
   if (o.max_in_flight < 0) return absl::InvalidArgumentError("--max_in_flight must be >= 0");
@@ -239,6 +251,24 @@ absl::StatusOr<Options> OptionsFromFlags() {
         "--run_id must be short and use only A-Z a-z 0-9 . _ : @ -, like account ids");
   }
   return o;
+}
+
+// The id of account `index` in this run: the run id keeps runs apart.
+std::string AccountName(const std::string& run_id, int64_t index) {
+  return absl::StrCat(run_id, "-acct-", index);
+}
+
+// Which accounts a transfer may pair (--transfer_scope), from the shard of each account's name
+// as the server routes it (--server_shards). Only for a mix with transfers.
+absl::StatusOr<TransferPartners> NewTransferPartners(const Options& options) {
+  std::vector<int32_t> shard_of;
+  if (options.shards > 0) {
+    for (int64_t i = 0; i < options.accounts; ++i) {
+      shard_of.push_back(ShardOf(AccountName(options.run_id, i), options.shards));
+    }
+  }
+  return TransferPartners::Create(options.transfer_scope, static_cast<size_t>(options.accounts),
+                                  std::move(shard_of));
 }
 
 // Bounds on every wait outside the measurement itself (which --duration, --requests and
@@ -386,19 +416,37 @@ class ServerWatch {
   std::string last_error_ ABSL_GUARDED_BY(mu_);
 };
 
+// The operations a load test calls, in the order the report lists them.
+constexpr std::array<Op, 4> kCalledOps = {Op::kDeposit, Op::kWithdraw, Op::kBalance, Op::kTransfer};
+
+// Index of `op` in kCalledOps (and in the per-operation statistics).
+size_t CalledOpIndex(Op op) {
+  const auto at = std::find(kCalledOps.begin(), kCalledOps.end(), op);
+  LEDGER_CHECK(at != kCalledOps.end());  // The workload makes only these.
+  return static_cast<size_t>(at - kCalledOps.begin());
+}
+
+// A status code's index in the counts (out-of-range codes count as UNKNOWN, 2).
+size_t CodeIndex(grpc::StatusCode code) {
+  return static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2;
+}
+
 // Everything measured. Thread-safe.
 class Stats {
  public:
   explicit Stats(int32_t shards) : shard_calls_(shards), shard_sheds_(shards) {}
 
   // Every call counts in the progress interval; only measured ones in the report.
-  void Record(grpc::StatusCode code, std::chrono::nanoseconds latency, int32_t shard,
+  void Record(Op op, grpc::StatusCode code, std::chrono::nanoseconds latency, int32_t shard,
               bool measured) {
     absl::MutexLock lock(&mu_);
     RecordInterval(code, latency);
     if (!measured) return;  // Warm-up calls are verified, not reported.
-    ++codes_[static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2];
+    ++codes_[CodeIndex(code)];
     ++attempted_;
+    OpStats& by_op = ops_[CalledOpIndex(op)];
+    ++by_op.codes[CodeIndex(code)];
+    if (code == grpc::StatusCode::OK) by_op.ok.Record(latency);
     if (code == grpc::StatusCode::OK) ok_.Record(latency);
     if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) shed_.Record(latency);
     if (shard >= 0) {
@@ -449,18 +497,32 @@ class Stats {
     ok_attempts_.Record(latency);
   }
 
+  // One operation's measured calls: their codes, and the latency of the OK ones.
+  struct OpStats {
+    LatencyHistogram ok;
+    std::array<uint64_t, kStatusCodeCount> codes{};
+    uint64_t calls() const {
+      uint64_t total = 0;
+      for (uint64_t n : codes) total += n;
+      return total;
+    }
+  };
+
   struct Snapshot {
     LatencyHistogram ok, shed, shed_attempts, ok_attempts;
     std::array<uint64_t, kStatusCodeCount> codes{};
     uint64_t attempted = 0, not_sent = 0, not_sent_late = 0, not_sent_throttled = 0;
     std::vector<uint64_t> shard_calls, shard_sheds;
     std::array<uint64_t, kRetryEvents> retries{};  // Index: RetryEvent.
+    std::array<OpStats, kCalledOps.size()> ops;    // Index: CalledOpIndex.
     uint64_t retry(RetryEvent event) const { return retries[static_cast<size_t>(event)]; }
+    const OpStats& op(Op op) const { return ops[CalledOpIndex(op)]; }
   };
   Snapshot Take() const {
     absl::MutexLock lock(&mu_);
     return {ok_,       shed_,          shed_attempts_,      ok_attempts_, codes_,       attempted_,
-            not_sent_, not_sent_late_, not_sent_throttled_, shard_calls_, shard_sheds_, retries_};
+            not_sent_, not_sent_late_, not_sent_throttled_, shard_calls_, shard_sheds_, retries_,
+            ops_};
   }
 
   // Calls finished since the last TakeInterval, warm-up included, for the progress line.
@@ -507,6 +569,7 @@ class Stats {
   uint64_t not_sent_late_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_throttled_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<uint64_t, kRetryEvents> retries_ ABSL_GUARDED_BY(mu_){};
+  std::array<OpStats, kCalledOps.size()> ops_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> shard_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> shard_sheds_ ABSL_GUARDED_BY(mu_);
   Interval interval_ ABSL_GUARDED_BY(mu_);
@@ -518,9 +581,12 @@ enum class StopReason { kTimeUp, kRequestsDone, kInterrupted };
 // Runs the calls: one Call object per RPC, finished by gRPC's callback.
 class Driver {
  public:
-  Driver(const Options& options, const AccountDistribution* accounts)
+  // `partners` may be null when the mix has no transfers.
+  Driver(const Options& options, const AccountDistribution* accounts,
+         const TransferPartners* partners)
       : options_(options),
         accounts_(accounts),
+        partners_(partners),
         book_(static_cast<size_t>(options.accounts)),
         stats_(options.shards),
         retry_budget_(options.retry_budget),
@@ -539,17 +605,18 @@ class Driver {
       stubs_.push_back(v1::Ledger::NewStub(channels_.back()));
     }
     for (int64_t i = 0; i < options.accounts; ++i) {
-      names_.push_back(absl::StrCat(options.run_id, "-acct-", i));
+      names_.push_back(AccountName(options.run_id, i));
       shard_of_.push_back(options.shards > 0 ? ShardOf(names_.back(), options.shards) : -1);
     }
   }
 
-  // A Deposit or Withdraw whose outcome is unknown, to be settled by retrying it.
+  // A Deposit, Withdraw or Transfer whose outcome is unknown, to be settled.
   struct AmbiguousCall {
-    size_t account;
+    size_t account;  // A transfer's source.
     Op op;
     int64_t amount;
-    std::string request_id;
+    std::string request_id;  // A transfer's transfer_id.
+    size_t to_account = 0;   // Transfers only.
   };
 
   // Waits up to `timeout` for every channel's connection. On failure, the error of one fail-fast
@@ -590,13 +657,15 @@ class Driver {
     v1::DepositRequest deposit;
     v1::WithdrawRequest withdraw;
     v1::BalanceRequest balance;
+    v1::TransferRequest transfer;
     v1::DepositResponse deposit_response;
     v1::WithdrawResponse withdraw_response;
     v1::BalanceResponse balance_response;
+    v1::TransferResponse transfer_response;
     Clock::time_point intended_start;
     // This attempt's: the first attempt's is `intended_start`, a retry's when it was sent.
     Clock::time_point attempt_start;
-    std::string request_id;
+    std::string request_id;  // A transfer's transfer_id.
     bool measured = false;
   };
 
@@ -628,6 +697,7 @@ class Driver {
 
   const Options& options_;
   const AccountDistribution* accounts_;
+  const TransferPartners* partners_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Ledger::Stub>> stubs_;
   std::vector<std::string> names_;
@@ -706,7 +776,8 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
   const uint64_t sequence = sequence_.fetch_add(1);
   call->stub = stubs_[sequence % stubs_.size()].get();
   const std::string& account = names_[plan.account];
-  // Every attempt carries the same request_id: one logical operation, applied at most once.
+  // Every attempt carries the same request_id (a transfer's transfer_id): one logical operation,
+  // applied at most once. The run id makes it unique in the ledger, as a transfer_id must be.
   call->request_id = absl::StrCat(options_.run_id, "-", sequence);
   switch (plan.op) {
     case Op::kDeposit:
@@ -723,10 +794,14 @@ void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
       call->balance.set_account_id(account);
       break;
     case Op::kTransfer:
+      call->transfer.set_transfer_id(call->request_id);
+      call->transfer.set_from_account_id(account);
+      call->transfer.set_to_account_id(names_[plan.to_account]);
+      call->transfer.set_amount(plan.amount);
+      break;
     case Op::kTransferCredit:
     case Op::kTransferSettle:
-      LEDGER_CHECK(false && "the workload does not plan transfers yet");
-      break;
+      LEDGER_CHECK(false);  // Server-internal steps; the workload never plans them.
   }
   in_flight_.fetch_add(1);  // Until Finish lets go of the call, retries included.
   retry_budget_.OnFirstAttempt();
@@ -753,9 +828,12 @@ void Driver::Send(Call* call) {
                                    done);
       break;
     case Op::kTransfer:
+      call->stub->async()->Transfer(call->context.get(), &call->transfer, &call->transfer_response,
+                                    done);
+      break;
     case Op::kTransferCredit:
     case Op::kTransferSettle:
-      break;
+      LEDGER_CHECK(false);  // Issue refused them.
   }
 }
 
@@ -812,13 +890,19 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   const auto now = Clock::now();
   const auto latency = now - call->intended_start;  // From the first attempt's start.
   if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
-  book_.Record(call->plan.account, call->plan.op, call->plan.amount, status.error_code());
-  if (EffectOf(call->plan.op, status.error_code()) == Effect::kUnknown) {
+  const PlannedCall& plan = call->plan;
+  if (plan.op == Op::kTransfer) {
+    book_.RecordTransfer(plan.account, plan.to_account, plan.amount, status.error_code());
+  } else {
+    book_.Record(plan.account, plan.op, plan.amount, status.error_code());
+  }
+  if (EffectOf(plan.op, status.error_code()) == Effect::kUnknown) {
     absl::MutexLock lock(&ambiguous_mu_);
     ambiguous_.push_back(
-        {call->plan.account, call->plan.op, call->plan.amount, std::move(call->request_id)});
+        {plan.account, plan.op, plan.amount, std::move(call->request_id), plan.to_account});
   }
-  stats_.Record(status.error_code(), latency, shard_of_[call->plan.account], call->measured);
+  // A transfer counts at its source's shard, which decides it first.
+  stats_.Record(plan.op, status.error_code(), latency, shard_of_[plan.account], call->measured);
   if (call->measured && call->attempts > 1 && status.ok()) {
     stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
   }
@@ -843,7 +927,7 @@ void Driver::ReleaseInFlight() {
 
 std::unique_ptr<Workload> Driver::NewWorkload() {
   return std::make_unique<Workload>(options_.mix, accounts_, options_.amount_min,
-                                    options_.amount_max, std::random_device{}());
+                                    options_.amount_max, std::random_device{}(), partners_);
 }
 
 void Driver::Run() {
@@ -1125,13 +1209,116 @@ BalanceReads ReadBalances(Driver& driver, const Options& options) {
 }
 
 struct Resolution {
-  int64_t calls = 0;        // Ambiguous calls at the end of the run.
-  int64_t applied = 0;      // Settled by retry: the server applied them (then or now).
-  int64_t not_applied = 0;  // Settled by retry: the server rejected them (then or now).
+  int64_t calls = 0;        // Ambiguous calls at the end of the run, transfers included.
+  int64_t applied = 0;      // Settled: the server applied them (then or now).
+  int64_t not_applied = 0;  // Settled: the server rejected them (then or now).
   int64_t unresolved = 0;   // Still unknown when --resolve_for ran out, or settling stopped.
-  std::string stopped;      // Why settling stopped before --resolve_for ran out; empty if not.
+  // The ambiguous transfers among them, and how each was settled.
+  int64_t transfers = 0;
+  int64_t transfers_committed = 0;
+  int64_t transfers_refused = 0;
+  int64_t transfers_unresolved = 0;
+  // Transfers GetTransfer could not settle because the server keeps no transfer records
+  // (--durability=none answers FAILED_PRECONDITION); a same-id retry is not safe there.
+  int64_t transfers_without_records = 0;
+  std::string stopped;  // Why settling stopped before --resolve_for ran out; empty if not.
   bool server_gone = false;
 };
+
+// How long settling waits for one transfer that GetTransfer keeps answering PENDING: the server
+// finishes a pending transfer on its own, within a mailbox round trip or two unless it is
+// restarting; one that stays pending longer is left unsettled (its amount widens the check).
+constexpr absl::Duration kPendingWaitMax = absl::Seconds(10);
+
+// How an ambiguous transfer was settled.
+enum class TransferSettlement { kCommitted, kRefused, kUnsettled, kNoRecords };
+
+// Codes with which a Transfer (or a same-id retry of it) is refused for good: nothing applied.
+bool TransferRefused(grpc::StatusCode code) {
+  return code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::NOT_FOUND ||
+         code == grpc::StatusCode::OUT_OF_RANGE || code == grpc::StatusCode::INVALID_ARGUMENT;
+}
+
+// Asks GetTransfer what became of one ambiguous transfer: COMMITTED or REFUSED settle it,
+// PENDING is asked again (for up to kPendingWaitMax). NOT_FOUND means the server holds no
+// durable record: the call was skipped, or is still somewhere between the client and its shard;
+// a retry with the same transfer_id settles either case exactly (it applies the transfer now, or
+// replays the record the first call made), so it is sent. Returns kNoRecords when the server
+// keeps no transfer records (FAILED_PRECONDITION: --durability=none, where a retry is not
+// deduplicated and could apply the transfer twice). Until `give_up` or `stop`.
+TransferSettlement SettleTransfer(Driver& driver, const Options& options,
+                                  const Driver::AmbiguousCall& call, absl::Time give_up,
+                                  ServerWatch& watch, const std::atomic<bool>& stop) {
+  v1::TransferRequest transfer;
+  transfer.set_transfer_id(call.request_id);
+  transfer.set_from_account_id(driver.names()[call.account]);
+  transfer.set_to_account_id(driver.names()[call.to_account]);
+  transfer.set_amount(call.amount);
+  v1::GetTransferRequest query;
+  query.set_transfer_id(call.request_id);
+  std::optional<absl::Time> pending_until;  // Set when first seen PENDING.
+  auto backoff = std::chrono::milliseconds(10);
+  const auto settle = [&](bool applied) {
+    driver.book().ResolveTransfer(call.account, call.to_account, call.amount, applied);
+    return applied ? TransferSettlement::kCommitted : TransferSettlement::kRefused;
+  };
+  while (!stop) {
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration()) return TransferSettlement::kUnsettled;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
+    context.set_wait_for_ready(true);  // Through a restart, within --resolve_for.
+    v1::GetTransferResponse state;
+    grpc::Status status = driver.stub().GetTransfer(&context, query, &state);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      grpc::ClientContext retry_context;
+      retry_context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
+      retry_context.set_wait_for_ready(true);
+      v1::TransferResponse response;
+      status = driver.stub().Transfer(&retry_context, transfer, &response);
+      if (status.ok()) return settle(true);
+      if (TransferRefused(status.error_code())) return settle(false);
+    }
+    const grpc::StatusCode code = status.error_code();
+    // "Still pending" is the server's answer to a retry, though its code says UNAVAILABLE.
+    if (ServerAnswered(code) || absl::StrContains(status.error_message(), "still pending")) {
+      watch.Answered();
+    } else {
+      watch.NotAnswered(status);
+    }
+    if (code == grpc::StatusCode::OK) {
+      // Its own id, so its own fields; anything else would be a bug worth seeing unsettled.
+      if (state.from_account_id() != transfer.from_account_id() ||
+          state.to_account_id() != transfer.to_account_id() || state.amount() != call.amount) {
+        return TransferSettlement::kUnsettled;
+      }
+      if (state.state() == v1::TRANSFER_STATE_COMMITTED) return settle(true);
+      if (state.state() == v1::TRANSFER_STATE_REFUSED) return settle(false);
+      if (!pending_until.has_value()) pending_until = absl::Now() + kPendingWaitMax;
+      if (absl::Now() >= *pending_until) return TransferSettlement::kUnsettled;
+    } else if (code == grpc::StatusCode::FAILED_PRECONDITION) {
+      return TransferSettlement::kNoRecords;
+    } else if (code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+               code != grpc::StatusCode::UNAVAILABLE && ServerAnswered(code)) {
+      return TransferSettlement::kUnsettled;  // ALREADY_EXISTS, INTERNAL, ...: cannot settle.
+    }
+    // PENDING, shed, timed out, still pending on a retry, or the server is (re)starting.
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  return TransferSettlement::kUnsettled;
+}
+
+// Every ambiguous call counted, none settled yet.
+Resolution UnsettledResolution(const std::vector<Driver::AmbiguousCall>& calls) {
+  Resolution result;
+  result.calls = static_cast<int64_t>(calls.size());
+  result.transfers = std::count_if(calls.begin(), calls.end(),
+                                   [](const auto& call) { return call.op == Op::kTransfer; });
+  result.unresolved = result.calls;
+  result.transfers_unresolved = result.transfers;
+  return result;
+}
 
 // Retries one ambiguous call with its request_id until a definite answer, `give_up`, or `stop`.
 // True when settled (and recorded in the book).
@@ -1186,18 +1373,16 @@ bool SettleOne(Driver& driver, const Options& options, const Driver::AmbiguousCa
 // Retries every ambiguous call with its own request_id until the server gives a definite
 // answer. The server applies a request_id at most once and replays the recorded outcome, so OK
 // means "applied exactly once" and a rule rejection means "never applied", whichever attempt got
-// there first. Bounded by --resolve_for; stops early when ledgerd is gone or on a signal.
+// there first. Ambiguous transfers are settled by SettleTransfer (GetTransfer, or a same-id
+// retry). Bounded by --resolve_for; stops early when ledgerd is gone or on a signal.
 Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   const std::vector<Driver::AmbiguousCall> calls = driver.ambiguous_calls();
-  Resolution result;
-  result.calls = static_cast<int64_t>(calls.size());
-  if (calls.empty() || options.resolve_for <= absl::ZeroDuration()) {
-    result.unresolved = result.calls;
-    return result;
-  }
+  Resolution result = UnsettledResolution(calls);
+  if (calls.empty() || options.resolve_for <= absl::ZeroDuration()) return result;
   const absl::Time give_up = absl::Now() + options.resolve_for;
   std::atomic<size_t> next{0};
   std::atomic<int64_t> applied{0}, not_applied{0}, unresolved{0};
+  std::atomic<int64_t> committed{0}, refused{0}, transfers_unresolved{0}, without_records{0};
   std::atomic<bool> stop{false};
   ServerWatch watch;
   ProgressTicker ticker(ShowProgress(options), [&](double seconds) {
@@ -1232,6 +1417,26 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   for (int r = 0; r < kResolvers; ++r) {
     resolvers.emplace_back([&] {
       for (size_t i = next.fetch_add(1); i < calls.size(); i = next.fetch_add(1)) {
+        if (calls[i].op == Op::kTransfer) {
+          switch (SettleTransfer(driver, options, calls[i], give_up, watch, stop)) {
+            case TransferSettlement::kCommitted:
+              committed.fetch_add(1);
+              applied.fetch_add(1);
+              break;
+            case TransferSettlement::kRefused:
+              refused.fetch_add(1);
+              not_applied.fetch_add(1);
+              break;
+            case TransferSettlement::kNoRecords:
+              without_records.fetch_add(1);
+              [[fallthrough]];
+            case TransferSettlement::kUnsettled:
+              transfers_unresolved.fetch_add(1);
+              unresolved.fetch_add(1);
+              break;
+          }
+          continue;
+        }
         bool was_applied = false;
         if (SettleOne(driver, options, calls[i], give_up, watch, stop, &was_applied)) {
           (was_applied ? applied : not_applied).fetch_add(1);
@@ -1247,6 +1452,10 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   result.applied = applied.load();
   result.not_applied = not_applied.load();
   result.unresolved = unresolved.load();
+  result.transfers_committed = committed.load();
+  result.transfers_refused = refused.load();
+  result.transfers_unresolved = transfers_unresolved.load();
+  result.transfers_without_records = without_records.load();
   return result;
 }
 
@@ -1264,6 +1473,36 @@ std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
       "%-20s p50 %8.3f  p90 %8.3f  p99 %8.3f  p99.9 %8.3f  max %8.3f ms  (%d calls)\n", label,
       ms(0.5), ms(0.9), ms(0.99), ms(0.999), static_cast<double>(histogram.max().count()) / 1e6,
       histogram.count());
+}
+
+// The operations with measured calls: a per-operation report only when there are two or more.
+std::vector<Op> OpsCalled(const Stats::Snapshot& s) {
+  std::vector<Op> called;
+  for (Op op : kCalledOps) {
+    if (s.op(op).calls() > 0) called.push_back(op);
+  }
+  return called;
+}
+
+// "FAILED_PRECONDITION=3 NOT_FOUND=1" (`separator` " ") or as JSON members (","): the measured
+// transfers refused for good, by code (shed ones included: they applied nothing either).
+std::string TransferRefusals(const Stats::Snapshot& s, bool json) {
+  std::string out;
+  const Stats::OpStats& transfers = s.op(Op::kTransfer);
+  for (size_t code = 1; code < kStatusCodeCount; ++code) {
+    if (transfers.codes[code] == 0 ||
+        EffectOf(Op::kTransfer, static_cast<grpc::StatusCode>(code)) != Effect::kNotApplied) {
+      continue;
+    }
+    if (json) {
+      absl::StrAppend(&out, out.empty() ? "" : ",", "\"", kStatusCodeNames[code],
+                      "\":", transfers.codes[code]);
+    } else {
+      absl::StrAppend(&out, out.empty() ? "" : " ", kStatusCodeNames[code], "=",
+                      transfers.codes[code]);
+    }
+  }
+  return out;
 }
 
 // What the run found, for the text and JSON reports and the exit code.
@@ -1288,8 +1527,7 @@ void Verify(Driver& driver, const Options& options, RunOutcome& outcome) {
     outcome.verification_note = "--verify=false";
     return;
   }
-  outcome.resolution.calls = static_cast<int64_t>(driver.ambiguous_calls().size());
-  outcome.resolution.unresolved = outcome.resolution.calls;
+  outcome.resolution = UnsettledResolution(driver.ambiguous_calls());
   if (Interrupted()) {
     outcome.verification_note = "interrupted; the report covers what was measured";
     return;
@@ -1333,6 +1571,12 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   if (options.rate > 0) report << absl::StrFormat(" (offered %.0f/s)", options.rate);
   report << "\n";
   report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
+  const std::vector<Op> called = OpsCalled(s);
+  if (called.size() > 1) {
+    for (Op op : called) {
+      report << LatencyLine(absl::StrCat("latency OK ", OpName(op)).c_str(), s.op(op).ok);
+    }
+  }
   // Only when some shed call was retried: otherwise it is the line above.
   if (s.shed_attempts.count() != s.shed.count()) {
     report << LatencyLine("latency SHED attempt", s.shed_attempts);
@@ -1349,6 +1593,14 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   if (s.not_sent_late > 0) report << " NOT_SENT(late)=" << s.not_sent_late;
   if (s.not_sent_throttled > 0) report << " NOT_SENT(throttled)=" << s.not_sent_throttled;
   report << "\n";
+  if (called.size() > 1) {
+    report << "operations:";
+    for (Op op : called) {
+      report << absl::StrFormat(" %s %d calls (%d OK)", OpName(op), s.op(op).calls(),
+                                s.op(op).codes[0]);
+    }
+    report << "\n";
+  }
   using RetryEvent = Stats::RetryEvent;
   if (std::any_of(s.retries.begin(), s.retries.end(), [](uint64_t n) { return n > 0; })) {
     report << absl::StrFormat(
@@ -1370,16 +1622,35 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   const Resolution& r = o.resolution;
   if (options.verify && r.calls > 0) {
     report << absl::StrFormat(
-        "ambiguous calls: %d; settled by retrying with their request_id: %d applied, %d not "
+        "ambiguous calls: %d; settled by retrying with their request_id%s: %d applied, %d not "
         "applied; unresolved: %d\n",
-        r.calls, r.applied, r.not_applied, r.unresolved);
+        r.calls, r.transfers > 0 ? " (transfers: GetTransfer, or a same-id retry)" : "", r.applied,
+        r.not_applied, r.unresolved);
+  }
+  if (s.op(Op::kTransfer).calls() > 0 || r.transfers > 0) {
+    const std::string refusals = TransferRefusals(s, /*json=*/false);
+    report << absl::StrFormat(
+        "transfers: %d OK, refused: %s; ambiguous %d (settled by GetTransfer or a same-id retry: "
+        "%d committed, %d refused; unresolved %d)\n",
+        s.op(Op::kTransfer).codes[0], refusals.empty() ? "none" : refusals, r.transfers,
+        r.transfers_committed, r.transfers_refused, r.transfers_unresolved);
+  }
+  if (r.transfers_without_records > 0) {
+    report << absl::StrFormat(
+        "  %d ambiguous transfers left unsettled: the server keeps no transfer records "
+        "(GetTransfer: FAILED_PRECONDITION, as with --durability=none), and a retry there is not "
+        "deduplicated; their amounts widen the check\n",
+        r.transfers_without_records);
   }
   report << "verification: " << o.verification;
   if (o.verification == "PASS" || o.verification == "FAIL") {
     report << absl::StrFormat(
-        " (%d accounts; balances sum %d, acknowledged net %d, ambiguous +%d/-%d)",
+        " (%d accounts; balances sum %d, acknowledged net %d, ambiguous +%d/-%d%s)",
         o.checked.accounts_checked, o.checked.balance_sum, o.checked.acknowledged_net,
-        o.checked.ambiguous_deposits, o.checked.ambiguous_withdrawals);
+        o.checked.ambiguous_deposits, o.checked.ambiguous_withdrawals,
+        o.checked.ambiguous_transfers > 0
+            ? absl::StrCat(", transfers in doubt ", o.checked.ambiguous_transfers)
+            : "");
   } else {
     report << " (" << o.verification_note << ")";
   }
@@ -1428,6 +1699,23 @@ std::string JsonReport(const Options& options, const RunOutcome& o) {
   const Resolution& r = o.resolution;
   json << "],\"ambiguous\":{\"calls\":" << r.calls << ",\"applied\":" << r.applied
        << ",\"not_applied\":" << r.not_applied << ",\"unresolved\":" << r.unresolved << "}";
+  json << ",\"ops\":{";
+  first = true;
+  for (Op op : OpsCalled(s)) {
+    json << (first ? "" : ",") << "\"" << OpName(op) << "\":{\"calls\":" << s.op(op).calls()
+         << ",\"ok\":" << s.op(op).codes[0] << ",\"latency_us\":" << LatencyJson(s.op(op).ok)
+         << "}";
+    first = false;
+  }
+  // ok and refused_by_code: measured calls, as "codes"; ambiguous and its settlement: the whole
+  // run, warm-up included, as "ambiguous" (every call is verified).
+  json << "},\"transfers\":{\"ok\":" << s.op(Op::kTransfer).codes[0] << ",\"refused_by_code\":{"
+       << TransferRefusals(s, /*json=*/true) << "},\"ambiguous\":" << r.transfers
+       << ",\"settled_committed\":" << r.transfers_committed
+       << ",\"settled_refused\":" << r.transfers_refused
+       << ",\"unresolved\":" << r.transfers_unresolved
+       << ",\"unresolved_without_records\":" << r.transfers_without_records
+       << ",\"in_doubt_amount\":" << o.checked.ambiguous_transfers << "}";
   json << ",\"verification\":\"" << o.verification << "\"}\n";
   return json.str();
 }
@@ -1444,8 +1732,17 @@ int Main() {
     std::cerr << "ledger-loadtest: " << accounts.status().message() << "\n";
     return 2;
   }
+  std::optional<TransferPartners> partners;
+  if (options->mix.transfer > 0) {
+    absl::StatusOr<TransferPartners> made = NewTransferPartners(*options);
+    if (!made.ok()) {
+      std::cerr << "ledger-loadtest: " << made.status().message() << "\n";
+      return 2;
+    }
+    partners = *std::move(made);
+  }
   InstallSignalHandlers();
-  Driver driver(*options, &*accounts);
+  Driver driver(*options, &*accounts, partners.has_value() ? &*partners : nullptr);
   if (const absl::Status connected = driver.Connect(kConnectTimeout); !connected.ok()) {
     std::cerr << "ledger-loadtest: " << connected.message() << "; nothing was sent\n";
     return Interrupted() ? 128 + g_signal.load() : kExitUnavailable;
@@ -1486,8 +1783,9 @@ int main(int argc, char** argv) {
   const ledger::cli::ProgramSpec program{
       "ledger-loadtest",
       __FILE__,
-      "drives ledgerd with Deposit/Withdraw/Balance calls, reports throughput and\n"
-      "latency, and verifies that every balance matches the calls made (exit 0 on PASS, 1 on\n"
+      "drives ledgerd with Deposit/Withdraw/Balance/Transfer calls, reports throughput and\n"
+      "latency, and verifies that every balance matches the calls made and that transfers\n"
+      "conserve money (exit 0 on PASS, 1 on\n"
       "FAIL, 2 on bad flags, 5 when ledgerd cannot be reached or is lost before verification\n"
       "ends, 130 on SIGINT, 143 on SIGTERM).\n"
       "\n"

@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -19,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
@@ -31,7 +34,10 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
 
-ABSL_FLAG(std::string, target, "localhost:50051",
+// --target's default, also left out of the commands ledgerctl prints for settling a transfer.
+constexpr char kDefaultTarget[] = "localhost:50051";
+
+ABSL_FLAG(std::string, target, kDefaultTarget,
           "HOST:PORT of ledgerd's gRPC endpoint; :PORT is localhost, [::1]:PORT an IPv6 address");
 ABSL_FLAG(bool, json, false,
           "print results as one JSON object per line (int64 values as strings, as in protobuf's "
@@ -40,15 +46,22 @@ ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5),
           "how long to wait for an answer, with a unit: 5s, 250ms, 1m; it bounds the whole "
           "command, retries after a server's pushback included");
 ABSL_FLAG(int32_t, retries, 3,
-          "deposit, withdraw, balance, history: when the server sheds the call "
+          "every command but health: when the server sheds the call "
           "(RESOURCE_EXHAUSTED) and says when to come back (grpc-retry-pushback-ms), wait that "
-          "long and send the same call again (same request_id), at most this many times (0 to "
+          "long and send the same call again (same request_id or transfer_id), at most this many "
+          "times (0 to "
           "10; 0 never retries), and never past --deadline. Without that pushback, no retry");
 ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
           "call's result. Default: a new random key for each call, printed in the retry command "
           "when the outcome is unknown");
+ABSL_FLAG(std::string, transfer_id, "",
+          "transfer: its idempotency key (1 to 128 printable ASCII bytes, unique in the ledger): "
+          "a retry with the same key and fields moves the money at most once and gets the first "
+          "call's result, and `ledgerctl get-transfer ID` tells how it ended. Default: a new "
+          "random key, printed with the commands that settle the transfer when the outcome is "
+          "unknown");
 ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
 ABSL_FLAG(std::string, page_token, "",
           "history: the next_page_token of an earlier page, for older entries");
@@ -62,12 +75,15 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] withdraw ACCOUNT AMOUNT [--request_id=ID]\n"
     "  ledgerctl [flags] balance ACCOUNT\n"
     "  ledgerctl [flags] history ACCOUNT [--page_size=N] [--page_token=TOKEN]\n"
+    "  ledgerctl [flags] transfer FROM TO AMOUNT [--transfer_id=ID]\n"
+    "  ledgerctl [flags] get-transfer ID\n"
     "  ledgerctl [flags] health\n"
     "\n"
     "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
-    "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call),\n"
-    "the account's operations newest first for history, `SERVING` for health, or JSON with\n"
-    "--json.\n"
+    "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call;\n"
+    "for transfer, FROM's and then TO's), the account's operations newest first for history,\n"
+    "the transfer's state (PENDING, COMMITTED or REFUSED) for get-transfer, `SERVING` for\n"
+    "health, or JSON with --json.\n"
     "\n"
     "Exit codes:\n"
     "  0  OK (health: the server is SERVING)\n"
@@ -75,17 +91,20 @@ constexpr char kUsage[] =
     "  2  usage: the command line is wrong; nothing was sent\n"
     "  3  rejected by a ledger rule (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE,\n"
     "     ALREADY_EXISTS): retrying the same call will not help\n"
-    "  4  NOT_FOUND: the account has never received a deposit\n"
-    "     (history on a server with --durability=none is FAILED_PRECONDITION: 3)\n"
+    "  4  NOT_FOUND: the account has never received a deposit; get-transfer: no durable\n"
+    "     record of that transfer_id (history and get-transfer on a server with\n"
+    "     --durability=none are FAILED_PRECONDITION: 3)\n"
     "  5  overloaded (RESOURCE_EXHAUSTED: nothing was applied; retry after a back-off),\n"
-    "     outcome unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit or withdraw may have been\n"
-    "     applied; retry with the same --request_id, which applies it at most once), or health\n"
-    "     is not SERVING\n"
+    "     outcome unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit, withdraw or transfer may\n"
+    "     have been applied; retry with the same --request_id or --transfer_id, which applies it\n"
+    "     at most once, or ask get-transfer), or health is not SERVING\n"
+    "get-transfer exits 0 for any state it reads: the state is in its output (`state` in JSON).\n"
     "\n"
     "When the server sheds a call and says when to come back (RESOURCE_EXHAUSTED with the\n"
     "trailing metadata grpc-retry-pushback-ms), ledgerctl waits that long and sends the same call\n"
-    "again, with the same request_id, up to --retries times (default 3) and only if the retry can\n"
-    "start before --deadline, which bounds the whole command; each retry is announced on stderr.\n"
+    "again, with the same request_id or transfer_id, up to --retries times (default 3) and only\n"
+    "if the retry can start before --deadline, which bounds the whole command; each retry is\n"
+    "announced on stderr.\n"
     "Exit 5 for RESOURCE_EXHAUSTED means the last attempt was shed too, or no retry was allowed.";
 
 // A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
@@ -109,12 +128,12 @@ std::string JsonString(const std::string& text) {
 int UsageError(const std::string& problem) {
   std::cerr << "ledgerctl: " << problem
             << "\nusage: ledgerctl [flags] deposit|withdraw ACCOUNT AMOUNT | balance ACCOUNT | "
-               "history ACCOUNT | health\n`ledgerctl --help` explains the flags and the exit "
-               "codes\n";
+               "history ACCOUNT | transfer FROM TO AMOUNT | get-transfer ID | health\n"
+               "`ledgerctl --help` explains the flags and the exit codes\n";
   return ledger::kExitUsage;
 }
 
-// Codes after which a deposit or withdraw may or may not have been applied.
+// Codes after which a deposit, withdraw or transfer may or may not have been applied.
 bool OutcomeUnknown(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
          code == grpc::StatusCode::CANCELLED;
@@ -230,15 +249,16 @@ std::string ShellQuoted(const std::string& word) {
   return absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'");
 }
 
-// The command line that retries this call safely: the same arguments with --request_id=ID, and
-// without --deadline (often what ran out; the retry gets the default).
-std::string RetryCommand(const std::vector<std::string>& command_line,
-                         const std::string& request_id) {
+// The command line that retries this call safely: the same arguments with --ID_FLAG=ID (ID_FLAG
+// is request_id or transfer_id), and without --deadline (often what ran out; the retry gets the
+// default).
+std::string RetryCommand(const std::vector<std::string>& command_line, absl::string_view id_flag,
+                         const std::string& id) {
   std::vector<std::string> words = {"ledgerctl"};
   for (size_t i = 1; i < command_line.size(); ++i) {
     const std::string& word = command_line[i];
     bool dropped = false;
-    for (absl::string_view flag : {"request_id", "deadline"}) {
+    for (absl::string_view flag : {id_flag, absl::string_view("deadline")}) {
       if (word == absl::StrCat("--", flag) || word == absl::StrCat("-", flag)) {
         ++i;  // Its value is the next word.
         dropped = true;
@@ -249,7 +269,26 @@ std::string RetryCommand(const std::vector<std::string>& command_line,
     }
     if (!dropped) words.push_back(ShellQuoted(word));
   }
-  words.push_back(ShellQuoted("--request_id=" + request_id));
+  words.push_back(ShellQuoted(absl::StrCat("--", id_flag, "=", id)));
+  return absl::StrJoin(words, " ");
+}
+
+// The command that asks how transfer `transfer_id` ended, on the same server as this one.
+std::string GetTransferCommand(const std::string& transfer_id) {
+  std::vector<std::string> words = {"ledgerctl"};
+  if (absl::GetFlag(FLAGS_target) != kDefaultTarget) {
+    words.push_back(ShellQuoted("--target=" + absl::GetFlag(FLAGS_target)));
+  }
+  const ledger::ClientTlsOptions tls = ledger::ClientTlsOptionsFromFlags();
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"tls_ca_file", tls.ca_file},
+        {"tls_cert_file", tls.cert_file},
+        {"tls_key_file", tls.key_file},
+        {"tls_server_name", tls.server_name}}) {
+    if (!value.empty()) words.push_back(ShellQuoted(absl::StrCat("--", flag, "=", value)));
+  }
+  words.push_back("get-transfer");
+  words.push_back(ShellQuoted(transfer_id));
   return absl::StrJoin(words, " ");
 }
 
@@ -271,7 +310,7 @@ void ExplainWriteFailure(const grpc::Status& status, const std::string& operatio
   std::cerr << "ledgerctl: outcome unknown: the " << operation
             << " may have been applied. Retry it exactly like this, which applies it at most "
                "once:\n  "
-            << RetryCommand(command_line, request_id) << "\n";
+            << RetryCommand(command_line, "request_id", request_id) << "\n";
 }
 
 template <typename Request, typename Response, typename Call>
@@ -313,6 +352,173 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   return ledger::kExitOk;
 }
 
+// What a failed transfer means for the money, after the error line itself: how to settle an
+// unknown outcome (GetTransfer, or a retry with the same transfer_id).
+void ExplainTransferFailure(const grpc::Status& status, const ledger::v1::TransferRequest& request,
+                            const std::vector<std::string>& command_line) {
+  if (absl::GetFlag(FLAGS_json)) return;
+  const std::string& message = status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(message, "failed to connect")) {
+    std::cerr << "ledgerctl: no connection to " << absl::GetFlag(FLAGS_target)
+              << ": the transfer was not sent, so nothing was applied\n";
+    return;
+  }
+  if (!OutcomeUnknown(status.error_code()) || absl::StrContains(message, "nothing was applied")) {
+    return;
+  }
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(message, "still pending")) {
+    std::cerr << "ledgerctl: the transfer is still pending: debited from "
+              << request.from_account_id() << ", its credit to " << request.to_account_id()
+              << " not yet confirmed; it ends COMMITTED or REFUSED on its own. See how with:\n  "
+              << GetTransferCommand(request.transfer_id()) << "\n";
+    return;
+  }
+  std::cerr << "ledgerctl: outcome unknown: the transfer may have been applied. Find out with:\n  "
+            << GetTransferCommand(request.transfer_id())
+            << "\nor retry it exactly like this, which moves the money at most once:\n  "
+            << RetryCommand(command_line, "transfer_id", request.transfer_id()) << "\n";
+}
+
+int Transfer(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args,
+             const std::vector<std::string>& command_line) {
+  if (args.size() != 5) return UsageError("transfer takes FROM TO AMOUNT");
+  int64_t amount = 0;
+  if (!absl::SimpleAtoi(args[4], &amount)) {
+    return UsageError(
+        absl::StrCat("AMOUNT must be an integer number of minor units; got ", args[4]));
+  }
+  ledger::v1::TransferRequest request;
+  request.set_from_account_id(args[2]);
+  request.set_to_account_id(args[3]);
+  request.set_amount(amount);
+  // Always an id, as for deposits: a transfer whose outcome is unknown can then be settled.
+  const std::string& given_transfer_id = absl::GetFlag(FLAGS_transfer_id);
+  request.set_transfer_id(given_transfer_id.empty() ? NewRequestId() : given_transfer_id);
+  ledger::v1::TransferResponse response;
+  auto stub = ledger::v1::Ledger::NewStub(channel);
+  const grpc::Status status = CallHonouringPushback(
+      [&](grpc::ClientContext* context) { return stub->Transfer(context, request, &response); });
+  if (!status.ok()) {
+    const int exit_code = Failed(status);
+    ExplainTransferFailure(status, request, command_line);
+    return exit_code;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << "{\"transfer_id\":" << JsonString(request.transfer_id())
+              << ",\"from_account_id\":" << JsonString(request.from_account_id())
+              << ",\"from_balance\":\"" << response.from_balance()
+              << "\",\"to_account_id\":" << JsonString(request.to_account_id())
+              << ",\"to_balance\":\"" << response.to_balance()
+              << "\",\"replayed\":" << (response.replayed() ? "true" : "false") << "}\n";
+    return ledger::kExitOk;
+  }
+  std::cout << request.from_account_id() << ": " << response.from_balance() << "\n"
+            << request.to_account_id() << ": " << response.to_balance() << "\n";
+  if (response.replayed()) {
+    std::cout << "(replayed: the recorded result of an earlier transfer with transfer_id "
+              << request.transfer_id()
+              << "; nothing was moved now, and the balances may have changed since)\n";
+  }
+  return ledger::kExitOk;
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& time) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
+                          absl::FromUnixSeconds(time.seconds()) + absl::Nanoseconds(time.nanos()),
+                          absl::UTCTimeZone());
+}
+
+// "COMMITTED", "PENDING", "REFUSED" (the enum's name without its prefix).
+std::string TransferStateName(ledger::v1::TransferState state) {
+  return std::string(absl::StripPrefix(ledger::v1::TransferState_Name(state), "TRANSFER_STATE_"));
+}
+
+void PrintTransferStateJson(const ledger::v1::GetTransferResponse& t) {
+  std::cout << "{\"transfer_id\":" << JsonString(t.transfer_id())
+            << ",\"state\":" << JsonString(TransferStateName(t.state()))
+            << ",\"from_account_id\":" << JsonString(t.from_account_id())
+            << ",\"to_account_id\":" << JsonString(t.to_account_id()) << ",\"amount\":\""
+            << t.amount() << "\"";
+  if (t.state() != ledger::v1::TRANSFER_STATE_REFUSED) {
+    std::cout << ",\"from_balance\":\"" << t.from_balance() << "\"";
+  }
+  if (t.state() == ledger::v1::TRANSFER_STATE_COMMITTED) {
+    std::cout << ",\"to_balance\":\"" << t.to_balance() << "\"";
+  }
+  if (t.state() == ledger::v1::TRANSFER_STATE_REFUSED) {
+    std::cout << ",\"refusal_code\":" << JsonString(ledger::StatusCodeName(t.refusal_code()))
+              << ",\"refusal_message\":" << JsonString(t.refusal_message());
+  }
+  for (const auto& [name, set, time] :
+       {std::tuple{"created_time", t.has_created_time(), &t.created_time()},
+        std::tuple{"credited_time", t.has_credited_time(), &t.credited_time()},
+        std::tuple{"finished_time", t.has_finished_time(), &t.finished_time()}}) {
+    if (set) std::cout << ",\"" << name << "\":" << JsonString(FormatTimestamp(*time));
+  }
+  std::cout << "}\n";
+}
+
+void PrintTransferState(const ledger::v1::GetTransferResponse& t) {
+  std::cout << "transfer_id: " << t.transfer_id() << "\n";
+  switch (t.state()) {
+    case ledger::v1::TRANSFER_STATE_COMMITTED:
+      std::cout << "state:       COMMITTED: both sides applied and durable\n"
+                << "from:        " << t.from_account_id() << " (balance after the debit "
+                << t.from_balance() << ")\n"
+                << "to:          " << t.to_account_id() << " (balance after the credit "
+                << t.to_balance() << ")\n";
+      break;
+    case ledger::v1::TRANSFER_STATE_PENDING:
+      std::cout << "state:       PENDING: debited, the credit not yet confirmed; it ends COMMITTED "
+                   "or REFUSED on its own\n"
+                << "from:        " << t.from_account_id() << " (balance after the debit "
+                << t.from_balance() << ")\n"
+                << "to:          " << t.to_account_id() << "\n";
+      break;
+    case ledger::v1::TRANSFER_STATE_REFUSED:
+      std::cout << "state:       REFUSED: no money moved (a debit, if any, was refunded)\n"
+                << "refused:     " << ledger::StatusCodeName(t.refusal_code()) << ": "
+                << t.refusal_message() << "\n"
+                << "from:        " << t.from_account_id() << "\n"
+                << "to:          " << t.to_account_id() << "\n";
+      break;
+    default:  // A state newer than this ledgerctl.
+      std::cout << "state:       " << TransferStateName(t.state()) << "\n"
+                << "from:        " << t.from_account_id() << "\n"
+                << "to:          " << t.to_account_id() << "\n";
+      break;
+  }
+  std::cout << "amount:      " << t.amount() << "\n";
+  if (t.has_created_time()) {
+    std::cout << "created:     " << FormatTimestamp(t.created_time()) << "\n";
+  }
+  if (t.has_credited_time()) {
+    std::cout << "credited:    " << FormatTimestamp(t.credited_time()) << "\n";
+  }
+  if (t.has_finished_time()) {
+    std::cout << "finished:    " << FormatTimestamp(t.finished_time()) << "\n";
+  }
+}
+
+int GetTransfer(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
+  if (args.size() != 3) return UsageError("get-transfer takes ID (a transfer_id)");
+  ledger::v1::GetTransferRequest request;
+  request.set_transfer_id(args[2]);
+  ledger::v1::GetTransferResponse response;
+  auto stub = ledger::v1::Ledger::NewStub(channel);
+  const grpc::Status status = CallHonouringPushback(
+      [&](grpc::ClientContext* context) { return stub->GetTransfer(context, request, &response); });
+  if (!status.ok()) return Failed(status);
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintTransferStateJson(response);
+  } else {
+    PrintTransferState(response);
+  }
+  return ledger::kExitOk;
+}
+
 int Balance(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
   if (args.size() != 3) return UsageError("balance takes ACCOUNT");
   ledger::v1::BalanceRequest request;
@@ -331,8 +537,29 @@ const char* OperationName(ledger::v1::Operation operation) {
       return "deposit";
     case ledger::v1::OPERATION_WITHDRAW:
       return "withdraw";
+    case ledger::v1::OPERATION_TRANSFER_OUT:
+      return "transfer_out";
+    case ledger::v1::OPERATION_TRANSFER_IN:
+      return "transfer_in";
+    case ledger::v1::OPERATION_TRANSFER_REFUND:
+      return "transfer_refund";
     default:
       return "unknown";
+  }
+}
+
+// The last column of a history line: the request_id, or for a step of a transfer its
+// transfer_id and the other account.
+std::string EntryReference(const ledger::v1::HistoryEntry& entry) {
+  switch (entry.operation()) {
+    case ledger::v1::OPERATION_TRANSFER_OUT:
+      return absl::StrCat(entry.transfer_id(), " to ", entry.counterparty_account_id());
+    case ledger::v1::OPERATION_TRANSFER_IN:
+      return absl::StrCat(entry.transfer_id(), " from ", entry.counterparty_account_id());
+    case ledger::v1::OPERATION_TRANSFER_REFUND:
+      return absl::StrCat(entry.transfer_id(), " refused by ", entry.counterparty_account_id());
+    default:
+      return entry.request_id();
   }
 }
 
@@ -348,10 +575,7 @@ int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
       [&](grpc::ClientContext* context) { return stub->History(context, request, &response); });
   if (!status.ok()) return Failed(status);
   auto time_of = [](const ledger::v1::HistoryEntry& entry) {
-    return absl::FormatTime(
-        "%Y-%m-%dT%H:%M:%E3SZ",
-        absl::FromUnixSeconds(entry.time().seconds()) + absl::Nanoseconds(entry.time().nanos()),
-        absl::UTCTimeZone());
+    return FormatTimestamp(entry.time());
   };
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << "{\"account_id\":" << JsonString(request.account_id()) << ",\"entries\":[";
@@ -361,17 +585,23 @@ int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
                 << "\",\"operation\":" << JsonString(OperationName(entry.operation()))
                 << ",\"amount\":\"" << entry.amount() << "\",\"balance_after\":\""
                 << entry.balance_after() << "\",\"request_id\":" << JsonString(entry.request_id())
-                << ",\"time\":" << JsonString(time_of(entry)) << "}";
+                << ",\"time\":" << JsonString(time_of(entry));
+      if (!entry.transfer_id().empty()) {
+        std::cout << ",\"transfer_id\":" << JsonString(entry.transfer_id())
+                  << ",\"counterparty_account_id\":" << JsonString(entry.counterparty_account_id());
+      }
+      std::cout << "}";
     }
     std::cout << "],\"next_page_token\":" << JsonString(response.next_page_token()) << "}\n";
     return ledger::kExitOk;
   }
-  std::cout << absl::StrFormat("%-6s %-24s %-9s %12s %14s  %s\n", "SEQ", "TIME (UTC)", "OPERATION",
-                               "AMOUNT", "BALANCE AFTER", "REQUEST ID");
+  // OPERATION is as wide as its longest name, transfer_refund.
+  std::cout << absl::StrFormat("%-6s %-24s %-15s %12s %14s  %s\n", "SEQ", "TIME (UTC)", "OPERATION",
+                               "AMOUNT", "BALANCE AFTER", "REQUEST ID (TRANSFER ID AND ACCOUNT)");
   for (const ledger::v1::HistoryEntry& entry : response.entries()) {
-    std::cout << absl::StrFormat("%-6d %-24s %-9s %12d %14d  %s\n", entry.sequence(),
+    std::cout << absl::StrFormat("%-6d %-24s %-15s %12d %14d  %s\n", entry.sequence(),
                                  time_of(entry), OperationName(entry.operation()), entry.amount(),
-                                 entry.balance_after(), entry.request_id());
+                                 entry.balance_after(), EntryReference(entry));
   }
   if (!response.next_page_token().empty()) {
     std::cout << "older entries: ledgerctl history " << request.account_id()
@@ -401,8 +631,8 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
 
 // The commands, for "did you mean".
 const std::vector<std::string>& Commands() {
-  static const auto* commands =
-      new std::vector<std::string>{"deposit", "withdraw", "balance", "history", "health"};
+  static const auto* commands = new std::vector<std::string>{
+      "deposit", "withdraw", "balance", "history", "transfer", "get-transfer", "health"};
   return *commands;
 }
 
@@ -411,7 +641,8 @@ const std::vector<std::string>& Commands() {
 void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std::string>& args) {
   if (args.empty())
     ledger::cli::ExitUsage(program,
-                           "missing command (deposit, withdraw, balance, history or health)");
+                           "missing command (deposit, withdraw, balance, history, transfer, "
+                           "get-transfer or health)");
   const std::string& command = args[0];
   if (std::find(Commands().begin(), Commands().end(), command) == Commands().end()) {
     const std::optional<std::string> close = ledger::cli::DidYouMean(command, Commands());
@@ -420,20 +651,26 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
         absl::StrCat("unknown command \"", command, "\"",
                      close.has_value() ? absl::StrCat("; did you mean ", *close, "?")
                                        : std::string("; the commands are deposit, withdraw, "
-                                                     "balance, history and health")));
+                                                     "balance, history, transfer, get-transfer "
+                                                     "and health")));
   }
-  if ((command == "deposit" || command == "withdraw") && args.size() == 3) {
+  const bool write = (command == "deposit" || command == "withdraw") && args.size() == 3;
+  const bool transfer = command == "transfer" && args.size() == 4;
+  if (write || transfer) {
+    const std::string& text = args.back();
     int64_t amount = 0;
-    if (!absl::SimpleAtoi(args[2], &amount)) {
+    if (!absl::SimpleAtoi(text, &amount)) {
       ledger::cli::ExitUsage(program, absl::StrCat("AMOUNT must be an integer number of minor "
                                                    "units; got \"",
-                                                   args[2], "\""));
+                                                   text, "\""));
     }
     if (amount <= 0) {
       ledger::cli::ExitUsage(
-          program, absl::StrCat("AMOUNT must be positive; got ", amount,
-                                command == "deposit" ? " (to take money out, use withdraw)"
-                                                     : " (to put money in, use deposit)"));
+          program,
+          absl::StrCat("AMOUNT must be positive; got ", amount,
+                       command == "deposit"    ? " (to take money out, use withdraw)"
+                       : command == "withdraw" ? " (to put money in, use deposit)"
+                                               : " (to move money back, swap FROM and TO)"));
     }
   }
 }
@@ -462,7 +699,16 @@ int main(int argc, char** argv) {
   const std::string command = args[1];
   const std::string& request_id = absl::GetFlag(FLAGS_request_id);
   if (!request_id.empty() && command != "deposit" && command != "withdraw") {
-    return UsageError("--request_id applies to deposit and withdraw only");
+    return UsageError(command == "transfer"
+                          ? "--request_id applies to deposit and withdraw only; a transfer takes "
+                            "--transfer_id"
+                          : "--request_id applies to deposit and withdraw only");
+  }
+  if (!absl::GetFlag(FLAGS_transfer_id).empty() && command != "transfer") {
+    return UsageError(command == "get-transfer"
+                          ? "--transfer_id applies to transfer only; get-transfer takes the id "
+                            "as its argument: ledgerctl get-transfer ID"
+                          : "--transfer_id applies to transfer only");
   }
   const ledger::ClientTlsOptions tls = ledger::ClientTlsOptionsFromFlags();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
@@ -485,6 +731,8 @@ int main(int argc, char** argv) {
   }
   if (command == "balance") return Balance(channel, args);
   if (command == "history") return History(channel, args);
+  if (command == "transfer") return Transfer(channel, args, command_line);
+  if (command == "get-transfer") return GetTransfer(channel, args);
   if (command == "health") return Health(channel, args);
   return UsageError(absl::StrCat("unknown command ", command));  // CheckCommand refused it.
 }

@@ -74,6 +74,118 @@ TEST(LedgerBookTest, MissingAccountCountsAsZero) {
   EXPECT_FALSE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kNames).pass);
 }
 
+// Transfers (issue 15): a, b and c start with 100 each.
+void DepositHundredEach(LedgerBook& book) {
+  for (size_t account = 0; account < 3; ++account) {
+    book.Record(account, Op::kDeposit, 100, grpc::StatusCode::OK);
+  }
+}
+
+TEST(LedgerBookTransferTest, AnOkTransferMovesTheAmountExactly) {
+  LedgerBook book(3);
+  DepositHundredEach(book);
+  book.RecordTransfer(0, 1, 30, grpc::StatusCode::OK);
+  const VerificationResult result = book.Verify({70, 130, 100}, kNames);
+  EXPECT_TRUE(result.pass);
+  EXPECT_EQ(result.balance_sum, 300);
+  EXPECT_EQ(result.acknowledged_net, 300);  // Transfers add nothing to the sum.
+  EXPECT_EQ(result.ambiguous_transfers, 0);
+  // Off by one on either side fails, naming the account.
+  const VerificationResult off = book.Verify({71, 130, 100}, kNames);
+  EXPECT_FALSE(off.pass);
+  ASSERT_FALSE(off.mismatches.empty());
+  EXPECT_THAT(off.mismatches[0], HasSubstr("a: server balance 71, expected 70"));
+  EXPECT_FALSE(book.Verify({70, 131, 100}, kNames).pass);
+}
+
+TEST(LedgerBookTransferTest, ADefiniteErrorMovesNothing) {
+  LedgerBook book(3);
+  DepositHundredEach(book);
+  for (auto code : {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::NOT_FOUND,
+                    grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::INVALID_ARGUMENT,
+                    grpc::StatusCode::ALREADY_EXISTS, grpc::StatusCode::RESOURCE_EXHAUSTED}) {
+    book.RecordTransfer(0, 2, 500, code);
+  }
+  EXPECT_TRUE(book.Verify({100, 100, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({-400, 100, 600}, kNames).pass);
+}
+
+TEST(LedgerBookTransferTest, AnAmbiguousTransferAllowsEitherOutcomeOrMoneyInFlight) {
+  LedgerBook book(3);
+  DepositHundredEach(book);
+  book.RecordTransfer(0, 1, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(book.Verify({100, 100, 100}, kNames).pass);  // Not applied.
+  EXPECT_TRUE(book.Verify({70, 130, 100}, kNames).pass);   // Applied.
+  EXPECT_TRUE(book.Verify({70, 100, 100}, kNames).pass);   // Pending: debited, in flight.
+  const VerificationResult widened = book.Verify({70, 100, 100}, kNames);
+  EXPECT_EQ(widened.ambiguous_transfers, 30);
+  // Never more than the amount, never a credit without its debit.
+  EXPECT_FALSE(book.Verify({69, 131, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({100, 130, 100}, kNames).pass);
+  // Nor on the third account.
+  EXPECT_FALSE(book.Verify({70, 130, 99}, kNames).pass);
+}
+
+TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledCommittedIsExact) {
+  LedgerBook book(3);
+  DepositHundredEach(book);
+  book.RecordTransfer(0, 1, 30, grpc::StatusCode::UNAVAILABLE);
+  book.ResolveTransfer(0, 1, 30, /*applied=*/true);
+  const VerificationResult result = book.Verify({70, 130, 100}, kNames);
+  EXPECT_TRUE(result.pass);
+  EXPECT_EQ(result.ambiguous_transfers, 0);
+  EXPECT_FALSE(book.Verify({100, 100, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({70, 100, 100}, kNames).pass);
+}
+
+TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledRefusedIsExact) {
+  LedgerBook book(3);
+  DepositHundredEach(book);
+  book.RecordTransfer(2, 0, 50, grpc::StatusCode::CANCELLED);
+  book.ResolveTransfer(2, 0, 50, /*applied=*/false);
+  EXPECT_TRUE(book.Verify({100, 100, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({150, 100, 50}, kNames).pass);
+  EXPECT_FALSE(book.Verify({100, 100, 50}, kNames).pass);
+}
+
+TEST(LedgerBookTransferTest, ConservationCatchesMoneyInventedOnAnAmbiguousAccount) {
+  // Each account alone lies within its range, but together they hold more than was deposited:
+  // only the conservation check can see it.
+  LedgerBook book(3);
+  DepositHundredEach(book);
+  book.RecordTransfer(0, 1, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
+  book.RecordTransfer(1, 2, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
+  const VerificationResult result = book.Verify({100, 130, 130}, kNames);
+  EXPECT_FALSE(result.pass);
+  ASSERT_EQ(result.mismatches.size(), 1u);
+  EXPECT_THAT(result.mismatches[0],
+              HasSubstr("conservation: balances sum to 360, expected 240 to 300"));
+  // Both applied, or both in flight, conserve.
+  EXPECT_TRUE(book.Verify({70, 100, 130}, kNames).pass);
+  EXPECT_TRUE(book.Verify({70, 70, 100}, kNames).pass);
+}
+
+TEST(LedgerBookTransferTest, ConservationHoldsWithDepositsWithdrawalsAndTransfers) {
+  LedgerBook book(3);
+  book.Record(0, Op::kDeposit, 500, grpc::StatusCode::OK);
+  book.Record(1, Op::kDeposit, 200, grpc::StatusCode::OK);
+  book.RecordTransfer(0, 2, 120, grpc::StatusCode::OK);
+  book.RecordTransfer(1, 0, 50, grpc::StatusCode::OK);
+  book.Record(2, Op::kWithdraw, 20, grpc::StatusCode::OK);
+  book.RecordTransfer(2, 1, 1000, grpc::StatusCode::FAILED_PRECONDITION);
+  const VerificationResult result = book.Verify({430, 150, 100}, kNames);
+  EXPECT_TRUE(result.pass);
+  EXPECT_EQ(result.accounts_checked, 3);
+  EXPECT_EQ(result.balance_sum, 680);
+  EXPECT_EQ(result.acknowledged_net, 680);  // 500 + 200 - 20.
+}
+
+TEST(LedgerBookTransferTest, ATransferTouchesBothAccounts) {
+  LedgerBook book(3);
+  book.RecordTransfer(0, 2, 5, grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(book.TouchedAccounts(), ::testing::ElementsAre(0, 2));
+}
+
 TEST(EffectOfTest, ClassifiesEveryOutcomeTheContractNames) {
   EXPECT_EQ(EffectOf(Op::kDeposit, grpc::StatusCode::OK), Effect::kApplied);
   for (auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::FAILED_PRECONDITION,
@@ -86,6 +198,10 @@ TEST(EffectOfTest, ClassifiesEveryOutcomeTheContractNames) {
     EXPECT_EQ(EffectOf(Op::kDeposit, code), Effect::kUnknown) << code;
   }
   EXPECT_EQ(EffectOf(Op::kBalance, grpc::StatusCode::OK), Effect::kNotApplied);
+  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::OK), Effect::kApplied);
+  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::ALREADY_EXISTS), Effect::kNotApplied);
+  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::UNAVAILABLE), Effect::kUnknown);
+  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::UNIMPLEMENTED), Effect::kNotApplied);
 }
 
 }  // namespace

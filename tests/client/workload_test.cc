@@ -1,6 +1,7 @@
 #include "client/workload.h"
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -14,10 +15,105 @@ TEST(ParseOperationMixTest, ReadsWeightsAndRefusesNonsense) {
   EXPECT_EQ(mix->deposit, 70);
   EXPECT_EQ(mix->withdraw, 25);
   EXPECT_EQ(mix->balance, 5);
+  EXPECT_EQ(mix->transfer, 0);
   EXPECT_EQ(ParseOperationMix("deposit=1")->withdraw, 0);
-  for (const char* bad : {"", "deposit=x", "deposit=-1", "transfer=5", "deposit=0,balance=0"}) {
+  for (const char* bad : {"", "deposit=x", "deposit=-1", "transfer=-5", "transfers=5",
+                          "deposit=0,balance=0,transfer=0", "deposit=2147483647,transfer=1"}) {
     EXPECT_FALSE(ParseOperationMix(bad).ok()) << bad;
   }
+}
+
+TEST(ParseOperationMixTest, ReadsATransferWeight) {
+  absl::StatusOr<OperationMix> mix = ParseOperationMix("deposit=4,withdraw=3,balance=2,transfer=1");
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  EXPECT_EQ(mix->deposit, 4);
+  EXPECT_EQ(mix->withdraw, 3);
+  EXPECT_EQ(mix->balance, 2);
+  EXPECT_EQ(mix->transfer, 1);
+  EXPECT_EQ(mix->total(), 10);
+  absl::StatusOr<OperationMix> only = ParseOperationMix("transfer=1");
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(only->total(), 1);
+}
+
+TEST(ParseTransferScopeTest, ReadsTheThreeScopesAndRefusesOthers) {
+  EXPECT_EQ(*ParseTransferScope("any"), TransferScope::kAny);
+  EXPECT_EQ(*ParseTransferScope("same_shard"), TransferScope::kSameShard);
+  EXPECT_EQ(*ParseTransferScope("cross_shard"), TransferScope::kCrossShard);
+  for (const char* bad : {"", "same", "cross-shard", "ANY"}) {
+    EXPECT_FALSE(ParseTransferScope(bad).ok()) << bad;
+  }
+}
+
+// Accounts 0..5 on shards 0, 1, 0, 1, 2, 0.
+const std::vector<int32_t> kShardOf = {0, 1, 0, 1, 2, 0};
+
+TEST(TransferPartnersTest, RefusesAScopeNoAccountCanSatisfy) {
+  EXPECT_FALSE(TransferPartners::Create(TransferScope::kAny, 1, {}).ok());
+  EXPECT_TRUE(TransferPartners::Create(TransferScope::kAny, 2, {}).ok());
+  // same_shard and cross_shard need to know the shards.
+  EXPECT_FALSE(TransferPartners::Create(TransferScope::kSameShard, 6, {}).ok());
+  EXPECT_FALSE(TransferPartners::Create(TransferScope::kCrossShard, 6, {}).ok());
+  // Three accounts on three shards: none shares one.
+  EXPECT_FALSE(TransferPartners::Create(TransferScope::kSameShard, 3, {0, 1, 2}).ok());
+  // All on one shard: none crosses.
+  EXPECT_FALSE(TransferPartners::Create(TransferScope::kCrossShard, 3, {0, 0, 0}).ok());
+  EXPECT_TRUE(TransferPartners::Create(TransferScope::kSameShard, 6, kShardOf).ok());
+  EXPECT_TRUE(TransferPartners::Create(TransferScope::kCrossShard, 6, kShardOf).ok());
+}
+
+// Draws many transfers and returns how many were in scope and never to their own source.
+int TransfersInScope(TransferScope scope, const std::string& distribution, int draws) {
+  auto accounts = AccountDistribution::Create(distribution, kShardOf.size());
+  auto partners = TransferPartners::Create(scope, kShardOf.size(), kShardOf);
+  EXPECT_TRUE(partners.ok()) << partners.status();
+  Workload workload(OperationMix{0, 0, 0, 1}, &*accounts, 1, 10, 3, &*partners);
+  int in_scope = 0;
+  for (int i = 0; i < draws; ++i) {
+    const PlannedCall call = workload.Next();
+    EXPECT_EQ(call.op, Op::kTransfer);
+    EXPECT_GE(call.amount, 1);
+    EXPECT_LE(call.amount, 10);
+    EXPECT_LT(call.to_account, kShardOf.size());
+    const bool same = kShardOf[call.account] == kShardOf[call.to_account];
+    in_scope += call.account != call.to_account &&
+                (scope == TransferScope::kAny || (scope == TransferScope::kSameShard) == same);
+  }
+  return in_scope;
+}
+
+TEST(WorkloadTransferTest, EveryTransferHasTwoAccountsInItsScope) {
+  constexpr int kDraws = 5000;
+  for (const char* distribution : {"uniform", "zipf:3"}) {
+    SCOPED_TRACE(distribution);
+    EXPECT_EQ(TransfersInScope(TransferScope::kAny, distribution, kDraws), kDraws);
+    EXPECT_EQ(TransfersInScope(TransferScope::kSameShard, distribution, kDraws), kDraws);
+    EXPECT_EQ(TransfersInScope(TransferScope::kCrossShard, distribution, kDraws), kDraws);
+  }
+}
+
+TEST(WorkloadTransferTest, ASourceWithoutAPartnerIsReplacedByOneThatHasOne) {
+  // Account 4 is alone on shard 2: a same-shard transfer can never start from it.
+  auto partners = TransferPartners::Create(TransferScope::kSameShard, 6, kShardOf);
+  ASSERT_TRUE(partners.ok());
+  EXPECT_FALSE(partners->HasPartner(4));
+  EXPECT_TRUE(partners->HasPartner(1));
+  std::mt19937_64 random(5);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_NE(partners->AnySource(random), 4u);
+    ASSERT_EQ(partners->AnyPartner(1, random), 3u);  // Shard 1's other account.
+    const size_t partner = partners->AnyPartner(0, random);
+    ASSERT_TRUE(partner == 2 || partner == 5) << partner;
+  }
+}
+
+TEST(WorkloadTransferTest, TheMixSetsTheShareOfTransfers) {
+  auto accounts = AccountDistribution::Create("uniform", 10);
+  auto partners = TransferPartners::Create(TransferScope::kAny, 10, {});
+  Workload workload(OperationMix{1, 0, 0, 1}, &*accounts, 1, 1, 9, &*partners);
+  int transfers = 0;
+  for (int i = 0; i < 10'000; ++i) transfers += workload.Next().op == Op::kTransfer;
+  EXPECT_NEAR(transfers, 5000, 300);
 }
 
 TEST(AccountDistributionTest, ZipfConcentratesDrawsOnTheFirstAccounts) {

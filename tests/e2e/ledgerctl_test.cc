@@ -148,12 +148,12 @@ TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) 
   Result history = Run({"history", "dave"});
   EXPECT_EQ(history.exit_code, kExitOk);
   EXPECT_THAT(history.output,
-              ::testing::StartsWith("SEQ    TIME (UTC)               OPERATION       AMOUNT  "
-                                    "BALANCE AFTER  REQUEST ID\n"));
+              ::testing::StartsWith("SEQ    TIME (UTC)               OPERATION             AMOUNT  "
+                                    "BALANCE AFTER  REQUEST ID (TRANSFER ID AND ACCOUNT)\n"));
   EXPECT_THAT(history.output,
               ::testing::ContainsRegex(
-                  "\n2 +20[0-9-]+T[0-9:.]+Z +withdraw +30 +70  ledgerctl-[0-9a-f]+\n1 +20[0-9-]+T"
-                  "[0-9:.]+Z +deposit +100 +100  d-1\n$"));
+                  "\n2 +20[0-9-]+T[0-9:.]+Z withdraw +30 +70  ledgerctl-[0-9a-f]+\n1 +20[0-9-]+T"
+                  "[0-9:.]+Z deposit +100 +100  d-1\n$"));
   EXPECT_THAT(Run({"history", "dave", "--page_size=1"}).output,
               HasSubstr("older entries: ledgerctl history dave --page_token=1\n"));
   EXPECT_THAT(Run({"--json", "history", "dave", "--page_size=1"}, true).output,
@@ -298,8 +298,16 @@ INSTANTIATE_TEST_SUITE_P(
                         "unknown command \"depsit\"; did you mean deposit?"},
         CommandLineCase{{"frobnicate"},
                         "unknown command \"frobnicate\"; the commands are deposit, withdraw, "
-                        "balance, history and health"},
-        CommandLineCase{{}, "missing command (deposit, withdraw, balance, history or health)"},
+                        "balance, history, transfer, get-transfer and health"},
+        CommandLineCase{{},
+                        "missing command (deposit, withdraw, balance, history, transfer, "
+                        "get-transfer or health)"},
+        CommandLineCase{{"transfer", "alice", "bob", "-5"},
+                        "AMOUNT must be positive; got -5 (to move money back, swap FROM and TO)"},
+        CommandLineCase{{"transfer", "alice", "bob", "1.5"},
+                        "AMOUNT must be an integer number of minor units; got \"1.5\""},
+        CommandLineCase{{"transfr", "alice", "bob", "5"},
+                        "unknown command \"transfr\"; did you mean transfer?"},
         CommandLineCase{{"--deadline=5", "health"},
                         "Illegal value '5' specified for flag 'deadline'; durations need a unit, "
                         "e.g. 5s, 250ms or 1m30s"},
@@ -322,8 +330,9 @@ TEST(LedgerctlHelpTest, HelpAndHListTheFlagsAndExitZero) {
   EXPECT_EQ(help.WaitForExit(), 0);
   for (const char* flag :
        {"  --target=STRING  (default: localhost:50051)", "  --json  (default: false)",
-        "  --deadline=DURATION  (default: 5s)", "--request_id", "--tls_ca_file", "--page_size",
-        "--version", "Exit codes:"}) {
+        "  --deadline=DURATION  (default: 5s)", "--request_id", "--transfer_id", "--tls_ca_file",
+        "--page_size", "--version", "Exit codes:", "transfer FROM TO AMOUNT [--transfer_id=ID]",
+        "get-transfer ID"}) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), ::testing::Not(HasSubstr("Flags from")));
@@ -378,41 +387,54 @@ std::string WithoutRunSpecifics(std::string text) {
   return out;
 }
 
-TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
-  // Handlers take 20 ms, so that the transcript's 1 ms deadline always runs out.
-  StartLedgerd({"--debug_handler_delay=20ms"});
+// The lines of the `index`-th ```console block after "## ledgerctl" in README.md (0: the first).
+std::vector<std::string> ReadmeLedgerctlBlock(int index) {
   std::ifstream file(LEDGER_SOURCE_DIR "/README.md");
   const std::string readme{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  const size_t section = readme.find("\n## ledgerctl\n");
-  ASSERT_NE(section, std::string::npos);
-  const size_t start = readme.find("```console\n", section);
-  ASSERT_NE(start, std::string::npos);
-  const size_t end = readme.find("```", start + 11);
-  const std::vector<std::string> lines =
-      absl::StrSplit(readme.substr(start + 11, end - start - 11), '\n', absl::SkipEmpty());
+  size_t end = readme.find("\n## ledgerctl\n");
+  EXPECT_NE(end, std::string::npos);
+  size_t start = end;
+  for (int block = 0; block <= index; ++block) {
+    start = readme.find("```console\n", end);
+    EXPECT_NE(start, std::string::npos);
+    if (start == std::string::npos) return {};
+    end = readme.find("```", start + 11);
+  }
+  return absl::StrSplit(readme.substr(start + 11, end - start - 11), '\n', absl::SkipEmpty());
+}
+
+// The first block (deposits, withdrawals, history, errors) and the second (transfers), run one
+// after the other against one ledgerd, as a reader would.
+TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
+  // Handlers take 20 ms, so that the transcript's 1 ms deadlines always run out.
+  StartLedgerd({"--debug_handler_delay=20ms"});
   int commands = 0;
   int last_exit_code = 0;
-  for (size_t i = 0; i < lines.size();) {
-    ASSERT_TRUE(absl::StartsWith(lines[i], "$ ")) << lines[i];
-    const std::string command = lines[i].substr(2);
-    std::string expected;
-    for (++i; i < lines.size() && !absl::StartsWith(lines[i], "$ "); ++i) {
-      expected += lines[i] + "\n";
+  for (int block = 0; block < 2; ++block) {
+    SCOPED_TRACE(absl::StrCat("README ledgerctl block ", block));
+    const std::vector<std::string> lines = ReadmeLedgerctlBlock(block);
+    for (size_t i = 0; i < lines.size();) {
+      ASSERT_TRUE(absl::StartsWith(lines[i], "$ ")) << lines[i];
+      const std::string command = lines[i].substr(2);
+      std::string expected;
+      for (++i; i < lines.size() && !absl::StartsWith(lines[i], "$ "); ++i) {
+        expected += lines[i] + "\n";
+      }
+      SCOPED_TRACE(command);
+      if (command == "echo $?") {
+        EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
+        continue;
+      }
+      ASSERT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
+      const Result result = Run(absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty()));
+      last_exit_code = result.exit_code;
+      // The README's commands reach the default target; this run's carries --target.
+      const std::string output = absl::StrReplaceAll(result.output, {{target_ + " ", ""}});
+      EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
+      ++commands;
     }
-    SCOPED_TRACE(command);
-    if (command == "echo $?") {
-      EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
-      continue;
-    }
-    ASSERT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
-    const Result result = Run(absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty()));
-    last_exit_code = result.exit_code;
-    // The README's commands reach the default target; this run's carries --target.
-    const std::string output = absl::StrReplaceAll(result.output, {{target_ + " ", ""}});
-    EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
-    ++commands;
   }
-  EXPECT_GE(commands, 8);
+  EXPECT_GE(commands, 15);
 }
 
 // Pushback (issue 14): the fake ledger sheds the first attempts of each call.
@@ -509,6 +531,208 @@ TEST_F(LedgerctlTest, RetryNoticesAreJsonWithJson) {
 TEST_F(LedgerctlTest, RetriesOutOfRangeIsAUsageError) {
   EXPECT_EQ(Run({"--retries=11", "balance", "alice"}).exit_code, kExitUsage);
   EXPECT_EQ(Run({"--retries=-1", "balance", "alice"}).exit_code, kExitUsage);
+}
+
+// Transfers (issue 15), against the fake ledger: its Transfer and GetTransfer keep the contract,
+// and it can leave a transfer's outcome unknown to its caller as the real server can.
+
+class LedgerctlTransferTest : public LedgerctlTest {
+ protected:
+  void StartFake(testing_util::FakeLedger::Shedding shedding = {}) {
+    StartFakeLedger(std::move(shedding));
+    fake_->SetBalance("alice", 1000);
+    fake_->SetBalance("bob", 0);
+  }
+  // The balances, as ledgerctl reads them.
+  std::string Balances() {
+    return Run({"balance", "alice"}, /*stdout_only=*/true).output +
+           Run({"balance", "bob"}, /*stdout_only=*/true).output;
+  }
+};
+
+TEST_F(LedgerctlTransferTest, ATransferPrintsBothBalancesAfterIt) {
+  StartFake();
+  Result transfer = Run({"transfer", "alice", "bob", "300", "--transfer_id=t-1"});
+  EXPECT_EQ(transfer.exit_code, kExitOk) << transfer.output;
+  EXPECT_EQ(transfer.output, "alice: 700\nbob: 300\n");
+  EXPECT_EQ(Balances(), "alice: 700\nbob: 300\n");
+}
+
+TEST_F(LedgerctlTransferTest, ARetriedTransferIdIsReplayedAndMovesNothing) {
+  StartFake();
+  ASSERT_EQ(Run({"transfer", "alice", "bob", "300", "--transfer_id=t-1"}).exit_code, kExitOk);
+  Result again = Run({"transfer", "alice", "bob", "300", "--transfer_id=t-1"});
+  EXPECT_EQ(again.exit_code, kExitOk);
+  EXPECT_EQ(again.output,
+            "alice: 700\nbob: 300\n(replayed: the recorded result of an earlier transfer with "
+            "transfer_id t-1; nothing was moved now, and the balances may have changed since)\n");
+  Result reused = Run({"transfer", "alice", "bob", "5", "--transfer_id=t-1"});
+  EXPECT_EQ(reused.exit_code, kExitRejected);
+  EXPECT_THAT(reused.output, HasSubstr("ledgerctl: ALREADY_EXISTS: "));
+  EXPECT_EQ(Balances(), "alice: 700\nbob: 300\n");
+}
+
+TEST_F(LedgerctlTransferTest, JsonCarriesTheTransferIdAndBothBalances) {
+  StartFake();
+  EXPECT_EQ(Run({"--json", "transfer", "alice", "bob", "250", "--transfer_id=j-1"}, true).output,
+            "{\"transfer_id\":\"j-1\",\"from_account_id\":\"alice\",\"from_balance\":\"750\","
+            "\"to_account_id\":\"bob\",\"to_balance\":\"250\",\"replayed\":false}\n");
+}
+
+TEST_F(LedgerctlTransferTest, ARefusedTransferExitsThreeAndMovesNothing) {
+  StartFake();
+  Result refused = Run({"transfer", "alice", "bob", "5000", "--transfer_id=t-big"});
+  EXPECT_EQ(refused.exit_code, kExitRejected);
+  EXPECT_EQ(refused.output, "ledgerctl: FAILED_PRECONDITION: insufficient funds\n");
+  Result unknown_account = Run({"transfer", "alice", "nobody", "5"});
+  EXPECT_EQ(unknown_account.exit_code, kExitNotFound);
+  EXPECT_EQ(Balances(), "alice: 1000\nbob: 0\n");
+  // get-transfer reads the refusal back.
+  Result state = Run({"get-transfer", "t-big"});
+  EXPECT_EQ(state.exit_code, kExitOk);
+  EXPECT_THAT(state.output,
+              ::testing::MatchesRegex(
+                  "transfer_id: t-big\n"
+                  "state:       REFUSED: no money moved \\(a debit, if any, was refunded\\)\n"
+                  "refused:     FAILED_PRECONDITION: insufficient funds\n"
+                  "from:        alice\nto:          bob\namount:      5000\n"
+                  "created:     20[0-9-]+T[0-9:.]+Z\nfinished:    20[0-9-]+T[0-9:.]+Z\n"));
+  EXPECT_THAT(
+      Run({"--json", "get-transfer", "t-big"}, true).output,
+      ::testing::MatchesRegex(
+          "\\{\"transfer_id\":\"t-big\",\"state\":\"REFUSED\",\"from_account_id\":\"alice\","
+          "\"to_account_id\":\"bob\",\"amount\":\"5000\",\"refusal_code\":"
+          "\"FAILED_PRECONDITION\",\"refusal_message\":\"insufficient funds\","
+          "\"created_time\":\"[0-9TZ:.-]+\",\"finished_time\":\"[0-9TZ:.-]+\"\\}\n"));
+}
+
+TEST_F(LedgerctlTransferTest, GetTransferPrintsACommittedTransfer) {
+  StartFake();
+  ASSERT_EQ(Run({"transfer", "alice", "bob", "300", "--transfer_id=t-1"}).exit_code, kExitOk);
+  Result state = Run({"get-transfer", "t-1"});
+  EXPECT_EQ(state.exit_code, kExitOk);
+  EXPECT_THAT(state.output,
+              ::testing::MatchesRegex("transfer_id: t-1\n"
+                                      "state:       COMMITTED: both sides applied and durable\n"
+                                      "from:        alice \\(balance after the debit 700\\)\n"
+                                      "to:          bob \\(balance after the credit 300\\)\n"
+                                      "amount:      300\ncreated:     [0-9TZ:.-]+\n"
+                                      "credited:    [0-9TZ:.-]+\nfinished:    [0-9TZ:.-]+\n"));
+  EXPECT_THAT(Run({"--json", "get-transfer", "t-1"}, true).output,
+              HasSubstr("\"state\":\"COMMITTED\",\"from_account_id\":\"alice\",\"to_account_id\":"
+                        "\"bob\",\"amount\":\"300\",\"from_balance\":\"700\",\"to_balance\":"
+                        "\"300\""));
+}
+
+TEST_F(LedgerctlTransferTest, GetTransferOfAnUnknownIdIsNotFoundAndWithoutRecordsRefused) {
+  StartFake();
+  Result missing = Run({"get-transfer", "never"});
+  EXPECT_EQ(missing.exit_code, kExitNotFound);
+  EXPECT_THAT(missing.output, HasSubstr("ledgerctl: NOT_FOUND: transfer never not found"));
+  StartFake({.no_transfer_records = true});
+  Result none = Run({"get-transfer", "never"});
+  EXPECT_EQ(none.exit_code, kExitRejected);
+  EXPECT_THAT(none.output, HasSubstr("ledgerctl: FAILED_PRECONDITION: "));
+}
+
+TEST_F(LedgerctlTransferTest, AnUnknownOutcomeSaysHowToSettleItAndBothWaysMoveTheMoneyOnce) {
+  StartFake({.first_transfer_endings = {
+                 testing_util::FakeLedger::TransferEnding::kDecideThenUnavailable}});
+  // No --transfer_id: ledgerctl makes one up and prints it in both commands.
+  Result lost = Run({"transfer", "alice", "bob", "300"});
+  EXPECT_EQ(lost.exit_code, kExitUnavailable);
+  const size_t at = lost.output.find("get-transfer ledgerctl-");
+  ASSERT_NE(at, std::string::npos) << lost.output;
+  const std::string id = lost.output.substr(at + 13, 26);  // "ledgerctl-" + 16 hex.
+  EXPECT_EQ(lost.output,
+            "ledgerctl: UNAVAILABLE: fake: connection lost after the transfer\n"
+            "ledgerctl: outcome unknown: the transfer may have been applied. Find out with:\n"
+            "  ledgerctl " +
+                target_ + " get-transfer " + id +
+                "\n"
+                "or retry it exactly like this, which moves the money at most once:\n"
+                "  ledgerctl " +
+                target_ + " transfer alice bob 300 --transfer_id=" + id + "\n");
+  // Settled by asking...
+  EXPECT_THAT(Run({"get-transfer", id}).output, HasSubstr("state:       COMMITTED"));
+  // ... or by retrying: a replay, not a second transfer.
+  Result retry = Run({"transfer", "alice", "bob", "300", "--transfer_id=" + id});
+  EXPECT_EQ(retry.exit_code, kExitOk);
+  EXPECT_THAT(retry.output, HasSubstr("(replayed: "));
+  EXPECT_EQ(Balances(), "alice: 700\nbob: 300\n");
+}
+
+TEST_F(LedgerctlTransferTest, AStillPendingTransferSaysItEndsOnItsOwn) {
+  StartFake({.first_transfer_endings =
+                 {testing_util::FakeLedger::TransferEnding::kPendingThenUnavailable},
+             .get_transfer_pending = 1});
+  Result pending = Run({"transfer", "alice", "bob", "40", "--transfer_id=p-1"});
+  EXPECT_EQ(pending.exit_code, kExitUnavailable);
+  EXPECT_THAT(pending.output,
+              HasSubstr("ledgerctl: the transfer is still pending: debited from alice, its credit "
+                        "to bob not yet confirmed; it ends COMMITTED or REFUSED on its own. See "
+                        "how with:\n  ledgerctl " +
+                        target_ + " get-transfer p-1\n"));
+  EXPECT_THAT(pending.output, Not(HasSubstr("retry it")));
+  Result first = Run({"get-transfer", "p-1"});
+  EXPECT_EQ(first.exit_code, kExitOk);
+  EXPECT_THAT(first.output,
+              HasSubstr("state:       PENDING: debited, the credit not yet confirmed"));
+  EXPECT_THAT(first.output, HasSubstr("from:        alice (balance after the debit 960)\n"));
+  EXPECT_THAT(Run({"get-transfer", "p-1"}).output, HasSubstr("state:       COMMITTED"));
+  EXPECT_EQ(Balances(), "alice: 960\nbob: 40\n");
+}
+
+TEST_F(LedgerctlTransferTest, AShedTransferIsRetriedWithTheSameGeneratedTransferId) {
+  StartFake({.attempts_shed = 2, .pushback_ms = "5"});
+  Result transfer = Run({"transfer", "alice", "bob", "10"});
+  EXPECT_EQ(transfer.exit_code, kExitOk) << transfer.output;
+  EXPECT_THAT(transfer.output, HasSubstr("retrying in 5 ms (attempt 3 of 4)"));
+  const std::vector<std::string> ids = fake_->request_ids();
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_THAT(ids[0], ::testing::StartsWith("ledgerctl-"));
+  EXPECT_THAT(ids, ::testing::Each(ids[0]));
+  Result shed_read = Run({"get-transfer", ids[0]});  // Shed twice too, then read.
+  EXPECT_EQ(shed_read.exit_code, kExitOk) << shed_read.output;
+  EXPECT_EQ(Balances(), "alice: 990\nbob: 10\n");
+}
+
+TEST_F(LedgerctlTransferTest, HistoryShowsEachSideWithItsTransferIdAndTheOtherAccount) {
+  StartFakeLedger({});
+  ASSERT_EQ(Run({"deposit", "alice", "1000", "--request_id=d-1"}).exit_code, kExitOk);
+  ASSERT_EQ(Run({"deposit", "bob", "5", "--request_id=d-2"}).exit_code, kExitOk);
+  ASSERT_EQ(Run({"transfer", "alice", "bob", "300", "--transfer_id=t-1"}).exit_code, kExitOk);
+  EXPECT_THAT(Run({"history", "alice"}).output,
+              ::testing::MatchesRegex(
+                  "SEQ    TIME \\(UTC\\)               OPERATION             AMOUNT  BALANCE "
+                  "AFTER  REQUEST ID \\(TRANSFER ID AND ACCOUNT\\)\n"
+                  "2      20[0-9TZ:.-]+ transfer_out             300            700  t-1 to bob\n"
+                  "1      20[0-9TZ:.-]+ deposit                 1000           1000  d-1\n"));
+  EXPECT_THAT(Run({"history", "bob"}).output,
+              HasSubstr(" transfer_in              300            305  t-1 from alice\n"));
+  EXPECT_THAT(Run({"--json", "history", "bob"}, true).output,
+              HasSubstr("\"operation\":\"transfer_in\",\"amount\":\"300\",\"balance_after\":"
+                        "\"305\",\"request_id\":\"\",\"time\":\""));
+  EXPECT_THAT(Run({"--json", "history", "bob"}, true).output,
+              HasSubstr("\"transfer_id\":\"t-1\",\"counterparty_account_id\":\"alice\"}"));
+}
+
+TEST_F(LedgerctlTransferTest, TransferIdFlagsBelongToTheirCommands) {
+  StartFake();
+  for (const std::vector<std::string>& usage :
+       {std::vector<std::string>{"transfer", "alice", "bob"},
+        {"transfer", "alice", "bob", "5", "--request_id=r"},
+        {"get-transfer"},
+        {"get-transfer", "a", "b"},
+        {"get-transfer", "t-1", "--transfer_id=t-1"},
+        {"deposit", "alice", "5", "--transfer_id=t-1"}}) {
+    Result result = Run(usage);
+    EXPECT_EQ(result.exit_code, kExitUsage) << result.output;
+    EXPECT_THAT(result.output, HasSubstr("ledgerctl --help"));
+  }
+  EXPECT_THAT(Run({"get-transfer", "t-1", "--transfer_id=t-1"}).output,
+              HasSubstr("get-transfer takes the id as its argument"));
+  EXPECT_EQ(fake_->attempts(), 0);  // Nothing was sent.
 }
 
 }  // namespace

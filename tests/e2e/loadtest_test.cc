@@ -253,10 +253,98 @@ TEST_F(LoadtestThrottleTest, KZeroSendsEveryCall) {
   EXPECT_EQ(JsonNumber(json_, "RESOURCE_EXHAUSTED"), JsonNumber(json_, "measured_calls")) << json_;
 }
 
+// Transfers (issue 15), against a fake ledger that leaves some transfers' outcome unknown to the
+// load test: decided then UNAVAILABLE, dropped then UNAVAILABLE, or still pending.
+class LoadtestTransferTest : public LoadtestTest {
+ protected:
+  using Ending = testing_util::FakeLedger::TransferEnding;
+  void StartFake(testing_util::FakeLedger::Shedding shedding) {
+    fake_ = std::make_unique<testing_util::FakeLedger>(std::move(shedding));
+    target_ = fake_->Start();
+  }
+  // A closed-loop run of exactly 600 measured calls, half of them transfers among 20 accounts.
+  int Run(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--requests=600", "--duration=0s", "--concurrency=8",
+                               "--accounts=20", "--mix=deposit=5,transfer=5"});
+    return RunLoadtest(flags);
+  }
+  // A number in the report's "transfers" object.
+  long long Transfers(const std::string& key) {
+    const size_t at = json_.find("\"transfers\":{");
+    return at == std::string::npos ? -1 : JsonNumber(json_.substr(at), key);
+  }
+  std::unique_ptr<testing_util::FakeLedger> fake_;
+};
+
+TEST_F(LoadtestTransferTest, AmbiguousTransfersAreSettledAndTheBookIsExact) {
+  StartFake(
+      {.first_transfer_endings = {Ending::kAnswer, Ending::kDecideThenUnavailable,
+                                  Ending::kDropThenUnavailable, Ending::kPendingThenUnavailable},
+       .get_transfer_pending = 2});
+  ASSERT_EQ(Run({}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\"")) << json_;
+  // Three in four first attempts ended UNAVAILABLE; every one was settled, none left in doubt.
+  const testing_util::FakeLedger::AmbiguousTransfers fake = fake_->ambiguous_transfers();
+  EXPECT_GT(Transfers("ambiguous"), 50) << json_;
+  EXPECT_EQ(Transfers("ambiguous"), fake.committed + fake.refused) << json_;
+  EXPECT_EQ(fake.unrecorded, 0);  // Each dropped one was retried under its transfer_id.
+  EXPECT_EQ(Transfers("settled_committed"), fake.committed) << json_;
+  EXPECT_EQ(Transfers("settled_refused"), fake.refused) << json_;
+  EXPECT_GT(fake.committed, 0);
+  EXPECT_GT(fake.refused, 0);  // From unopened or short accounts.
+  EXPECT_EQ(Transfers("unresolved"), 0) << json_;
+  EXPECT_EQ(Transfers("in_doubt_amount"), 0) << json_;
+  EXPECT_GT(Transfers("ok"), 0) << json_;
+  EXPECT_THAT(json_, HasSubstr("\"refused_by_code\":{")) << json_;
+  // Applied at most once: no transfer_id was recorded twice (a map), and each recorded transfer
+  // is one the load test made, between two different accounts.
+  const auto transfers = fake_->transfers();
+  EXPECT_EQ(static_cast<long long>(transfers.size()),
+            Transfers("ok") + JsonNumber(json_, "FAILED_PRECONDITION") +
+                JsonNumber(json_.substr(json_.find("\"codes\"")), "NOT_FOUND") +
+                Transfers("ambiguous"))
+      << json_;
+  for (const auto& [id, transfer] : transfers) {
+    EXPECT_NE(transfer.from_account_id(), transfer.to_account_id()) << id;
+  }
+  EXPECT_THAT(output_, HasSubstr("transfers: "));
+  EXPECT_THAT(output_, HasSubstr("latency OK transfer "));
+  EXPECT_THAT(output_, HasSubstr("verification: PASS"));
+}
+
+TEST_F(LoadtestTransferTest, WithoutTransferRecordsAmbiguousTransfersWidenTheCheckUnretried) {
+  StartFake({.first_transfer_endings = {Ending::kAnswer, Ending::kDecideThenUnavailable},
+             .no_transfer_records = true});
+  ASSERT_EQ(Run({}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\"")) << json_;
+  const long long ambiguous = Transfers("ambiguous");
+  EXPECT_GT(ambiguous, 20) << json_;
+  EXPECT_EQ(Transfers("unresolved"), ambiguous) << json_;
+  EXPECT_EQ(Transfers("unresolved_without_records"), ambiguous) << json_;
+  EXPECT_EQ(Transfers("settled_committed"), 0) << json_;
+  EXPECT_GT(Transfers("in_doubt_amount"), 0) << json_;
+  // Not one transfer was retried: without records a retry could move the money twice.
+  std::map<std::string, int> attempts;
+  for (const std::string& id : fake_->request_ids()) ++attempts[id];
+  for (const auto& [id, count] : attempts) EXPECT_EQ(count, 1) << id;
+  EXPECT_THAT(output_, HasSubstr("ambiguous transfers left unsettled: the server keeps no "
+                                 "transfer records"));
+}
+
+TEST_F(LoadtestTransferTest, CrossShardTransfersPassVerification) {
+  StartFake({});
+  ASSERT_EQ(Run({"--transfer_scope=cross_shard"}), 0) << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\"")) << json_;
+  EXPECT_GT(Transfers("ok"), 0) << json_;
+  EXPECT_EQ(Transfers("ambiguous"), 0) << json_;
+  EXPECT_THAT(json_, HasSubstr("\"ops\":{\"deposit\":{\"calls\":"));
+  EXPECT_THAT(json_, HasSubstr("\"transfer\":{\"calls\":"));
+}
+
 TEST_F(LoadtestTest, BadFlagsExitWithUsageCode) {
   target_ = "127.0.0.1:1";
   for (const std::vector<std::string>& flags :
-       std::vector<std::vector<std::string>>{{"--mix=transfer=5"},
+       std::vector<std::vector<std::string>>{{"--mix=transfers=5"},
                                              {"--distribution=zipf:0"},
                                              {"--amount_min=0"},
                                              {"--concurrency=0"},
@@ -317,15 +405,25 @@ INSTANTIATE_TEST_SUITE_P(
                  "port"},
         FlagCase{{"--concurency=8"},
                  "Unknown command line flag 'concurency'; did you mean --concurrency?"},
-        FlagCase{{"run"}, "unexpected argument \"run\"; ledger-loadtest takes only flags"}));
+        FlagCase{{"run"}, "unexpected argument \"run\"; ledger-loadtest takes only flags"},
+        FlagCase{{"--transfer_scope=cross"},
+                 "--transfer_scope must be any, same_shard or cross_shard; got \"cross\""},
+        FlagCase{{"--mix=transfer=1", "--transfer_scope=cross_shard"},
+                 "--transfer_scope same_shard or cross_shard needs --server_shards (the server's "
+                 "--shards), to know which accounts share a shard"},
+        FlagCase{{"--mix=transfer=1", "--transfer_scope=cross_shard", "--server_shards=1"},
+                 "--transfer_scope=cross_shard: all --accounts are on one shard (needs "
+                 "--server_shards >= 2 and more accounts)"},
+        FlagCase{{"--mix=deposit=1,transfer=1", "--accounts=1"},
+                 "transfers need at least 2 accounts (--accounts)"}));
 
 TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
   Subprocess help({LOADTEST_PATH, "--help"});
   EXPECT_EQ(help.WaitForExit(), 0);
-  for (const char* flag :
-       {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
-        "must equal the server's --shards", "--concurrency", "--version", "--max_send_delay",
-        "--max_retries", "--retry_budget", "--throttle_k", "--adaptive_in_flight"}) {
+  for (const char* flag : {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",
+                           "must equal the server's --shards", "--concurrency", "--version",
+                           "--max_send_delay", "--max_retries", "--retry_budget", "--throttle_k",
+                           "--adaptive_in_flight", "--transfer_scope", "transfer=N"}) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), Not(HasSubstr("No flags matched")));
