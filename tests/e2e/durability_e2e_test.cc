@@ -1,6 +1,6 @@
 // The ledgerd binary with a data directory: killed with SIGKILL under load and restarted (the
-// load test then settles its ambiguous calls and verifies every balance exactly), and refusing a
-// data directory that is not its own.
+// load test then settles its ambiguous calls, transfers included, and verifies every balance and
+// the conservation sum exactly), and refusing a data directory that is not its own.
 #include <signal.h>
 #include <unistd.h>
 
@@ -105,6 +105,8 @@ TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) 
     Subprocess loadtest({LOADTEST_PATH, "--target=127.0.0.1:" + std::to_string(port),
                          "--concurrency=32", "--duration=3s", "--warmup=0s", "--accounts=300",
                          "--deadline=2s", "--resolve_for=60s",
+                         // Transfers too: the kill lands between their steps as well.
+                         "--mix=deposit=45,withdraw=20,balance=5,transfer=30",
                          "--run_id=crash" + std::to_string(cycle), "--json_file=" + json_path});
     // The kill lands under load: once this ledgerd has acknowledged writes of this cycle's load
     // that must survive it, while the load test keeps calling.
@@ -128,6 +130,8 @@ TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) 
     EXPECT_GT(JsonNumber(report, "calls"), 0) << report;
     EXPECT_EQ(JsonNumber(report, "unresolved"), 0) << report;
     EXPECT_GT(JsonNumber(report, "OK"), 0) << report;
+    // Transfers were acknowledged, and verified with the rest.
+    EXPECT_GT(JsonNumber(report, "transfers\":{\"ok"), 0) << report;
   }
 }
 
