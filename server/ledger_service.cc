@@ -348,8 +348,7 @@ grpc::Status LedgerService::ReadTransfer(const v1::GetTransferRequest& request,
             "this server keeps no transfer records: it runs with --durability=none (memory "
             "only)"};
   }
-  absl::StatusOr<std::optional<TransferRecord>> found =
-      store_->FindTransfer(request.transfer_id(), /*from=*/"");
+  absl::StatusOr<std::optional<TransferRecord>> found = store_->ReadTransfer(request.transfer_id());
   if (!found.ok()) {
     return {grpc::StatusCode::UNAVAILABLE,
             absl::StrCat("storage failed reading the transfer: ", found.status().message())};

@@ -205,9 +205,10 @@ class LedgerStore {
   virtual absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) = 0;
 
   // The stored record of a transfer; nullopt when none. With `from`: the record that source holds
-  // as pending, if any, else the record stored for the id (whatever its source: the caller
-  // compares). Records are kept per id, and while pending also per (id, source), so that two
-  // sources that raced with one id each keep theirs until it is final. The stored receipt of a
+  // as pending, if any, else the id's final record (whatever its source: the caller compares).
+  // Without: the id's final record; a store may also answer a pending one. A pending record is
+  // kept per (id, source), so that two sources that raced with one id (a client's mistake) each
+  // keep theirs until it is final; a final one per id. The stored receipt of a
   // transfer's credit; nullopt when none. Neither expires. May read the disk: a shard calls them
   // only from Prefetch on a thread that may block, for a transfer memory does not hold.
   virtual absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,

@@ -74,6 +74,11 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
   if (credit ? transfers_.FindCredit(id) != nullptr : transfers_.FindTransfer(id) != nullptr) {
     return true;  // Memory answers.
   }
+  // This source's own pending record is in memory (TransferTable keeps it until it is final),
+  // so a new Transfer asks the store only for the id's final record (its own, or another
+  // source's): one lookup. A settle asks for this source's pending record first.
+  const absl::string_view lookup_source =
+      message.op == Op::kTransferSettle ? source : absl::string_view();
   prefetched.transfer_looked_up = true;
   if (!may_block) {
     // A sender's thread: memory (RocksDB's memtables, cache and bloom filters) must answer, as
@@ -87,7 +92,8 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
         prefetched.transfer_status = found.status();
       }
     } else {
-      absl::StatusOr<TransferLookup> found = options_.store->FindTransferInMemory(id, source);
+      absl::StatusOr<TransferLookup> found =
+          options_.store->FindTransferInMemory(id, lookup_source);
       if (found.ok() && !found->answered) return false;
       if (found.ok()) {
         prefetched.transfer = std::move(found->record);
@@ -105,7 +111,8 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
       prefetched.transfer_status = found.status();
     }
   } else {
-    absl::StatusOr<std::optional<TransferRecord>> found = options_.store->FindTransfer(id, source);
+    absl::StatusOr<std::optional<TransferRecord>> found =
+        options_.store->FindTransfer(id, lookup_source);
     if (found.ok()) {
       prefetched.transfer = *std::move(found);
     } else {

@@ -386,16 +386,17 @@ absl::Status RocksDbStore::WriteWith(Handles& handles,
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
     for (const TransferWrite& transfer : batch->transfers) {
-      added = write.Put(handles.families[kDefault], TransferKey(transfer.transfer_id),
-                        EncodeTransfer(transfer.record));
-      if (!added.ok()) return FromRocks(added, "preparing a write");
-      // The pending index, per source: what recovery resumes.
+      // A pending record lives under its source (what recovery resumes), a final one under its
+      // id, which replaces the pending one in the same write: one key per step.
       const std::string pending_key =
           PendingTransferKey(transfer.transfer_id, transfer.record.from);
-      added =
-          transfer.record.state == TransferState::kPending
-              ? write.Put(handles.families[kDefault], pending_key, EncodeTransfer(transfer.record))
-              : write.Delete(handles.families[kDefault], pending_key);
+      if (transfer.record.state == TransferState::kPending) {
+        added = write.Put(handles.families[kDefault], pending_key, EncodeTransfer(transfer.record));
+      } else {
+        added = write.Put(handles.families[kDefault], TransferKey(transfer.transfer_id),
+                          EncodeTransfer(transfer.record));
+        if (added.ok()) added = write.Delete(handles.families[kDefault], pending_key);
+      }
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }
     for (const CreditWrite& credit : batch->credits) {
@@ -665,6 +666,28 @@ absl::StatusOr<TransferLookup> RocksDbStore::FindTransferInMemory(absl::string_v
 
 absl::StatusOr<CreditLookup> RocksDbStore::FindCreditInMemory(absl::string_view transfer_id) {
   return LookUpCredit(transfer_id, /*memory_only=*/true);
+}
+
+absl::StatusOr<std::optional<TransferRecord>> RocksDbStore::ReadTransfer(
+    absl::string_view transfer_id) {
+  absl::StatusOr<std::optional<TransferRecord>> final_record = FindTransfer(transfer_id, "");
+  if (!final_record.ok() || final_record->has_value()) return final_record;
+  std::optional<TransferRecord> pending;
+  absl::Status status = ReadWith([&](Handles& handles) {
+    const std::string prefix =
+        absl::StrCat(PendingTransferPrefix(), transfer_id, absl::string_view("\0", 1));
+    std::unique_ptr<rocksdb::Iterator> it(
+        handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kDefault]));
+    it->Seek(prefix);
+    if (it->Valid() && it->key().starts_with(prefix)) {
+      absl::StatusOr<TransferRecord> record = DecodeTransfer(View(it->value()));
+      if (!record.ok()) return record.status();
+      pending = *std::move(record);
+    }
+    return FromRocks(it->status(), "reading a pending transfer");
+  });
+  if (!status.ok()) return status;
+  return pending;
 }
 
 absl::Status RocksDbStore::ForEachPendingTransfer(

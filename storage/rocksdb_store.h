@@ -113,6 +113,9 @@ class RocksDbStore final : public LedgerStore {
   absl::StatusOr<TransferLookup> FindTransferInMemory(absl::string_view transfer_id,
                                                       absl::string_view from) override;
   absl::StatusOr<CreditLookup> FindCreditInMemory(absl::string_view transfer_id) override;
+  // A transfer's record for GetTransfer: its final record, else a pending one (of whichever
+  // source: two only when a client raced one id from two sources); nullopt when none.
+  absl::StatusOr<std::optional<TransferRecord>> ReadTransfer(absl::string_view transfer_id);
   // Calls `load` for every transfer recorded as pending. Start-up only.
   absl::Status ForEachPendingTransfer(
       const std::function<void(std::string transfer_id, const TransferRecord& record)>& load);
