@@ -10,7 +10,7 @@ FUZZ := $(BUILD_DIR)/fuzz
 CLANG := $(BUILD_DIR)/clang
 
 .PHONY: all deps build run test test-release test-tsan test-asan test-thread-safety test-image \
-	bench bench-durability bench-overload simulate fuzz-build fuzz test-fuzz format tidy clean
+	bench bench-durability bench-overload bench-transfers simulate fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
@@ -108,6 +108,14 @@ bench-durability: build
 OVERLOAD_ARGS ?=
 bench-overload: build
 	python3 bench/overload_bench.py --build $(RELEASE) $(OVERLOAD_ARGS)
+
+# Issue 15's goals (about 2 minutes after the build; bench/transfer_bench.py --help): durable
+# Deposits, same-shard and cross-shard Transfers, each a closed loop of 64 against a fresh ledgerd
+# pinned to CPU 0 (client on CPU 1), rounds rotated; medians and the ratios to Deposits. More,
+# e.g. TRANSFER_ARGS="--rounds 5 --durability none --json_out out.json".
+TRANSFER_ARGS ?=
+bench-transfers: build
+	python3 bench/transfer_bench.py --build $(RELEASE) --rounds 3 $(TRANSFER_ARGS)
 
 # The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
 # replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds

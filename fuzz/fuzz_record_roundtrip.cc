@@ -4,11 +4,13 @@
 // Withdraw, request outcomes kOk, kAccountNotFound, kInsufficientFunds or kOverflow (the ones
 // RequestRecord documents), request ids that ValidateRequestId accepts, any int64 amounts,
 // balances and times, any bytes in account ids. The encoders stop the process on anything outside
-// it (a shard bug), so the target never encodes such a value.
+// it (a shard bug), so the target never encodes such a value. Transfer records and credit
+// receipts likewise, in the domain shard/shard_core_transfers.cc writes.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -70,6 +72,57 @@ void CheckRequest(FuzzedDataProvider& input) {
   FUZZ_CHECK(*decoded == record);
 }
 
+// Transfer records and credit receipts, in the domain the shard writes: valid account ids, an
+// amount > 0, a refusal outcome only when refused, times that are set or InfinitePast (not yet).
+absl::Time ConsumeTimeOrNotYet(FuzzedDataProvider& input) {
+  if (input.ConsumeBool()) return absl::InfinitePast();
+  const int64_t micros = input.ConsumeIntegral<int64_t>();
+  return absl::FromUnixMicros(micros == 0 ? 1 : micros);  // 0 is how "not yet" is stored.
+}
+
+void CheckTransfer(FuzzedDataProvider& input) {
+  TransferRecord record{
+      .from = input.ConsumeRandomLengthString(kMaxStringBytes),
+      .to = input.ConsumeRandomLengthString(kMaxStringBytes),
+      .amount = input.ConsumeIntegralInRange<int64_t>(1, std::numeric_limits<int64_t>::max()),
+      .state = input.PickValueInArray(
+          {TransferState::kPending, TransferState::kCommitted, TransferState::kRefused}),
+      .outcome = Outcome::kOk,
+      .from_balance = input.ConsumeIntegral<int64_t>(),
+      .to_balance = input.ConsumeIntegral<int64_t>(),
+      .created_at = ConsumeTime(input),
+      .credited_at = ConsumeTimeOrNotYet(input),
+      .finished_at = ConsumeTimeOrNotYet(input)};
+  if (record.state == TransferState::kRefused) {
+    record.outcome = input.PickValueInArray(
+        {Outcome::kAccountNotFound, Outcome::kCounterpartyNotFound, Outcome::kInsufficientFunds,
+         Outcome::kOverflow, Outcome::kTransferIdReused});
+  }
+  if (ValidateAccountId(record.from) != Outcome::kOk ||
+      ValidateAccountId(record.to) != Outcome::kOk) {
+    return;
+  }
+  absl::StatusOr<TransferRecord> decoded = DecodeTransfer(EncodeTransfer(record));
+  FUZZ_CHECK(decoded.ok());
+  FUZZ_CHECK(*decoded == record);
+
+  const CreditReceipt receipt{
+      .from = record.from,
+      .outcome = input.PickValueInArray(
+          {Outcome::kOk, Outcome::kCounterpartyNotFound, Outcome::kOverflow}),
+      .to_balance = input.ConsumeIntegral<int64_t>(),
+      .amount = record.amount,
+      .credited_at = ConsumeTime(input)};
+  absl::StatusOr<CreditReceipt> decoded_receipt = DecodeCredit(EncodeCredit(receipt));
+  FUZZ_CHECK(decoded_receipt.ok());
+  FUZZ_CHECK(*decoded_receipt == receipt);
+  // A pending key names its transfer back, whatever the source.
+  const std::string transfer_id = input.ConsumeRandomLengthString(kMaxStringBytes);
+  if (ValidateTransferId(transfer_id) == Outcome::kOk) {
+    FUZZ_CHECK(PendingTransferId(PendingTransferKey(transfer_id, record.from)) == transfer_id);
+  }
+}
+
 void CheckKeys(FuzzedDataProvider& input) {
   // Any account id, even one with NUL bytes that validation would refuse: the sequence sits in
   // the last 8 bytes, after a separator at a fixed distance from the end.
@@ -105,5 +158,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ledger::storage::CheckJournal(input);
   ledger::storage::CheckRequest(input);
   ledger::storage::CheckKeys(input);
+  ledger::storage::CheckTransfer(input);
   return 0;
 }

@@ -124,6 +124,9 @@ struct RequestWrite {
 struct TransferWrite {
   std::string transfer_id;
   TransferRecord record;
+  // A final record that replaces this source's pending one (a settle): the store drops the
+  // pending one in the same write. False for a transfer decided final at once.
+  bool ends_pending = false;
 };
 
 struct CreditWrite {

@@ -197,7 +197,9 @@ class ShardCore {
   // `failed` when the lookup failed.
   std::optional<TransferRecord> KnownTransfer(absl::string_view transfer_id, bool& failed);
   // Adds a transfer's record to memory and, with a store, to the batch's write.
-  void RecordTransfer(absl::string_view transfer_id, const TransferRecord& record);
+  // `ends_pending`: it settles this shard's pending record (see TransferWrite).
+  void RecordTransfer(absl::string_view transfer_id, const TransferRecord& record,
+                      bool ends_pending = false);
   // True when crediting `amount` to an account at `balance` would overflow, counting the debits
   // of its pending transfers that may come back as refunds.
   bool CreditOverflows(absl::string_view account_id, int64_t balance, int64_t amount) const;

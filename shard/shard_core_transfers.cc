@@ -162,10 +162,12 @@ void ShardCore::RebuildRefundable() {
       [this](const TransferRecord& record) { refundable_[record.from] += record.amount; });
 }
 
-void ShardCore::RecordTransfer(absl::string_view transfer_id, const TransferRecord& record) {
+void ShardCore::RecordTransfer(absl::string_view transfer_id, const TransferRecord& record,
+                               bool ends_pending) {
   transfers_.PutTransfer(transfer_id, record);
   if (options_.store != nullptr) {
-    write_.transfers.push_back({.transfer_id = std::string(transfer_id), .record = record});
+    write_.transfers.push_back(
+        {.transfer_id = std::string(transfer_id), .record = record, .ends_pending = ends_pending});
   }
 }
 
@@ -349,7 +351,7 @@ Reply ShardCore::DecideSettle(const Message& message) {
   if ((reserved->second -= record.amount) == 0) refundable_.erase(reserved);
   if (message.credit_outcome == Outcome::kOk) {
     record.state = TransferState::kCommitted;
-    RecordTransfer(message.request_id, record);
+    RecordTransfer(message.request_id, record, /*ends_pending=*/true);
     return {
         .outcome = Outcome::kOk, .balance = record.from_balance, .to_balance = record.to_balance};
   }
@@ -362,7 +364,7 @@ Reply ShardCore::DecideSettle(const Message& message) {
   LEDGER_CHECK_LE(from->second.balance, std::numeric_limits<int64_t>::max() - record.amount);
   ApplyChange(message.account_id, from, EntryKind::kTransferRefund, record.amount,
               message.request_id, message.counterparty);
-  RecordTransfer(message.request_id, record);
+  RecordTransfer(message.request_id, record, /*ends_pending=*/true);
   return {
       .outcome = record.outcome, .balance = record.from_balance, .to_balance = record.to_balance};
 }

@@ -395,7 +395,9 @@ absl::Status RocksDbStore::WriteWith(Handles& handles,
       } else {
         added = write.Put(handles.families[kDefault], TransferKey(transfer.transfer_id),
                           EncodeTransfer(transfer.record));
-        if (added.ok()) added = write.Delete(handles.families[kDefault], pending_key);
+        if (added.ok() && transfer.ends_pending) {
+          added = write.Delete(handles.families[kDefault], pending_key);
+        }
       }
       if (!added.ok()) return FromRocks(added, "preparing a write");
     }

@@ -107,6 +107,74 @@ TEST(RocksDbStoreTest, WhatIsWrittenIsReadBackAfterReopening) {
   EXPECT_EQ(page->entries[0], Entry("ab", 1, 7));
 }
 
+TransferRecord PendingTransfer(const std::string& from, const std::string& to) {
+  return TransferRecord{.from = from,
+                        .to = to,
+                        .amount = 30,
+                        .state = TransferState::kPending,
+                        .from_balance = 70,
+                        .created_at = absl::FromUnixSeconds(1'800'000'000)};
+}
+
+// A pending transfer lives under its source, a final one under its id; recovery lists the pending
+// ones (two sources that raced with one id each keep theirs), and both survive a reopen.
+TEST(RocksDbStoreTest, TransferRecordsAndReceiptsAreKeptPerStepAndListedWhilePending) {
+  ScratchLedger scratch;
+  const StoreOptions options = OptionsFor(scratch.path());
+  const CreditReceipt receipt{.from = "a",
+                              .outcome = Outcome::kOk,
+                              .to_balance = 130,
+                              .amount = 30,
+                              .credited_at = absl::FromUnixSeconds(1'800'000'001)};
+  {
+    std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
+    ASSERT_NE(store, nullptr);
+    BatchWrite debits;
+    debits.transfers = {{"t-1", PendingTransfer("a", "b")}, {"t-2", PendingTransfer("x", "b")},
+                        {"t-2", PendingTransfer("y", "b")}};
+    debits.credits = {{"t-1", receipt}};
+    ASSERT_TRUE(store->Write(debits).ok());
+  }
+  std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
+  ASSERT_NE(store, nullptr);
+  std::vector<std::pair<std::string, std::string>> pending;
+  ASSERT_TRUE(store
+                  ->ForEachPendingTransfer([&](std::string id, const TransferRecord& record) {
+                    EXPECT_EQ(record.state, TransferState::kPending);
+                    pending.emplace_back(std::move(id), record.from);
+                  })
+                  .ok());
+  EXPECT_EQ(pending, (std::vector<std::pair<std::string, std::string>>{
+                         {"t-1", "a"}, {"t-2", "x"}, {"t-2", "y"}}));
+  // The source finds its pending record; without a source only a final record is looked up.
+  EXPECT_EQ(store->FindTransfer("t-1", "a").value(), PendingTransfer("a", "b"));
+  EXPECT_EQ(store->FindTransfer("t-1", "").value(), std::nullopt);
+  EXPECT_EQ(store->ReadTransfer("t-1").value(), PendingTransfer("a", "b"));
+  EXPECT_EQ(store->FindCredit("t-1").value(), receipt);
+  EXPECT_EQ(store->FindCredit("t-3").value(), std::nullopt);
+  absl::StatusOr<CreditLookup> in_memory = store->FindCreditInMemory("t-1");
+  ASSERT_TRUE(in_memory.ok());
+  EXPECT_TRUE(in_memory->answered);
+  EXPECT_EQ(in_memory->receipt, receipt);
+
+  TransferRecord committed = PendingTransfer("a", "b");
+  committed.state = TransferState::kCommitted;
+  committed.to_balance = 130;
+  committed.credited_at = receipt.credited_at;
+  committed.finished_at = absl::FromUnixSeconds(1'800'000'002);
+  BatchWrite settle;
+  settle.transfers = {{.transfer_id = "t-1", .record = committed, .ends_pending = true}};
+  ASSERT_TRUE(store->Write(settle).ok());
+  EXPECT_EQ(store->FindTransfer("t-1", "").value(), committed);
+  EXPECT_EQ(store->FindTransfer("t-1", "a").value(), committed);
+  EXPECT_EQ(store->ReadTransfer("t-1").value(), committed);
+  int still_pending = 0;
+  ASSERT_TRUE(
+      store->ForEachPendingTransfer([&](std::string, const TransferRecord&) { ++still_pending; })
+          .ok());
+  EXPECT_EQ(still_pending, 2);  // t-2's two sources.
+}
+
 TEST(RocksDbStoreTest, RefusesADirectoryHoldingSomethingElse) {
   ScratchDir scratch;
   std::ofstream(scratch.Sub("notes.txt")) << "not a database\n";
