@@ -37,8 +37,12 @@ Decision Expected(Op op, std::optional<int64_t> balance, int64_t amount, int64_t
     }
     case Op::kBalance:
       return {Outcome::kOk, current};
+    case Op::kTransfer:
+    case Op::kTransferCredit:
+    case Op::kTransferSettle:
+      break;  // Not ApplyOperation's: the target never picks them.
   }
-  __builtin_trap();  // Op has no other value.
+  __builtin_trap();
 }
 
 }  // namespace

@@ -65,6 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                               &storage::EncodeJournal);
   storage::CheckDecoder<ledger::RequestRecord>(bytes, &storage::DecodeRequest,
                                                &storage::EncodeRequest);
+  storage::CheckDecoder<ledger::TransferRecord>(bytes, &storage::DecodeTransfer,
+                                                &storage::EncodeTransfer);
+  storage::CheckDecoder<ledger::CreditReceipt>(bytes, &storage::DecodeCredit,
+                                               &storage::EncodeCredit);
   storage::CheckJournalKey(bytes);
   return 0;
 }

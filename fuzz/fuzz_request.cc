@@ -114,6 +114,35 @@ void CheckHistory(const grpc::ByteBuffer& bytes, absl::string_view raw) {
              std::to_string(query.start_sequence) == request.page_token());
 }
 
+void CheckTransfer(const grpc::ByteBuffer& bytes, absl::string_view raw) {
+  v1::TransferRequest request;
+  grpc::Status status = ParseRequest(bytes, request);
+  v1::TransferRequest independent;
+  const bool parses = independent.ParseFromArray(raw.data(), static_cast<int>(raw.size()));
+  FUZZ_CHECK(status.ok() == parses);
+  if (!status.ok()) {
+    FUZZ_CHECK(IsInvalidArgumentWithMessage(status));
+    return;
+  }
+  CallFacts facts;
+  status = ValidateTransferRequest(request, facts);
+  const bool valid = !request.transfer_id().empty() && IsValidRequestId(request.transfer_id()) &&
+                     IsValidAccountId(request.from_account_id()) &&
+                     IsValidAccountId(request.to_account_id()) && request.amount() > 0 &&
+                     request.from_account_id() != request.to_account_id();
+  FUZZ_CHECK(status.ok() == valid);
+  if (!status.ok()) {
+    FUZZ_CHECK(IsInvalidArgumentWithMessage(status));
+    return;
+  }
+  // What the coordinator receives is what was sent, as views into the request.
+  FUZZ_CHECK(facts.op == Op::kTransfer);
+  FUZZ_CHECK(facts.account_id.data() == request.from_account_id().data());
+  FUZZ_CHECK(facts.counterparty == request.to_account_id());
+  FUZZ_CHECK(facts.request_id == request.transfer_id());
+  FUZZ_CHECK(facts.amount == request.amount());
+}
+
 }  // namespace
 }  // namespace ledger
 
@@ -131,6 +160,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   grpc::Slice slice(raw.data(), raw.size());
   const grpc::ByteBuffer bytes(&slice, 1);
   const bool require_request_id = (selector & 4) != 0;
+  if ((selector & 8) != 0) {
+    ledger::CheckTransfer(bytes, raw);
+    return 0;
+  }
   switch (selector & 3) {
     case 0:
       ledger::CheckSubmit<ledger::v1::DepositRequest>(bytes, raw, ledger::Op::kDeposit,

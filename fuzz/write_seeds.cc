@@ -98,13 +98,13 @@ void WriteRecordSeeds(CorpusWriter& out) {
   out.Write(t, "account-typical", storage::EncodeAccount({.balance = 1500, .sequence = 7}));
   out.Write(t, "account-min", storage::EncodeAccount({.balance = kMin, .sequence = UINT64_MAX}));
   out.Write(t, "journal-deposit",
-            storage::EncodeJournal({.op = Op::kDeposit,
+            storage::EncodeJournal({.kind = ledger::EntryKind::kDeposit,
                                     .amount = 100,
                                     .balance_after = 100,
                                     .request_id = "req-1",
                                     .time = absl::FromUnixMicros(1'700'000'000'000'000)}));
   out.Write(t, "journal-withdraw-edges",
-            storage::EncodeJournal({.op = Op::kWithdraw,
+            storage::EncodeJournal({.kind = ledger::EntryKind::kWithdraw,
                                     .amount = kMax,
                                     .balance_after = kMin,
                                     .request_id = kLongRequestId,

@@ -93,10 +93,10 @@ void Shard::LoadAccount(std::string account_id, AccountState state) {
   drain_.Release();
 }
 
-void Shard::LoadPendingTransfer(std::string transfer_id, const TransferRecord& record) {
+void Shard::LoadPendingTransfer(const std::string& transfer_id, const TransferRecord& record) {
   LEDGER_CHECK(!started_);
   LEDGER_CHECK(drain_.TryAcquire());
-  core_.LoadPendingTransfer(std::move(transfer_id), record);
+  core_.LoadPendingTransfer(transfer_id, record);
   drain_.Release();
 }
 

@@ -101,7 +101,7 @@ class Shard final : public CommitLane {
   void LoadAccount(std::string account_id, AccountState state);
 
   // Before Start only: adds a transfer recovered as pending, whose source account this shard owns.
-  void LoadPendingTransfer(std::string transfer_id, const TransferRecord& record);
+  void LoadPendingTransfer(const std::string& transfer_id, const TransferRecord& record);
 
   // Starts the shard thread (and the shard's own pipeline, if it has one). A shared pipeline
   // must be started by its owner.

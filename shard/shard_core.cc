@@ -295,8 +295,10 @@ void ShardCore::RollBack(std::vector<std::unique_ptr<SealedBatch>>& failed) {
   const uint64_t first_failed = failed.front()->sequence;
   // Their transfer records and receipts likewise, and each is read back before its next use.
   std::vector<const std::vector<TransferUndo>*> transfer_undo;
-  for (const std::unique_ptr<SealedBatch>& batch : failed)
+  transfer_undo.reserve(failed.size());
+  for (const std::unique_ptr<SealedBatch>& batch : failed) {
     transfer_undo.push_back(&batch->transfer_undo);
+  }
   transfers_.RollBack(transfer_undo, first_failed);
   RebuildRefundable();
   while (!pending_record_keys_.empty() && pending_record_keys_.back().first >= first_failed) {

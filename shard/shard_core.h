@@ -107,7 +107,7 @@ class ShardCore {
 
   // Between batches only: adds a transfer recovered from the store as pending, of which this
   // shard owns the source account (the coordinator resumes it).
-  void LoadPendingTransfer(std::string transfer_id, const TransferRecord& record);
+  void LoadPendingTransfer(const std::string& transfer_id, const TransferRecord& record);
 
   // Where the caller puts the next batch's messages (the shard drains its mailbox into it).
   // Messages stay here, undecided, while Prefetch returns false.

@@ -34,7 +34,7 @@ Reply ReplayRecorded(const TransferRecord& record) {
 
 }  // namespace
 
-void ShardCore::LoadPendingTransfer(std::string transfer_id, const TransferRecord& record) {
+void ShardCore::LoadPendingTransfer(const std::string& transfer_id, const TransferRecord& record) {
   LEDGER_CHECK(batch_.empty());
   LEDGER_CHECK(record.state == TransferState::kPending);
   transfers_.SettleTransfer(transfer_id, record, /*orphan=*/false);  // The router resumes it.
