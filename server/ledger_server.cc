@@ -79,15 +79,15 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
     // shard, and the coordinator sends its credit again once started (see
     // docs/architecture.md, "Transfers"); GetTransfer shows them PENDING until then.
     int64_t resumed = 0;
-    absl::Status pending = store->ForEachPendingTransfer(
-        [&](std::string transfer_id, const TransferRecord& record) {
+    absl::Status pending =
+        store->ForEachPendingTransfer([&](std::string transfer_id, const TransferRecord& record) {
           (*router)->LoadPendingTransfer(std::move(transfer_id), record);
           ++resumed;
         });
     if (!pending.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot load the pending transfers from data directory ", options.storage.data_dir,
-          ": ", pending.message(), ". Refusing to start without them"));
+          "cannot load the pending transfers from data directory ", options.storage.data_dir, ": ",
+          pending.message(), ". Refusing to start without them"));
     }
     if (resumed > 0) {
       std::cerr << "ledgerd: resuming " << resumed
@@ -183,6 +183,15 @@ void LedgerServer::Shutdown() {
   // outcome; past the grace, those not yet decided are refused unapplied. gRPC never has to
   // cancel a call that a shard holds, which would leave its caller not knowing whether it was
   // applied.
+  // Transfers across shards first: no new one is taken, and those in flight get half the grace
+  // to finish their steps while the mailboxes are still open. What is left is parked (PENDING in
+  // the store, its caller told so) and resumed at the next start.
+  router_->transfers().StopAccepting();
+  if (!router_->transfers().Drain(absl::Now() + (grace_deadline - absl::Now()) / 2)) {
+    std::cerr << "ledgerd: " << router_->transfers().active()
+              << " transfer(s) still in flight at shutdown; they stay PENDING and resume at the "
+                 "next start\n";
+  }
   router_->CloseMailboxes();
   absl::Notification drained;
   std::thread grace_timer([this, &drained, grace_deadline] {

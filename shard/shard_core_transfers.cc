@@ -53,21 +53,35 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
   const absl::string_view source = credit ? absl::string_view() : message.account_id;
   if (credit ? transfers_.CreditUnsettled(id) : transfers_.TransferUnsettled(id)) {
     if (!may_block) return false;
-    // Read back what a failed write may have left on disk; when the store cannot say, the id
-    // stays unsettled and DecideNext answers kStorageFailed.
+    // Read back what a failed write may have left on disk. When the store cannot say, this
+    // message is answered kStorageFailed (its lookup failed), even if a later message of the
+    // batch reads the id back.
+    absl::Status read_back;
     if (credit) {
       absl::StatusOr<std::optional<CreditReceipt>> stored = options_.store->FindCredit(id);
+      read_back = stored.status();
       if (stored.ok()) transfers_.SettleCredit(id, *stored);
     } else {
+      // The record memory was rolled back to names its source: read back that source's record,
+      // which may be another source of this shard than this message's (a reused id), so that a
+      // pending record never vanishes from memory because another transfer came by.
+      const TransferRecord* rolled_back = transfers_.FindTransfer(id);
+      const std::string owner = rolled_back != nullptr ? rolled_back->from : std::string(source);
       absl::StatusOr<std::optional<TransferRecord>> stored =
-          options_.store->FindTransfer(id, source);
+          options_.store->FindTransfer(id, owner);
+      read_back = stored.status();
       if (stored.ok()) {
-        std::optional<TransferRecord> ours = *std::move(stored);
-        // Another source's record under the same id (a reused id) is not this shard's to keep.
-        if (ours.has_value() && ours->from != source) ours.reset();
-        transfers_.SettleTransfer(id, ours, /*orphan=*/true);
+        std::optional<TransferRecord> owned = *std::move(stored);
+        // The id's final record may be another source's (a reused id): not this shard's to keep.
+        if (owned.has_value() && owned->from != owner) owned.reset();
+        transfers_.SettleTransfer(id, owned, /*orphan=*/true);
         RebuildRefundable();
       }
+    }
+    if (!read_back.ok()) {
+      prefetched.transfer_looked_up = true;
+      prefetched.transfer_status = read_back;
+      return true;
     }
   }
   if (credit ? transfers_.CreditUnsettled(id) : transfers_.TransferUnsettled(id)) return true;

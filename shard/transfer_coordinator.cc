@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "shard/check.h"
 
 namespace ledger {
@@ -126,8 +127,18 @@ void TransferCoordinator::Stop() {
   for (Flight* flight : undelivered) Park(flight);
 }
 
+bool TransferCoordinator::Drain(absl::Time deadline) const {
+  if (!started_) return active_.load(std::memory_order_acquire) == 0;  // Nothing would move.
+  while (active_.load(std::memory_order_acquire) > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 SendOutcome TransferCoordinator::Submit(absl::string_view transfer_id, absl::string_view from,
                                         absl::string_view to, int64_t amount, Completion* client) {
+  if (!accepting_.load(std::memory_order_acquire)) return SendOutcome::kClosed;
   auto flight = std::make_unique<Flight>(this, std::string(transfer_id), std::string(from),
                                          std::string(to), amount, client);
   flight->from_shard = options_.shard_for(from);

@@ -66,6 +66,12 @@ class TransferCoordinator {
   // after this are handled the same way. Idempotent.
   void Stop();
 
+  // From now on Submit answers kClosed: a shutdown lets the transfers in flight finish (see
+  // Drain) before the shards close their mailboxes. Any thread.
+  void StopAccepting() { accepting_.store(false, std::memory_order_release); }
+  // Waits until no transfer is being carried, or `deadline`; true when none is. Any thread.
+  bool Drain(absl::Time deadline) const;
+
   // Sends a client's transfer (ids and amount validated, from != to) to the shard of `from`; the
   // strings are copied. On kAccepted, `client` is completed exactly once with the transfer's
   // final reply (or kTransferPending when the server stops first); otherwise nothing was sent and
@@ -104,6 +110,7 @@ class TransferCoordinator {
   std::atomic<int64_t> in_flight_amount_{0};
   std::atomic<int64_t> step_retries_{0};
   std::atomic<int64_t> active_{0};
+  std::atomic<bool> accepting_{true};
 
   struct Delayed {
     SteadyClock::time_point due;

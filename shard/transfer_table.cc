@@ -16,31 +16,45 @@ const CreditReceipt* TransferTable::FindCredit(absl::string_view transfer_id) co
 
 void TransferTable::PutTransfer(absl::string_view transfer_id, const TransferRecord& record) {
   auto found = transfers_.find(transfer_id);
-  TransferUndo undo{.credit = false, .transfer_id = std::string(transfer_id)};
-  if (found != transfers_.end()) {
-    undo.record = found->second.record;
-    undo.batch = found->second.batch;
+  if (durable_) {
+    undo_.push_back(found == transfers_.end()
+                        ? TransferUndo{.credit = false,
+                                       .transfer_id = std::string(transfer_id),
+                                       .record = std::nullopt,
+                                       .receipt = std::nullopt,
+                                       .batch = 0,
+                                       .orphan = false}
+                        : TransferUndo{.credit = false,
+                                       .transfer_id = std::string(transfer_id),
+                                       .record = found->second.record,
+                                       .receipt = std::nullopt,
+                                       .batch = found->second.batch,
+                                       .orphan = found->second.orphan});
   }
-  if (durable_) undo_.push_back(undo);
   // Without a store a final record is of no further use: nothing is deduplicated.
   if (!durable_ && record.state != TransferState::kPending) {
     if (found != transfers_.end()) transfers_.erase(found);
     return;
   }
-  transfers_.insert_or_assign(std::move(undo.transfer_id), Entry{.record = record, .batch = 0});
+  transfers_.insert_or_assign(std::string(transfer_id), Entry{.record = record, .batch = 0});
 }
 
 void TransferTable::PutCredit(absl::string_view transfer_id, const CreditReceipt& receipt) {
   if (!durable_) return;  // Nothing sends a credit twice without a store that can fail.
   auto found = credits_.find(transfer_id);
-  TransferUndo undo{.credit = true, .transfer_id = std::string(transfer_id)};
-  if (found != credits_.end()) {
-    undo.receipt = found->second.receipt;
-    undo.batch = found->second.batch;
-  }
-  undo_.push_back(undo);
-  credits_.insert_or_assign(std::move(undo.transfer_id),
-                            CreditEntry{.receipt = receipt, .batch = 0});
+  undo_.push_back(found == credits_.end() ? TransferUndo{.credit = true,
+                                                         .transfer_id = std::string(transfer_id),
+                                                         .record = std::nullopt,
+                                                         .receipt = std::nullopt,
+                                                         .batch = 0,
+                                                         .orphan = false}
+                                          : TransferUndo{.credit = true,
+                                                         .transfer_id = std::string(transfer_id),
+                                                         .record = std::nullopt,
+                                                         .receipt = found->second.receipt,
+                                                         .batch = found->second.batch,
+                                                         .orphan = false});
+  credits_.insert_or_assign(std::string(transfer_id), CreditEntry{.receipt = receipt, .batch = 0});
 }
 
 std::vector<TransferUndo> TransferTable::Seal(uint64_t sequence) {
@@ -96,8 +110,9 @@ void TransferTable::RollBack(const std::vector<const std::vector<TransferUndo>*>
       } else {
         unsettled_transfers_.insert(change->transfer_id);
         if (change->record.has_value()) {
-          transfers_.insert_or_assign(change->transfer_id,
-                                      Entry{.record = *change->record, .batch = change->batch});
+          transfers_.insert_or_assign(
+              change->transfer_id,
+              Entry{.record = *change->record, .batch = change->batch, .orphan = change->orphan});
         } else {
           transfers_.erase(change->transfer_id);
         }
@@ -110,6 +125,16 @@ void TransferTable::RollBack(const std::vector<const std::vector<TransferUndo>*>
 bool TransferTable::TakeOrphan(absl::string_view transfer_id) {
   auto found = transfers_.find(transfer_id);
   if (found == transfers_.end() || !found->second.orphan) return false;
+  // A change of the batch like any other: should its write fail, the mark comes back, so that
+  // the next ask adopts the transfer again.
+  if (durable_) {
+    undo_.push_back(TransferUndo{.credit = false,
+                                 .transfer_id = std::string(transfer_id),
+                                 .record = found->second.record,
+                                 .receipt = std::nullopt,
+                                 .batch = found->second.batch,
+                                 .orphan = true});
+  }
   found->second.orphan = false;
   return true;
 }

@@ -29,7 +29,8 @@ struct TransferUndo {
   std::string transfer_id;
   std::optional<TransferRecord> record = std::nullopt;
   std::optional<CreditReceipt> receipt = std::nullopt;
-  uint64_t batch = 0;  // The entry's batch before the change.
+  uint64_t batch = 0;   // The entry's batch before the change.
+  bool orphan = false;  // The entry's orphan mark before the change.
 };
 
 // Not thread-safe: owned by a ShardCore and driven by it.
