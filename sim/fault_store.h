@@ -86,6 +86,12 @@ class FaultStore final : public LedgerStore {
                                                              absl::string_view from) override;
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
   const std::map<std::string, TransferRecord>& transfers() const { return transfers_; }
+  // The credit receipts by transfer_id, and the pending records by (transfer_id, source): what
+  // recovery resumes, and what the transfer auditor checks the journal against.
+  const std::map<std::string, CreditReceipt>& credits() const { return credits_; }
+  const std::map<std::pair<std::string, std::string>, TransferRecord>& pending() const {
+    return pending_;
+  }
 
   // The durable state, as a restart or the auditor reads it.
   const std::map<std::string, AccountState>& accounts() const { return accounts_; }

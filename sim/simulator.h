@@ -40,6 +40,14 @@ enum class PipelineBugForTesting : uint8_t {
   kReleaseOutOfOrder,
 };
 
+// Test-only bugs of the simulator's own transfer coordinator (the part that plays
+// shard/transfer_coordinator.cc), to prove the transfer auditor checks what a settle records.
+enum class CoordinatorBugForTesting : uint8_t {
+  kNone,
+  // A credit the destination refused is settled as if it had been applied: no refund.
+  kSettleRefusedAsCommitted,
+};
+
 struct SimOptions {
   uint64_t seed = 1;
   int64_t steps = 1000;  // Batches, restarts included.
@@ -50,6 +58,10 @@ struct SimOptions {
   CoreBugForTesting core_bug = CoreBugForTesting::kNone;
   StoreBugForTesting store_bug = StoreBugForTesting::kNone;
   PipelineBugForTesting pipeline_bug = PipelineBugForTesting::kNone;
+  CoordinatorBugForTesting coordinator_bug = CoordinatorBugForTesting::kNone;
+  // Transfers between the transfer accounts, same-shard and across (played on the one core, the
+  // simulator acting as the coordinator). False: only deposits, withdrawals and balances.
+  bool transfers = true;
   // Called before each step, so that a LEDGER_CHECK abort inside the core can still say which
   // seed and step it was (see ledger_sim.cc). May be null.
   void (*on_step)(uint64_t seed, int64_t step) = nullptr;
@@ -78,8 +90,27 @@ struct SimResult {
   int64_t undurable_reads = 0;
   int64_t in_flight_record_answers = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
-  std::array<int64_t, 13> outcomes{};
+  std::array<int64_t, 18> outcomes{};
   int64_t replays = 0;
+  // Transfers: the clients' calls (same shard, across shards, with a reused transfer_id), the
+  // coordinator's steps (credits, settles, resume_only asks after a failed debit, steps sent again
+  // after kStorageFailed or kInternal), transfers resumed from the store at a restart, and how the
+  // carried ones ended (committed, refunded after a refused credit, parked at a stop).
+  int64_t transfers_local = 0;
+  int64_t transfers_cross = 0;
+  int64_t transfers_reusing_id = 0;
+  int64_t credits_sent = 0;
+  int64_t settles_sent = 0;
+  int64_t resume_only_sent = 0;
+  int64_t step_retries = 0;
+  int64_t transfers_resumed = 0;
+  int64_t transfers_committed = 0;
+  int64_t transfers_refunded = 0;
+  int64_t transfers_parked = 0;
+  // From the store's journal: credits applied, refunds, and the most transfers in flight at once.
+  int64_t journal_credits = 0;
+  int64_t journal_refunds = 0;
+  int64_t max_transfers_in_flight = 0;
   // When !ok: the violation, the step it happened at and a short trace of the steps before it.
   std::string failure;
 };
