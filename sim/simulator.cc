@@ -46,11 +46,11 @@ struct TransferAccount {
 };
 constexpr int64_t kHugeBalance = std::numeric_limits<int64_t>::max() - 500;
 constexpr std::array<TransferAccount, 6> kTransferAccounts = {{{"t0", 'A', 200},
-                                                              {"t1", 'A', 200},
-                                                              {"tx", 'A', -1},
-                                                              {"t2", 'B', 200},
-                                                              {"t3", 'B', kHugeBalance},
-                                                              {"ty", 'B', -1}}};
+                                                               {"t1", 'A', 200},
+                                                               {"tx", 'A', -1},
+                                                               {"t2", 'B', 200},
+                                                               {"t3", 'B', kHugeBalance},
+                                                               {"ty", 'B', -1}}};
 constexpr size_t kRecentTransfersMax = 32;
 // The coordinator's fault-free rounds at the end of a run before transfers still carried count as
 // stuck.
@@ -360,8 +360,8 @@ class Simulation {
     auto found = flights_.find(flight_id);
     if (found == flights_.end()) {
       if (transfer_violation_.empty()) {
-        transfer_violation_ = absl::StrCat("a step of flight ", flight_id,
-                                           " was answered after the flight ended");
+        transfer_violation_ =
+            absl::StrCat("a step of flight ", flight_id, " was answered after the flight ended");
       }
       return;
     }
@@ -472,6 +472,7 @@ class Simulation {
       if (calls.size() == most) break;
       if (flight.sent) continue;
       if (!quiescing_ && (flight.due > step_ || !Percent(rng_, 70))) continue;
+      if (!batch_transfer_ids_.insert(flight.id).second && !options_.known_shard_bugs) continue;
       calls.push_back(FlightCall(id, flight));
     }
     return calls;
@@ -562,6 +563,7 @@ class Simulation {
     if (quiescing_) lookups = {};
     store_.PlanLookups(lookups);
 
+    batch_transfer_ids_.clear();
     std::vector<AuditedCall> steps = DueFlightCalls();
     const size_t random_calls = quiescing_ ? 0 : 1 + Uniform(rng_, kMaxBatch - steps.size());
     const size_t size = steps.size() + random_calls;
@@ -831,15 +833,22 @@ class Simulation {
       }
       return std::string(choices[Uniform(rng_, choices.size())]);
     };
+    const RecentTransfer* reused = nullptr;
     if (!recent_transfers_.empty() && Percent(rng_, 30)) {
-      const RecentTransfer& recent = recent_transfers_[Uniform(rng_, recent_transfers_.size())];
+      reused = &recent_transfers_[Uniform(rng_, recent_transfers_.size())];
+      // See SimOptions::known_shard_bugs: two messages of one transfer_id in a batch.
+      if (batch_transfer_ids_.count(reused->id) > 0 && !options_.known_shard_bugs) reused = nullptr;
+    }
+    if (reused != nullptr) {
+      const RecentTransfer& recent = *reused;
       call.request_id = recent.id;
       call.account_id = recent.from;
       call.counterparty = recent.to;
       call.amount = recent.amount;
       if (Percent(rng_, 25)) {
         ++result_.transfers_reusing_id;
-        const uint64_t what = Uniform(rng_, 3);
+        // See SimOptions::known_shard_bugs: another source under a pending transfer's id.
+        const uint64_t what = Uniform(rng_, options_.known_shard_bugs ? 3 : 2);
         if (what == 0) {
           call.amount += 1;
         } else if (what == 1) {
@@ -861,6 +870,7 @@ class Simulation {
       }
     }
     call.local_transfer = ShardOf(call.account_id) == ShardOf(call.counterparty);
+    batch_transfer_ids_.insert(call.request_id);
     transfer_auditor_.Sent(call);
     if (call.local_transfer) {
       ++result_.transfers_local;
@@ -889,6 +899,7 @@ class Simulation {
 
   void Trace(TraceEvent event) {
     event.step = step_;
+
     trace_.push_back(std::move(event));
     if (trace_.size() > kTraceEvents) trace_.pop_front();
   }
@@ -913,6 +924,8 @@ class Simulation {
   int64_t next_flight_ = 0;
   std::vector<RecentTransfer> recent_transfers_;
   int64_t next_transfer_ = 0;
+  // The transfer_ids of the batch being assembled.
+  std::set<std::string> batch_transfer_ids_;
   // The end of the run: fault-free batches of flight steps only.
   bool quiescing_ = false;
   int64_t step_ = 0;

@@ -176,9 +176,9 @@ std::string TransferAuditor::Scan(const FaultStore& store) {
   const std::vector<JournalEntry>& journal = store.journal();
   for (; journal_scanned_ < journal.size(); ++journal_scanned_) {
     const JournalEntry& entry = journal[journal_scanned_];
-    const std::string where = absl::StrCat("journal entry ", journal_scanned_, " (",
-                                           entry.account_id, " #", entry.sequence, ", transfer ",
-                                           entry.request_id, "): ");
+    const std::string where =
+        absl::StrCat("journal entry ", journal_scanned_, " (", entry.account_id, " #",
+                     entry.sequence, ", transfer ", entry.request_id, "): ");
     switch (entry.kind) {
       case EntryKind::kDeposit:
       case EntryKind::kWithdraw:
@@ -263,8 +263,8 @@ std::string TransferAuditor::CheckReleased(const AuditedCall& call, const Reply&
   const std::string& to = credit ? call.account_id : call.counterparty;
   const Key key{id, from};
   auto out = outs_.find(key);
-  const bool debited = out != outs_.end() && out->second.counterparty == to &&
-                       out->second.amount == call.amount;
+  const bool debited =
+      out != outs_.end() && out->second.counterparty == to && out->second.amount == call.amount;
   const bool credited = HasIn(id, from);
   const bool refunded = refunds_by_key_.count(key) > 0;
   const bool pending = store.pending().count(key) > 0;

@@ -68,7 +68,7 @@ class TransferAuditor {
   int64_t credits() const { return credits_; }
 
  private:
-  using Key = std::pair<std::string, std::string>;  // (transfer_id, source)
+  using Key = std::pair<std::string, std::string>;               // (transfer_id, source)
   using Fields = std::tuple<std::string, std::string, int64_t>;  // from, to, amount
 
   struct Entry {
