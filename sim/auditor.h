@@ -43,21 +43,21 @@ struct AuditedCall {
   int64_t amount = 0;
   std::string account_id;
   std::string request_id;  // Empty: not deduplicated. Transfer ops: the transfer_id.
-  // Transfer ops (their Message fields; see shard/message.h). The Auditor leaves these calls to
-  // the TransferAuditor (sim/transfer_auditor.h): they touch only the transfer accounts.
-  std::string counterparty;
-  bool local_transfer = false;
-  bool resume_only = false;
-  Outcome credit_outcome = Outcome::kOk;
-  int64_t credit_balance = 0;
-  absl::Time credited_at = absl::InfinitePast();
-  int64_t flight = -1;  // The simulated coordinator's flight this step belongs to; -1: none.
   bool caller_gone = false;
   bool abandoned = false;       // Decided while the shard was abandoning undecided messages.
   bool handler_throws = false;  // The handler faults (an injected exception): kInternal.
   Reply decided;                // What the core decided, before a rollback could rewrite it.
   int completions = 0;
   Reply reply;  // What was released (the last completion).
+  // Transfer ops (their Message fields; see shard/message.h). The Auditor leaves these calls to
+  // the TransferAuditor (sim/transfer_auditor.h): they touch only the transfer accounts.
+  std::string counterparty = {};
+  bool local_transfer = false;
+  bool resume_only = false;
+  Outcome credit_outcome = Outcome::kOk;
+  int64_t credit_balance = 0;
+  absl::Time credited_at = absl::InfinitePast();
+  int64_t flight = -1;  // The simulated coordinator's flight this step belongs to; -1: none.
 };
 
 std::string DescribeCall(const AuditedCall& call);

@@ -129,7 +129,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "  transfers: %lld same-shard, %lld across shards (%lld reusing an id with other "
         "fields); coordinator: %lld credits, %lld settles, %lld resume_only asks, %lld steps sent "
         "again, %lld resumed at restarts; %lld committed, %lld refunded, %lld parked; journal: "
-        "%lld credits, %lld refunds, at most %lld in flight\n",
+        "%lld credits, %lld refunds, at most %lld in flight; %lld stuck at the end until a "
+        "restart\n",
         static_cast<long long>(result.transfers_local),
         static_cast<long long>(result.transfers_cross),
         static_cast<long long>(result.transfers_reusing_id),
@@ -142,7 +143,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.transfers_parked),
         static_cast<long long>(result.journal_credits),
         static_cast<long long>(result.journal_refunds),
-        static_cast<long long>(result.max_transfers_in_flight));
+        static_cast<long long>(result.max_transfers_in_flight),
+        static_cast<long long>(result.transfers_stuck));
   }
   return true;
 }

@@ -68,7 +68,12 @@ struct SimOptions {
   // "prefetched.transfer_looked_up"), and a transfer_id reused by another source account of the
   // same shard while the first transfer is pending and unsettled (its pending record is dropped
   // from memory, then its settle fails "reserved != refundable_.end()"). False: the generator
-  // avoids both, so that runs check everything else.
+  // avoids both, so that runs check everything else. Third (a liveness bug, not avoidable by the
+  // generator): a batch that adopts an orphaned pending transfer (TakeOrphan: a resume_only ask
+  // or a client's retry) and whose write then fails loses the orphan mark, which RollBack does not
+  // restore; the transfer stays pending with nobody carrying it until the next restart. With
+  // this flag that fails the run at the end; without it the run counts it (transfers_stuck) and
+  // restarts, as ledgerd's next start would resume it.
   bool known_shard_bugs = false;
   // Called before each step, so that a LEDGER_CHECK abort inside the core can still say which
   // seed and step it was (see ledger_sim.cc). May be null.
@@ -119,6 +124,9 @@ struct SimResult {
   int64_t journal_credits = 0;
   int64_t journal_refunds = 0;
   int64_t max_transfers_in_flight = 0;
+  // Transfers left pending with nobody carrying them once every flight ended (the third bug in
+  // SimOptions::known_shard_bugs); the run then restarts, which must end them.
+  int64_t transfers_stuck = 0;
   // When !ok: the violation, the step it happened at and a short trace of the steps before it.
   std::string failure;
 };
