@@ -159,13 +159,15 @@ TEST(SimulatorTest, CatchesACoordinatorThatSettlesARefusedCreditAsCommitted) {
 // (SimOptions::known_shard_bugs). Disabled until shard/ is fixed; run with
 // --gtest_also_run_disabled_tests to reproduce.
 TEST(SimulatorTest, DISABLED_TwoMessagesOfOneTransferIdInABatchAfterAFailedWrite) {
-  // Aborted at step 883: "prefetched.transfer_looked_up" (shard_core_transfers.cc, KnownTransfer).
+  // Aborts at step 883: "prefetched.transfer_looked_up" (shard_core_transfers.cc, KnownTransfer).
   const SimResult result = Simulate({.seed = 3, .steps = 900, .known_shard_bugs = true});
   EXPECT_TRUE(result.ok) << result.failure;
 }
 
 TEST(SimulatorTest, DISABLED_ATransferIdReusedByAnotherSourceWhileThePendingOneIsUnsettled) {
-  // Aborted at step 1821: "reserved != refundable_.end()" (DecideSettle).
+  // x1782, t3 -> t0, pending, settle rolled back; then t2 -> t0 reuses x1782: debited as new, and
+  // t3's settle is answered as a replay while its record stays pending in the store (step 1823).
+  // Before d68bd56 the same run aborted at step 1821: "reserved != refundable_.end()".
   const SimResult result = Simulate({.seed = 2, .steps = 1830, .known_shard_bugs = true});
   EXPECT_TRUE(result.ok) << result.failure;
 }
