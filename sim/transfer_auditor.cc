@@ -44,6 +44,7 @@ void TransferAuditor::Sent(const AuditedCall& call) {
   std::vector<Fields>& used = sent_[call.request_id];
   Fields fields{call.account_id, call.counterparty, call.amount};
   if (std::find(used.begin(), used.end(), fields) == used.end()) used.push_back(fields);
+  ++sent_count_[{call.request_id, fields}];
 }
 
 bool TransferAuditor::Reused(const std::string& id, const Fields& fields) const {
@@ -92,10 +93,11 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
           return "";
         case Outcome::kTransferPending: {
           if (call.local_transfer) return illegal("a local transfer is never pending");
-          auto used = sent_.find(call.request_id);
-          const bool seen = used != sent_.end() &&
-                            std::count(used->second.begin(), used->second.end(), fields) > 0;
-          if (!seen) return illegal("pending, but never sent before");
+          // Sent before this call (which Sent counted already): that one's debit is pending.
+          auto sent = sent_count_.find({call.request_id, fields});
+          if (sent == sent_count_.end() || sent->second < 2) {
+            return illegal("pending, but never sent before");
+          }
           return "";
         }
         case Outcome::kAccountNotFound:

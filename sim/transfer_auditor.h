@@ -83,6 +83,7 @@ class TransferAuditor {
 
   const TransferWorld world_;
   std::map<std::string, std::vector<Fields>> sent_;
+  std::map<std::pair<std::string, Fields>, int64_t> sent_count_;
   size_t journal_scanned_ = 0;
   std::map<Key, Entry> outs_;
   std::map<std::string, Entry> ins_;  // Keyed by transfer_id: counterparty is the source.

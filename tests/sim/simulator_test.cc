@@ -482,6 +482,11 @@ TEST_F(TransferAuditorTest, ATransferReplyMustBeLegal) {
   EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("covers the amount"));
   call.decided = {.outcome = Outcome::kTransferPending, .balance = 70};
   EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("never pending"));
+  call.local_transfer = false;
+  EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("never sent before"));
+  auditor.Sent(call);  // A retry: the first call's debit may be pending.
+  EXPECT_EQ(auditor.CheckDecided(call), "");
+  call.local_transfer = true;
   call.decided = {.outcome = Outcome::kTransferIdReused};
   EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("names no recorded transfer"));
 }
