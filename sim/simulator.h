@@ -16,8 +16,19 @@
 //
 // The same seed gives the same run on every machine: the only randomness is one std::mt19937_64
 // (whose output the standard fixes), ranges are derived from it by hand, every clock is simulated
-// and nothing iterates an unordered container. Later issues extend it: transfers and batch calls
-// add call kinds to the generator and their rules to the auditor's model.
+// and nothing iterates an unordered container.
+//
+// Transfers (issue 15) run on accounts of their own, split over two pretend shards: a transfer
+// within one is sent as local_transfer; across them the simulator plays TransferCoordinator
+// (shard/transfer_coordinator.cc) itself, deterministically: after the debit's batch is
+// answered it sends the credit, then the settle, at seeded steps, retries a step answered
+// kStorageFailed or kInternal, asks resume_only after a failed debit, and at a restart or crash
+// drops its flights and resumes every pending record of the store (LoadPendingTransfer, then the
+// credit again), as ledgerd's start-up does. Every step is a message of the one core (it does
+// not know shards). The TransferAuditor (sim/transfer_auditor.h) checks them; at the end of a
+// run the flights are carried to their end by fault-free batches and no transfer may be left
+// pending. Later issues extend it: batch calls add call kinds to the generator and their rules
+// to the auditor's model.
 #ifndef LEDGER_SIM_SIMULATOR_H_
 #define LEDGER_SIM_SIMULATOR_H_
 
