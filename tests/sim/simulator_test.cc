@@ -404,7 +404,11 @@ class TransferAuditorTest : public testing::Test {
       write.accounts.push_back({.account_id = state.account,
                                 .state = {.balance = state.balance, .sequence = state.sequence}});
     }
-    if (pending.has_value()) write.transfers.push_back({.transfer_id = "t1", .record = *pending});
+    if (pending.has_value()) {
+      write.transfers.push_back({.transfer_id = "t1",
+                                 .record = *pending,
+                                 .ends_pending = pending->state != TransferState::kPending});
+    }
     if (receipt.has_value()) write.credits.push_back({.transfer_id = "t1", .receipt = *receipt});
     store_.PlanWrite({});
     ASSERT_TRUE(store_.Write(write).ok());
