@@ -42,13 +42,22 @@ struct AuditedCall {
   Op op = Op::kBalance;
   int64_t amount = 0;
   std::string account_id;
-  std::string request_id;  // Empty: not deduplicated.
+  std::string request_id;  // Empty: not deduplicated. Transfer ops: the transfer_id.
   bool caller_gone = false;
   bool abandoned = false;       // Decided while the shard was abandoning undecided messages.
   bool handler_throws = false;  // The handler faults (an injected exception): kInternal.
   Reply decided;                // What the core decided, before a rollback could rewrite it.
   int completions = 0;
   Reply reply;  // What was released (the last completion).
+  // Transfer ops (their Message fields; see shard/message.h). The Auditor leaves these calls to
+  // the TransferAuditor (sim/transfer_auditor.h): they touch only the transfer accounts.
+  std::string counterparty = {};
+  bool local_transfer = false;
+  bool resume_only = false;
+  Outcome credit_outcome = Outcome::kOk;
+  int64_t credit_balance = 0;
+  absl::Time credited_at = absl::InfinitePast();
+  int64_t flight = -1;  // The simulated coordinator's flight this step belongs to; -1: none.
 };
 
 std::string DescribeCall(const AuditedCall& call);
@@ -106,6 +115,10 @@ class Auditor {
   // balances equals acknowledged deposits minus withdrawals plus the ambiguous ones that landed.
   // Returns the first violation, or "".
   std::string CheckStore(const FaultStore& store);
+
+  // Accounts only transfers use: left to the TransferAuditor, so the store's state and
+  // conservation are compared without them.
+  void ExcludeAccounts(std::set<std::string> accounts) { excluded_ = std::move(accounts); }
 
   // The process died: every batch sealed and not answered is never answered (its write, or the
   // failed write that landed, is all that is left of it). Restart follows.
@@ -192,6 +205,7 @@ class Auditor {
   uint64_t checked_store_version_ = 0;
   size_t journal_checked_ = 0;
   Accounts replayed_;
+  std::set<std::string> excluded_;
 };
 
 }  // namespace ledger::sim

@@ -82,12 +82,14 @@ void FaultStore::Apply(const BatchWrite& batch) {
   ++version_;
   for (const AccountWrite& account : batch.accounts) accounts_[account.account_id] = account.state;
   for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
+  // As RocksDbStore keeps them: a pending record only under its source (what recovery resumes),
+  // a final one under its id, replacing the pending one in the same write when it ends it.
   for (const TransferWrite& transfer : batch.transfers) {
-    transfers_[transfer.transfer_id] = transfer.record;
     if (transfer.record.state == TransferState::kPending) {
       pending_[{transfer.transfer_id, transfer.record.from}] = transfer.record;
     } else {
-      pending_.erase({transfer.transfer_id, transfer.record.from});
+      transfers_[transfer.transfer_id] = transfer.record;
+      if (transfer.ends_pending) pending_.erase({transfer.transfer_id, transfer.record.from});
     }
   }
   for (const CreditWrite& credit : batch.credits) credits_[credit.transfer_id] = credit.receipt;

@@ -85,7 +85,14 @@ class FaultStore final : public LedgerStore {
   absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
                                                              absl::string_view from) override;
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
+  // The final transfer records by transfer_id.
   const std::map<std::string, TransferRecord>& transfers() const { return transfers_; }
+  // The credit receipts by transfer_id, and the pending records by (transfer_id, source): what
+  // recovery resumes, and what the transfer auditor checks the journal against.
+  const std::map<std::string, CreditReceipt>& credits() const { return credits_; }
+  const std::map<std::pair<std::string, std::string>, TransferRecord>& pending() const {
+    return pending_;
+  }
 
   // The durable state, as a restart or the auditor reads it.
   const std::map<std::string, AccountState>& accounts() const { return accounts_; }

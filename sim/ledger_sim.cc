@@ -5,6 +5,9 @@
 //   ledger-sim --seconds=T [--steps=N]         new random seeds for T seconds, each printed
 //   --max_in_flight=K   sealed batches held in flight before a write must take them (default 8;
 //                       1 writes each batch before the next is decided)
+//   --no_transfers      only deposits, withdrawals and balances (no transfer accounts)
+//   --known_shard_bugs  also generate the call patterns of the two transfer bugs the simulator
+//                       found in shard/ (SimOptions::known_shard_bugs); they abort the core
 //
 // Exit status 0 when every run was legal; 1 on the first violation, after printing the seed, the
 // step, a short trace and the command that replays it; 2 on a bad command line. A LEDGER_CHECK
@@ -25,6 +28,7 @@
 namespace {
 
 using ledger::CoreBugForTesting;
+using ledger::sim::CoordinatorBugForTesting;
 using ledger::sim::PipelineBugForTesting;
 using ledger::sim::SimOptions;
 using ledger::sim::SimResult;
@@ -76,7 +80,9 @@ int Usage(const char* problem) {
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
                "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
                "[--store_bug=lose_writes] "
-               "[--pipeline_bug=release_before_write|release_out_of_order]\n",
+               "[--pipeline_bug=release_before_write|release_out_of_order] "
+               "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
+               "[--known_shard_bugs]\n",
                problem);
   return 2;
 }
@@ -119,6 +125,26 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
       std::printf(" %s=%lld", name.c_str(), static_cast<long long>(result.outcomes[i]));
     }
     std::printf(" (replayed=%lld)\n", static_cast<long long>(result.replays));
+    std::printf(
+        "  transfers: %lld same-shard, %lld across shards (%lld reusing an id with other "
+        "fields); coordinator: %lld credits, %lld settles, %lld resume_only asks, %lld steps sent "
+        "again, %lld resumed at restarts; %lld committed, %lld refunded, %lld parked; journal: "
+        "%lld credits, %lld refunds, at most %lld in flight; %lld stuck at the end until a "
+        "restart\n",
+        static_cast<long long>(result.transfers_local),
+        static_cast<long long>(result.transfers_cross),
+        static_cast<long long>(result.transfers_reusing_id),
+        static_cast<long long>(result.credits_sent), static_cast<long long>(result.settles_sent),
+        static_cast<long long>(result.resume_only_sent),
+        static_cast<long long>(result.step_retries),
+        static_cast<long long>(result.transfers_resumed),
+        static_cast<long long>(result.transfers_committed),
+        static_cast<long long>(result.transfers_refunded),
+        static_cast<long long>(result.transfers_parked),
+        static_cast<long long>(result.journal_credits),
+        static_cast<long long>(result.journal_refunds),
+        static_cast<long long>(result.max_transfers_in_flight),
+        static_cast<long long>(result.transfers_stuck));
   }
   return true;
 }
@@ -174,6 +200,13 @@ int main(int argc, char** argv) {
       } else {
         return Usage("unknown --pipeline_bug");
       }
+    } else if (ParseFlag(argv[i], "--coordinator_bug", &value)) {
+      if (value != "settle_refused_as_committed") return Usage("unknown --coordinator_bug");
+      options.coordinator_bug = CoordinatorBugForTesting::kSettleRefusedAsCommitted;
+    } else if (std::strcmp(argv[i], "--no_transfers") == 0) {
+      options.transfers = false;
+    } else if (std::strcmp(argv[i], "--known_shard_bugs") == 0) {
+      options.known_shard_bugs = true;
     } else if (ParseFlag(argv[i], "--store_bug", &value)) {
       if (value != "lose_writes") return Usage("unknown --store_bug");
       options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;

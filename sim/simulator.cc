@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "shard/check.h"
 #include "shard/message.h"
 #include "sim/auditor.h"
+#include "sim/transfer_auditor.h"
 
 namespace ledger::sim {
 namespace {
@@ -30,6 +33,50 @@ constexpr int64_t kOverdraftLimit = 50;
 constexpr absl::Duration kTtl = absl::Seconds(60);
 constexpr size_t kRecentRequestsMax = 32;
 constexpr size_t kTraceEvents = 12;
+
+// Transfers run on accounts of their own (no deposit or withdrawal touches them, so the Auditor's
+// exact model stays exact). Two pretend shards: "A" holds t0, t1 and tx, "B" holds t2, t3 and ty;
+// a transfer within one is local (decided at once), across them it is carried by the simulated
+// coordinator, step by step, though every step runs on the one core (it does not know shards).
+// tx and ty are never opened; t3 starts close to INT64_MAX, so credits to it overflow.
+struct TransferAccount {
+  const char* id;
+  char shard;
+  int64_t initial;  // < 0: never opened.
+};
+constexpr int64_t kHugeBalance = std::numeric_limits<int64_t>::max() - 500;
+constexpr std::array<TransferAccount, 6> kTransferAccounts = {{{"t0", 'A', 200},
+                                                               {"t1", 'A', 200},
+                                                               {"tx", 'A', -1},
+                                                               {"t2", 'B', 200},
+                                                               {"t3", 'B', kHugeBalance},
+                                                               {"ty", 'B', -1}}};
+constexpr size_t kRecentTransfersMax = 32;
+// The coordinator's fault-free rounds at the end of a run before transfers still carried count as
+// stuck.
+constexpr int kQuiesceRounds = 200;
+
+char ShardOf(const std::string& account) {
+  for (const TransferAccount& known : kTransferAccounts) {
+    if (account == known.id) return known.shard;
+  }
+  return '?';
+}
+
+TransferWorld MakeTransferWorld(bool funded) {
+  TransferWorld world;
+  world.policy.overdraft_limit = kOverdraftLimit;
+  world.huge = "t3";
+  for (const TransferAccount& account : kTransferAccounts) {
+    world.accounts.insert(account.id);
+    if (account.initial < 0) {
+      world.missing.insert(account.id);
+    } else {
+      if (funded) world.initial_total += account.initial;
+    }
+  }
+  return world;
+}
 
 // A uniform draw in [0, n): modulo of the generator's fixed output, so the same on every
 // standard library (std::uniform_int_distribution is not specified bit for bit).
@@ -53,6 +100,33 @@ class SimCompletion final : public Completion {
   const uint64_t batch_;
   const size_t index_;
   AuditedCall* const call_;
+};
+
+struct RecentTransfer {
+  std::string id;
+  std::string from;
+  std::string to;
+  int64_t amount;
+};
+
+// One transfer the simulated coordinator carries: TransferCoordinator's Flight
+// (shard/transfer_coordinator.cc), with a step that is either sent (in a batch, waiting for its
+// reply) or due at a seeded step.
+struct Flight {
+  enum class Phase : uint8_t { kTransfer, kCredit, kSettle };
+  std::string id;
+  std::string from;
+  std::string to;
+  int64_t amount = 0;
+  bool client = false;  // False: resumed from the store, nobody waits for it.
+  Phase phase = Phase::kTransfer;
+  bool resume_only = false;
+  bool sent = false;
+  int64_t due = 0;  // The step from which its next message may be sent.
+  int64_t from_balance = 0;
+  Outcome credit_outcome = Outcome::kOk;
+  int64_t credit_balance = 0;
+  absl::Time credited_at = absl::InfinitePast();
 };
 
 struct RecentRequest {
@@ -146,8 +220,10 @@ class Simulation {
         rng_(options.seed),
         clock_(absl::FromUnixSeconds(1767225600)),  // 2026-01-01, any fixed instant will do.
         store_(&clock_, &rng_, options.store_bug),
-        auditor_(LedgerPolicy{.overdraft_limit = kOverdraftLimit}, kTtl) {
+        auditor_(LedgerPolicy{.overdraft_limit = kOverdraftLimit}, kTtl),
+        transfer_auditor_(MakeTransferWorld(options.transfers)) {
     LEDGER_CHECK_GE(options_.max_in_flight, 1);
+    if (options_.transfers) OpenTransferAccounts();
     RebuildCore();
   }
 
@@ -157,25 +233,36 @@ class Simulation {
       result_.steps = step;
       step_ = step;
       std::string failure = Step();
-      // The end: what is still in flight is written and answered, as at a stop.
+      // The end: what is still in flight is written and answered, as at a stop; then the
+      // coordinator carries every transfer to its end, and none may be left pending.
       if (failure.empty() && step == options_.steps) failure = Drain();
+      if (failure.empty() && step == options_.steps) failure = Quiesce();
+      if (failure.empty()) failure = TakeTransferViolation();
       if (failure.empty()) failure = auditor_.CheckStore(store_);
+      if (failure.empty()) failure = transfer_auditor_.CheckStore(store_);
       if (failure.empty()) failure = CheckMemory();
       if (!failure.empty()) return Fail(failure);
     }
     result_.undurable_reads = auditor_.undurable_reads();
     result_.in_flight_record_answers = auditor_.in_flight_record_answers();
+    CountJournal();
     return result_;
   }
 
-  void OnRelease(uint64_t batch, size_t index, const Reply& reply) {
+  void OnRelease(uint64_t batch, size_t index, const AuditedCall& call, const Reply& reply) {
     auditor_.Released(batch, index, reply);
     ++result_.outcomes[static_cast<size_t>(reply.outcome)];
     if (reply.replayed) ++result_.replays;
+    if (call.op < Op::kTransfer) return;
+    if (transfer_violation_.empty()) {
+      transfer_violation_ = transfer_auditor_.CheckReleased(call, reply, store_);
+    }
+    if (call.flight >= 0) OnStepDone(call.flight, reply);
   }
 
  private:
   SimResult Fail(const std::string& failure) {
+    CountJournal();
     result_.ok = false;
     result_.failure =
         absl::StrCat("seed ", options_.seed, " step ", step_, ": ", failure, "\nlast events:\n");
@@ -214,6 +301,220 @@ class Simulation {
     for (const auto& [id, state] : store_.accounts()) core_->LoadAccount(id, state);
     finished_through_ = 0;
     auditor_.Restart();
+    // The coordinator stopped: what it carried is parked; ledgerd's start-up resumes every
+    // transfer the store holds as pending (its credit is sent again).
+    for (const auto& [id, flight] : flights_) {
+      if (flight.client) ++result_.transfers_parked;
+    }
+    flights_.clear();
+    for (const auto& [key, record] : store_.pending()) {
+      core_->LoadPendingTransfer(key.first, record);
+      Flight flight{.id = key.first,
+                    .from = record.from,
+                    .to = record.to,
+                    .amount = record.amount,
+                    .client = false,
+                    .phase = Flight::Phase::kCredit,
+                    .due = step_ + static_cast<int64_t>(Uniform(rng_, 3)),
+                    .from_balance = record.from_balance};
+      flights_.emplace(next_flight_++, std::move(flight));
+      ++result_.transfers_resumed;
+    }
+  }
+
+  // Funds the transfer accounts with one deposit each, before the first core starts.
+  void OpenTransferAccounts() {
+    BatchWrite write;
+    std::set<std::string> accounts;
+    for (const TransferAccount& account : kTransferAccounts) {
+      accounts.insert(account.id);
+      if (account.initial < 0) continue;
+      write.accounts.push_back(
+          {.account_id = account.id, .state = {.balance = account.initial, .sequence = 1}});
+      write.journal.push_back({.account_id = account.id,
+                               .sequence = 1,
+                               .kind = EntryKind::kDeposit,
+                               .amount = account.initial,
+                               .balance_after = account.initial,
+                               .request_id = "",
+                               .time = clock_});
+    }
+    store_.PlanWrite({});
+    LEDGER_CHECK(store_.Write(write).ok());
+    auditor_.ExcludeAccounts(std::move(accounts));
+  }
+
+  std::string TakeTransferViolation() {
+    if (transfer_violation_.empty()) return "";
+    return absl::StrCat("transfers: ", std::exchange(transfer_violation_, ""));
+  }
+
+  void CountJournal() {
+    result_.journal_credits = transfer_auditor_.credits();
+    result_.journal_refunds = transfer_auditor_.refunds();
+    result_.max_transfers_in_flight = transfer_auditor_.max_in_flight();
+  }
+
+  // TransferCoordinator::OnStepDone: a flight's step was answered; what comes next.
+  void OnStepDone(int64_t flight_id, const Reply& reply) {
+    auto found = flights_.find(flight_id);
+    if (found == flights_.end()) {
+      if (transfer_violation_.empty()) {
+        transfer_violation_ =
+            absl::StrCat("a step of flight ", flight_id, " was answered after the flight ended");
+      }
+      return;
+    }
+    Flight& flight = found->second;
+    flight.sent = false;
+    const bool retryable =
+        reply.outcome == Outcome::kStorageFailed || reply.outcome == Outcome::kInternal;
+    if (reply.outcome == Outcome::kShuttingDown && flight.phase != Flight::Phase::kTransfer) {
+      return Finish(found, reply);  // Parked: the store keeps it pending for the next start.
+    }
+    switch (flight.phase) {
+      case Flight::Phase::kTransfer:
+        if (reply.outcome == Outcome::kStorageFailed) {
+          // The debit's write failed, yet may have landed: the client hears "unknown" now and the
+          // flight asks the source (resume_only) until it can say.
+          flight.client = false;
+          flight.resume_only = true;
+          return Retry(flight);
+        }
+        if (reply.outcome != Outcome::kOk || !reply.debited) return Finish(found, reply);
+        flight.from_balance = reply.balance;
+        flight.phase = Flight::Phase::kCredit;
+        return Next(flight);
+      case Flight::Phase::kCredit:
+        if (retryable) return Retry(flight);
+        if (reply.outcome != Outcome::kOk && reply.outcome != Outcome::kCounterpartyNotFound &&
+            reply.outcome != Outcome::kOverflow && reply.outcome != Outcome::kTransferIdReused &&
+            transfer_violation_.empty()) {
+          // The real coordinator LEDGER_CHECKs this.
+          transfer_violation_ =
+              absl::StrCat("transfer ", flight.id, ": the credit was answered ",
+                           OutcomeName(reply.outcome), ", which the coordinator cannot settle");
+        }
+        flight.credit_outcome = reply.outcome;
+        if (options_.coordinator_bug == CoordinatorBugForTesting::kSettleRefusedAsCommitted) {
+          flight.credit_outcome = Outcome::kOk;
+        }
+        flight.credit_balance = reply.to_balance;
+        flight.credited_at = reply.credited_at;
+        flight.phase = Flight::Phase::kSettle;
+        return Next(flight);
+      case Flight::Phase::kSettle:
+        if (retryable) return Retry(flight);
+        if (reply.outcome == Outcome::kOk) {
+          ++result_.transfers_committed;
+        } else {
+          ++result_.transfers_refunded;
+        }
+        return Finish(found, reply);
+    }
+  }
+
+  // The next step goes at a seeded moment soon; a step sent again waits a little longer.
+  void Next(Flight& flight) { flight.due = step_ + static_cast<int64_t>(Uniform(rng_, 3)); }
+  void Retry(Flight& flight) {
+    ++result_.step_retries;
+    flight.due = step_ + 1 + static_cast<int64_t>(Uniform(rng_, 4));
+  }
+  void Finish(std::map<int64_t, Flight>::iterator flight, const Reply& reply) {
+    if (flight->second.client && reply.outcome == Outcome::kShuttingDown) {
+      ++result_.transfers_parked;
+    }
+    flights_.erase(flight);
+  }
+
+  // The message of a flight's next step, as TransferCoordinator's Flight::NextMessage makes it.
+  AuditedCall FlightCall(int64_t flight_id, Flight& flight) {
+    AuditedCall call;
+    call.flight = flight_id;
+    call.request_id = flight.id;
+    call.amount = flight.amount;
+    call.handler_throws = !quiescing_ && Percent(rng_, 1);
+    switch (flight.phase) {
+      case Flight::Phase::kTransfer:
+        // Only a resume_only ask: the client's own Transfer is sent by NextTransfer.
+        LEDGER_CHECK(flight.resume_only);
+        call.op = Op::kTransfer;
+        call.account_id = flight.from;
+        call.counterparty = flight.to;
+        call.resume_only = true;
+        ++result_.resume_only_sent;
+        break;
+      case Flight::Phase::kCredit:
+        call.op = Op::kTransferCredit;
+        call.account_id = flight.to;
+        call.counterparty = flight.from;
+        ++result_.credits_sent;
+        break;
+      case Flight::Phase::kSettle:
+        call.op = Op::kTransferSettle;
+        call.account_id = flight.from;
+        call.counterparty = flight.to;
+        call.credit_outcome = flight.credit_outcome;
+        call.credit_balance = flight.credit_balance;
+        call.credited_at = flight.credited_at;
+        ++result_.settles_sent;
+        break;
+    }
+    flight.sent = true;
+    return call;
+  }
+
+  // The courier's turn: some of the flights whose step is due join the next batch.
+  std::vector<AuditedCall> DueFlightCalls() {
+    std::vector<AuditedCall> calls;
+    const size_t most = quiescing_ ? kMaxBatch : kMaxBatch / 2;
+    for (auto& [id, flight] : flights_) {
+      if (calls.size() == most) break;
+      if (flight.sent) continue;
+      if (!quiescing_ && (flight.due > step_ || !Percent(rng_, 70))) continue;
+      if (!batch_transfer_ids_.insert(flight.id).second && !options_.known_shard_bugs) continue;
+      calls.push_back(FlightCall(id, flight));
+    }
+    return calls;
+  }
+
+  // Fault-free batches of flight steps only, until no flight is left.
+  std::string CarryFlights() {
+    quiescing_ = true;
+    for (int round = 0; round < kQuiesceRounds && !flights_.empty(); ++round) {
+      std::string failure = Step();
+      if (failure.empty()) failure = Drain();
+      if (failure.empty()) failure = TakeTransferViolation();
+      if (!failure.empty()) return failure;
+    }
+    quiescing_ = false;
+    if (!flights_.empty()) {
+      return absl::StrCat(flights_.size(), " transfers still carried after ", kQuiesceRounds,
+                          " fault-free batches (e.g. ", flights_.begin()->second.id, ")");
+    }
+    return "";
+  }
+
+  // The end of a run: fault-free batches carry every transfer to its end; then none may be left
+  // pending in the store with nobody carrying it.
+  std::string Quiesce() {
+    std::string failure = CarryFlights();
+    if (!failure.empty()) return failure;
+    // Transfers pending with nobody carrying them (see SimOptions::known_shard_bugs): counted,
+    // then resumed as ledgerd's next start would, which must end them.
+    if (!store_.pending().empty() && !options_.known_shard_bugs) {
+      result_.transfers_stuck += static_cast<int64_t>(store_.pending().size());
+      RebuildCore();
+      Trace({.kind = TraceEvent::Kind::kRestart, .note = "quiescent with transfers stuck; "});
+      failure = CarryFlights();
+      if (!failure.empty()) return failure;
+    }
+    failure = transfer_auditor_.CheckQuiescent(store_);
+    if (failure.empty() && core_->pending_transfer_count() != 0) {
+      failure = absl::StrCat("quiescent, yet the core holds ", core_->pending_transfer_count(),
+                             " pending transfers");
+    }
+    return failure;
   }
 
   // Shard::Stop: the pipeline writes and answers every sealed batch (in groups, faults and all),
@@ -269,21 +570,31 @@ class Simulation {
 
   std::string Step() {
     const uint64_t restart_roll = Uniform(rng_, 100);
-    if (restart_roll < 2) return Restart();
-    if (restart_roll < 3) return Crash();
+    if (!quiescing_ && restart_roll < 2) return Restart();
+    if (!quiescing_ && restart_roll < 3) return Crash();
     std::string note = AdvanceClock();
     LookupPlan lookups;
     if (Percent(rng_, 15)) lookups.fail_percent = Percent(rng_, 70) ? 30 : 100;
     if (Percent(rng_, 50)) lookups.memory_miss_percent = Percent(rng_, 50) ? 20 : 100;
+    if (quiescing_) lookups = {};
     store_.PlanLookups(lookups);
 
-    const size_t size = 1 + Uniform(rng_, kMaxBatch);
+    batch_transfer_ids_.clear();
+    std::vector<AuditedCall> steps = DueFlightCalls();
+    const size_t random_calls = quiescing_ ? 0 : 1 + Uniform(rng_, kMaxBatch - steps.size());
+    const size_t size = steps.size() + random_calls;
+    if (size == 0) return "";
     // Rarely, the shutdown grace runs out part way through a batch; a restart follows.
-    const size_t abandon_from = Percent(rng_, 2) ? Uniform(rng_, size) : size;
+    const size_t abandon_from = !quiescing_ && Percent(rng_, 2) ? Uniform(rng_, size) : size;
     const uint64_t id = auditor_.BeginBatch();
     Calls calls = std::make_shared<std::vector<AuditedCall>>();
     calls->reserve(size);
-    for (size_t i = 0; i < size; ++i) calls->push_back(NextCall(i >= abandon_from));
+    for (size_t i = 0; i < random_calls; ++i) calls->push_back(NextCall(false));
+    for (AuditedCall& step : steps) {
+      calls->insert(calls->begin() + static_cast<std::ptrdiff_t>(Uniform(rng_, calls->size() + 1)),
+                    std::move(step));
+    }
+    for (size_t i = abandon_from; i < size; ++i) (*calls)[i].abandoned = true;
     auto completions = std::make_unique<std::vector<SimCompletion>>();
     completions->reserve(size);
     std::vector<Message>& batch = core_->batch();
@@ -295,7 +606,13 @@ class Simulation {
                               .account_id = call.account_id,
                               .completion = &completions->back(),
                               .enqueued_at = {},
-                              .request_id = call.request_id});
+                              .request_id = call.request_id,
+                              .counterparty = call.counterparty,
+                              .local_transfer = call.local_transfer,
+                              .resume_only = call.resume_only,
+                              .credit_outcome = call.credit_outcome,
+                              .credit_balance = call.credit_balance,
+                              .credited_at = call.credited_at});
     }
 
     // An inline sender may not wait for the disk: when Prefetch needs it, the shard thread
@@ -346,6 +663,10 @@ class Simulation {
     std::string failure = auditor_.Decide(id, *calls, batch_time, store_.lookup_failures(),
                                           is_sealed, is_sealed && !sealed.to_write->write.empty());
     if (failure.empty()) failure = auditor_.TakeViolation();
+    for (size_t i = 0; failure.empty() && i < size; ++i) {
+      if ((*calls)[i].op >= Op::kTransfer) failure = transfer_auditor_.CheckDecided((*calls)[i]);
+    }
+    if (failure.empty()) failure = TakeTransferViolation();
     if (!failure.empty()) return failure;
     if (is_sealed) {
       if (options_.pipeline_bug == PipelineBugForTesting::kReleaseBeforeWrite &&
@@ -387,9 +708,9 @@ class Simulation {
     LEDGER_CHECK(count >= 1 && count <= in_flight_.size() && !recovery_pending_);
     WritePlan plan;
     const uint64_t roll = Uniform(rng_, 100);
-    plan.write = roll < 84   ? WriteFault::kNone
-                 : roll < 92 ? WriteFault::kFail
-                             : WriteFault::kFailLanded;
+    plan.write = roll < 84 || quiescing_ ? WriteFault::kNone
+                 : roll < 92             ? WriteFault::kFail
+                                         : WriteFault::kFailLanded;
     if (Percent(rng_, 10)) {
       plan.write_delay = absl::Seconds(static_cast<int64_t>(1 + Uniform(rng_, 30)));
     }
@@ -480,6 +801,7 @@ class Simulation {
     call.abandoned = abandoned;
     call.caller_gone = Percent(rng_, 5);
     call.handler_throws = Percent(rng_, 1);
+    if (options_.transfers && Percent(rng_, 25)) return NextTransfer(std::move(call));
     call.account_id = kAccounts[Uniform(rng_, kAccounts.size())];
     const uint64_t op_roll = Uniform(rng_, 100);
     call.op = op_roll < 40 ? Op::kDeposit : op_roll < 82 ? Op::kWithdraw : Op::kBalance;
@@ -515,6 +837,73 @@ class Simulation {
     return call;
   }
 
+  // A client's Transfer: a fresh transfer_id, or one used before (a retry with the same fields,
+  // or a reuse with other ones). Across the pretend shards it starts a flight.
+  AuditedCall NextTransfer(AuditedCall call) {
+    call.op = Op::kTransfer;
+    auto pick = [this](const std::string& other, int missing_percent) {
+      std::vector<const char*> choices;
+      const bool missing = Percent(rng_, missing_percent);
+      for (const TransferAccount& account : kTransferAccounts) {
+        if ((account.initial < 0) == missing && other != account.id) choices.push_back(account.id);
+      }
+      return std::string(choices[Uniform(rng_, choices.size())]);
+    };
+    const RecentTransfer* reused = nullptr;
+    if (!recent_transfers_.empty() && Percent(rng_, 30)) {
+      reused = &recent_transfers_[Uniform(rng_, recent_transfers_.size())];
+      // See SimOptions::known_shard_bugs: two messages of one transfer_id in a batch.
+      if (batch_transfer_ids_.count(reused->id) > 0 && !options_.known_shard_bugs) reused = nullptr;
+    }
+    if (reused != nullptr) {
+      const RecentTransfer& recent = *reused;
+      call.request_id = recent.id;
+      call.account_id = recent.from;
+      call.counterparty = recent.to;
+      call.amount = recent.amount;
+      if (Percent(rng_, 25)) {
+        ++result_.transfers_reusing_id;
+        // See SimOptions::known_shard_bugs: another source under a pending transfer's id.
+        const uint64_t what = Uniform(rng_, options_.known_shard_bugs ? 3 : 2);
+        if (what == 0) {
+          call.amount += 1;
+        } else if (what == 1) {
+          call.counterparty = pick(call.account_id, 5);
+        } else {
+          call.account_id = pick(call.counterparty, 5);
+        }
+      }
+    } else {
+      call.account_id = pick("", 6);
+      call.counterparty = pick(call.account_id, 8);
+      call.amount = 1 + static_cast<int64_t>(Uniform(rng_, 100));
+      call.request_id = absl::StrCat("x", next_transfer_++);
+      RecentTransfer recent{call.request_id, call.account_id, call.counterparty, call.amount};
+      if (recent_transfers_.size() < kRecentTransfersMax) {
+        recent_transfers_.push_back(std::move(recent));
+      } else {
+        recent_transfers_[Uniform(rng_, recent_transfers_.size())] = std::move(recent);
+      }
+    }
+    call.local_transfer = ShardOf(call.account_id) == ShardOf(call.counterparty);
+    batch_transfer_ids_.insert(call.request_id);
+    transfer_auditor_.Sent(call);
+    if (call.local_transfer) {
+      ++result_.transfers_local;
+      return call;
+    }
+    ++result_.transfers_cross;
+    call.flight = next_flight_++;
+    flights_.emplace(call.flight, Flight{.id = call.request_id,
+                                         .from = call.account_id,
+                                         .to = call.counterparty,
+                                         .amount = call.amount,
+                                         .client = true,
+                                         .phase = Flight::Phase::kTransfer,
+                                         .sent = true});
+    return call;
+  }
+
   void RememberRequest(const AuditedCall& call) {
     RecentRequest recent{call.account_id, call.request_id, call.op, call.amount};
     if (recent_.size() < kRecentRequestsMax) {
@@ -526,6 +915,7 @@ class Simulation {
 
   void Trace(TraceEvent event) {
     event.step = step_;
+
     trace_.push_back(std::move(event));
     if (trace_.size() > kTraceEvents) trace_.pop_front();
   }
@@ -535,6 +925,8 @@ class Simulation {
   absl::Time clock_;
   FaultStore store_;
   Auditor auditor_;
+  TransferAuditor transfer_auditor_;
+  std::string transfer_violation_;  // Found while releasing; taken after the step.
   std::unique_ptr<ShardCore> core_;
   // Sealed batches not yet written, oldest first, and the newest sequence answered.
   std::deque<InFlight> in_flight_;
@@ -543,6 +935,15 @@ class Simulation {
   bool recovery_pending_ = false;
   std::vector<RecentRequest> recent_;
   int64_t next_request_ = 0;
+  // The simulated coordinator's flights by id (ordered: the courier's order is deterministic).
+  std::map<int64_t, Flight> flights_;
+  int64_t next_flight_ = 0;
+  std::vector<RecentTransfer> recent_transfers_;
+  int64_t next_transfer_ = 0;
+  // The transfer_ids of the batch being assembled.
+  std::set<std::string> batch_transfer_ids_;
+  // The end of the run: fault-free batches of flight steps only.
+  bool quiescing_ = false;
   int64_t step_ = 0;
   std::deque<TraceEvent> trace_;
   std::vector<std::pair<std::string, std::optional<AccountState>>> memory_;  // CheckMemory's.
@@ -552,7 +953,7 @@ class Simulation {
 void SimCompletion::Complete(const Reply& reply) {
   call_->reply = reply;
   ++call_->completions;
-  simulation_->OnRelease(batch_, index_, reply);
+  simulation_->OnRelease(batch_, index_, *call_, reply);
 }
 
 }  // namespace

@@ -11,10 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/auditor.h"
+#include "sim/fault_store.h"
+#include "sim/transfer_auditor.h"
 
 namespace ledger::sim {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
@@ -81,8 +84,9 @@ TEST(SimulatorTest, CatchesACoreThatAppliesAReplayedRequestAgain) {
 }
 
 TEST(SimulatorTest, CatchesAStoreThatLosesAcknowledgedWrites) {
+  // The Auditor sees the accounts differ, or the TransferAuditor an answer the store lacks.
   EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kLoseAcknowledgedWrites),
-              HasSubstr("differ from the model"));
+              AnyOf(HasSubstr("differ from the model"), HasSubstr("is not durable")));
 }
 
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {
@@ -95,6 +99,85 @@ TEST(SimulatorTest, CatchesAPipelineThatAnswersBatchesOutOfOrder) {
   EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kNone,
                            PipelineBugForTesting::kReleaseOutOfOrder),
               HasSubstr("released out of order"));
+}
+
+// Transfers (docs/architecture.md, "Transfers"): same-shard and across the two pretend shards,
+// the simulator carrying the cross-shard steps as the coordinator does, through failed writes,
+// restarts and crashes; every run ends with no transfer left pending.
+TEST(SimulatorTest, TransfersEndExactlyOnceThroughFaultsAndRestarts) {
+  SimResult total;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const SimResult result = Simulate({.seed = seed, .steps = 500});
+    ASSERT_TRUE(result.ok) << result.failure;
+    total.transfers_local += result.transfers_local;
+    total.transfers_cross += result.transfers_cross;
+    total.credits_sent += result.credits_sent;
+    total.settles_sent += result.settles_sent;
+    total.resume_only_sent += result.resume_only_sent;
+    total.step_retries += result.step_retries;
+    total.transfers_resumed += result.transfers_resumed;
+    total.transfers_committed += result.transfers_committed;
+    total.transfers_refunded += result.transfers_refunded;
+    total.journal_refunds += result.journal_refunds;
+    for (size_t i = 0; i < total.outcomes.size(); ++i) total.outcomes[i] += result.outcomes[i];
+  }
+  // The runs exercise what they claim to.
+  EXPECT_GT(total.transfers_local, 0);
+  EXPECT_GT(total.transfers_cross, 0);
+  EXPECT_GT(total.credits_sent, 0);
+  EXPECT_GT(total.settles_sent, 0);
+  EXPECT_GT(total.resume_only_sent, 0);
+  EXPECT_GT(total.step_retries, 0);
+  EXPECT_GT(total.transfers_resumed, 0);
+  EXPECT_GT(total.transfers_committed, 0);
+  EXPECT_GT(total.transfers_refunded, 0);
+  EXPECT_GT(total.journal_refunds, 0);
+  EXPECT_GT(total.outcomes[static_cast<size_t>(Outcome::kTransferIdReused)], 0);
+  EXPECT_GT(total.outcomes[static_cast<size_t>(Outcome::kTransferPending)], 0);
+  EXPECT_GT(total.outcomes[static_cast<size_t>(Outcome::kCounterpartyNotFound)], 0);
+}
+
+TEST(SimulatorTest, WithoutTransfersTheRunStillPasses) {
+  const SimResult result = Simulate({.seed = 3, .steps = 300, .transfers = false});
+  ASSERT_TRUE(result.ok) << result.failure;
+  EXPECT_EQ(result.transfers_local + result.transfers_cross, 0);
+}
+
+TEST(SimulatorTest, CatchesACoordinatorThatSettlesARefusedCreditAsCommitted) {
+  std::string failure;
+  for (uint64_t seed = 1; seed <= 20 && failure.empty(); ++seed) {
+    const SimResult result =
+        Simulate({.seed = seed,
+                  .steps = 500,
+                  .coordinator_bug = CoordinatorBugForTesting::kSettleRefusedAsCommitted});
+    failure = result.failure;
+  }
+  EXPECT_THAT(failure, HasSubstr("transfers: "));
+}
+
+// The two call patterns with which the simulator made the shard core abort on a LEDGER_CHECK
+// (SimOptions::known_shard_bugs). Disabled until shard/ is fixed; run with
+// --gtest_also_run_disabled_tests to reproduce.
+TEST(SimulatorTest, DISABLED_TwoMessagesOfOneTransferIdInABatchAfterAFailedWrite) {
+  // Aborts at step 883: "prefetched.transfer_looked_up" (shard_core_transfers.cc, KnownTransfer).
+  const SimResult result = Simulate({.seed = 3, .steps = 900, .known_shard_bugs = true});
+  EXPECT_TRUE(result.ok) << result.failure;
+}
+
+TEST(SimulatorTest, DISABLED_ATransferIdReusedByAnotherSourceWhileThePendingOneIsUnsettled) {
+  // x1782, t3 -> t0, pending, settle rolled back; then t2 -> t0 reuses x1782: debited as new, and
+  // t3's settle is answered as a replay while its record stays pending in the store (step 1823).
+  // Before d68bd56 the same run aborted at step 1821: "reserved != refundable_.end()".
+  const SimResult result = Simulate({.seed = 2, .steps = 1830, .known_shard_bugs = true});
+  EXPECT_TRUE(result.ok) << result.failure;
+}
+
+TEST(SimulatorTest, DISABLED_AnAdoptedOrphanIsLostWhenTheAdoptingBatchFails) {
+  // x287: its debit's write failed but landed; a resume_only ask adopted it (TakeOrphan) in a
+  // batch whose write failed; RollBack does not restore the orphan mark, so the next ask answers
+  // "not debited", the flight ends and the transfer stays pending with nobody carrying it.
+  const SimResult result = Simulate({.seed = 27, .steps = 300, .known_shard_bugs = true});
+  EXPECT_TRUE(result.ok) << result.failure;
 }
 
 class AuditorTest : public testing::Test {
@@ -278,6 +361,138 @@ TEST_F(AuditorTest, ACallerWhoLeftIsNeverAppliedAndEveryCallIsCompletedOnce) {
   EXPECT_EQ(Release(id, {not_found}), "");
   auditor_->Released(id, 0, not_found);
   EXPECT_THAT(auditor_->TakeViolation(), HasSubstr("completed again"));
+}
+
+// The TransferAuditor's store checks on a store written by hand: a credit applied twice (what a
+// core that applies a kTransferCredit again would leave) and money that vanished are caught.
+class TransferAuditorTest : public testing::Test {
+ protected:
+  TransferAuditorTest() : store_(&clock_, &rng_, StoreBugForTesting::kNone) {
+    world_.policy.overdraft_limit = 10;
+    world_.accounts = {"s", "d"};
+    world_.initial_total = 100;
+    Write({{"s", 1, EntryKind::kDeposit, 100, 100}}, {{"s", 100, 1}});
+  }
+
+  struct Line {
+    const char* account;
+    uint64_t sequence;
+    EntryKind kind;
+    int64_t amount;
+    int64_t balance_after;
+  };
+  struct State {
+    const char* account;
+    int64_t balance;
+    uint64_t sequence;
+  };
+  void Write(const std::vector<Line>& lines, const std::vector<State>& states,
+             std::optional<TransferRecord> pending = std::nullopt,
+             std::optional<CreditReceipt> receipt = std::nullopt) {
+    BatchWrite write;
+    for (const Line& line : lines) {
+      write.journal.push_back({.account_id = line.account,
+                               .sequence = line.sequence,
+                               .kind = line.kind,
+                               .amount = line.amount,
+                               .balance_after = line.balance_after,
+                               .request_id = line.kind == EntryKind::kDeposit ? "" : "t1",
+                               .time = clock_,
+                               .counterparty = std::string(line.account) == "s" ? "d" : "s"});
+    }
+    for (const State& state : states) {
+      write.accounts.push_back({.account_id = state.account,
+                                .state = {.balance = state.balance, .sequence = state.sequence}});
+    }
+    if (pending.has_value()) {
+      write.transfers.push_back({.transfer_id = "t1",
+                                 .record = *pending,
+                                 .ends_pending = pending->state != TransferState::kPending});
+    }
+    if (receipt.has_value()) write.credits.push_back({.transfer_id = "t1", .receipt = *receipt});
+    store_.PlanWrite({});
+    ASSERT_TRUE(store_.Write(write).ok());
+  }
+  static TransferRecord Record(TransferState state) {
+    return {.from = "s", .to = "d", .amount = 30, .state = state};
+  }
+
+  absl::Time clock_ = absl::FromUnixSeconds(1000);
+  std::mt19937_64 rng_{1};
+  FaultStore store_;
+  TransferWorld world_;
+};
+
+TEST_F(TransferAuditorTest, AcceptsADebitInFlightThenItsCreditAndCommit) {
+  TransferAuditor auditor(world_);
+  EXPECT_EQ(auditor.CheckStore(store_), "");
+  Write({{"s", 2, EntryKind::kTransferOut, 30, 70}}, {{"s", 70, 2}},
+        Record(TransferState::kPending));
+  EXPECT_EQ(auditor.CheckStore(store_), "");
+  EXPECT_EQ(auditor.in_flight_count(), 1);
+  EXPECT_THAT(auditor.CheckQuiescent(store_), HasSubstr("nobody carrying"));
+  Write({{"d", 1, EntryKind::kTransferIn, 30, 30}}, {{"d", 30, 1}}, std::nullopt,
+        CreditReceipt{.from = "s", .outcome = Outcome::kOk, .to_balance = 30, .amount = 30});
+  EXPECT_EQ(auditor.CheckStore(store_), "");
+  Write({}, {}, Record(TransferState::kCommitted));
+  EXPECT_EQ(auditor.CheckQuiescent(store_), "");
+}
+
+TEST_F(TransferAuditorTest, CatchesACreditAppliedTwice) {
+  TransferAuditor auditor(world_);
+  Write({{"s", 2, EntryKind::kTransferOut, 30, 70}}, {{"s", 70, 2}},
+        Record(TransferState::kPending));
+  Write({{"d", 1, EntryKind::kTransferIn, 30, 30}, {"d", 2, EntryKind::kTransferIn, 30, 60}},
+        {{"d", 60, 2}});
+  EXPECT_THAT(auditor.CheckStore(store_), HasSubstr("a second TRANSFER_IN"));
+}
+
+TEST_F(TransferAuditorTest, CatchesARefundOfACreditedTransfer) {
+  TransferAuditor auditor(world_);
+  Write({{"s", 2, EntryKind::kTransferOut, 30, 70}}, {{"s", 70, 2}},
+        Record(TransferState::kPending));
+  Write({{"d", 1, EntryKind::kTransferIn, 30, 30}, {"s", 3, EntryKind::kTransferRefund, 30, 100}},
+        {{"d", 30, 1}, {"s", 100, 3}}, Record(TransferState::kRefused));
+  EXPECT_THAT(auditor.CheckStore(store_), HasSubstr("a TRANSFER_REFUND of a transfer"));
+}
+
+TEST_F(TransferAuditorTest, CatchesMoneyInFlightThatNobodyWouldResume) {
+  // The debit's record is final, yet neither its credit nor its refund was written.
+  TransferAuditor auditor(world_);
+  Write({{"s", 2, EntryKind::kTransferOut, 30, 70}}, {{"s", 70, 2}},
+        Record(TransferState::kCommitted));
+  EXPECT_THAT(auditor.CheckStore(store_), HasSubstr("not pending in the store"));
+}
+
+TEST_F(TransferAuditorTest, CatchesACreditWithoutItsDebit) {
+  TransferAuditor auditor(world_);
+  Write({{"d", 1, EntryKind::kTransferIn, 30, 30}}, {{"d", 30, 1}});
+  EXPECT_THAT(auditor.CheckStore(store_), HasSubstr("without the matching TRANSFER_OUT"));
+}
+
+TEST_F(TransferAuditorTest, ATransferReplyMustBeLegal) {
+  TransferAuditor auditor(world_);
+  AuditedCall call;
+  call.op = Op::kTransfer;
+  call.amount = 30;
+  call.account_id = "s";
+  call.request_id = "t1";
+  call.counterparty = "d";
+  call.local_transfer = true;
+  auditor.Sent(call);
+  call.decided = {.outcome = Outcome::kOk, .balance = 70, .to_balance = 30};
+  EXPECT_EQ(auditor.CheckDecided(call), "");
+  call.decided = {.outcome = Outcome::kInsufficientFunds, .balance = 70};
+  EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("covers the amount"));
+  call.decided = {.outcome = Outcome::kTransferPending, .balance = 70};
+  EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("never pending"));
+  call.local_transfer = false;
+  EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("never sent before"));
+  auditor.Sent(call);  // A retry: the first call's debit may be pending.
+  EXPECT_EQ(auditor.CheckDecided(call), "");
+  call.local_transfer = true;
+  call.decided = {.outcome = Outcome::kTransferIdReused};
+  EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("names no recorded transfer"));
 }
 
 }  // namespace
