@@ -218,6 +218,10 @@ class LedgerStore {
                                                                      absl::string_view from) = 0;
   virtual absl::StatusOr<std::optional<CreditReceipt>> FindCredit(
       absl::string_view transfer_id) = 0;
+  // Every pending record stored under the id, whatever its source (more than one only when a
+  // client raced one id from two sources). What a shard reads back after a failed write.
+  virtual absl::StatusOr<std::vector<TransferRecord>> FindPendingTransfers(
+      absl::string_view transfer_id) = 0;
   // Like FindTransfer and FindCredit, but never wait for the disk (see FindRequestInMemory): a
   // transfer decided by a sender's thread (inline) needs them for its new transfer_id.
   virtual absl::StatusOr<TransferLookup> FindTransferInMemory(absl::string_view transfer_id,

@@ -62,18 +62,17 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
       read_back = stored.status();
       if (stored.ok()) transfers_.SettleCredit(id, *stored);
     } else {
-      // The record memory was rolled back to names its source: read back that source's record,
-      // which may be another source of this shard than this message's (a reused id), so that a
-      // pending record never vanishes from memory because another transfer came by.
-      const TransferRecord* rolled_back = transfers_.FindTransfer(id);
-      const std::string owner = rolled_back != nullptr ? rolled_back->from : std::string(source);
-      absl::StatusOr<std::optional<TransferRecord>> stored =
-          options_.store->FindTransfer(id, owner);
+      // Every pending record of the id, whatever its source: the one of a source this shard
+      // owns (at most one: the shard refuses a second source under a pending id) is memory's
+      // from now on, so that a pending record never vanishes because another transfer under
+      // the same id came by first (a reused id). Sources of other shards are not this one's.
+      absl::StatusOr<std::vector<TransferRecord>> stored = options_.store->FindPendingTransfers(id);
       read_back = stored.status();
       if (stored.ok()) {
-        std::optional<TransferRecord> owned = *std::move(stored);
-        // The id's final record may be another source's (a reused id): not this shard's to keep.
-        if (owned.has_value() && owned->from != owner) owned.reset();
+        std::optional<TransferRecord> owned;
+        for (TransferRecord& record : *stored) {
+          if (accounts_.contains(record.from)) owned = std::move(record);
+        }
         transfers_.SettleTransfer(id, owned, /*orphan=*/true);
         RebuildRefundable();
       }

@@ -199,6 +199,11 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         Enqueue(flight, /*retry=*/true);
         return;
       }
+      if (flight->resume_only && Retryable(reply.outcome)) {
+        // The ask itself failed (its handler, or the read-back): the debit may still be there.
+        Enqueue(flight, /*retry=*/true);
+        return;
+      }
       if (reply.outcome != Outcome::kOk || !reply.debited) {
         // Decided on one shard (both sides, a refusal, a replay), never applied, or (asked
         // after a failed debit) nothing to carry on.

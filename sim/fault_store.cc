@@ -78,6 +78,16 @@ absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(absl::string
   return found->second;
 }
 
+absl::StatusOr<std::vector<TransferRecord>> FaultStore::FindPendingTransfers(
+    absl::string_view transfer_id) {
+  if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  std::vector<TransferRecord> pending;
+  for (const auto& [key, record] : pending_) {
+    if (key.first == transfer_id) pending.push_back(record);
+  }
+  return pending;
+}
+
 void FaultStore::Apply(const BatchWrite& batch) {
   ++version_;
   for (const AccountWrite& account : batch.accounts) accounts_[account.account_id] = account.state;

@@ -85,6 +85,8 @@ class FaultStore final : public LedgerStore {
   absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
                                                              absl::string_view from) override;
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
+  absl::StatusOr<std::vector<TransferRecord>> FindPendingTransfers(
+      absl::string_view transfer_id) override;
   // The final transfer records by transfer_id.
   const std::map<std::string, TransferRecord>& transfers() const { return transfers_; }
   // The credit receipts by transfer_id, and the pending records by (transfer_id, source): what

@@ -6,8 +6,6 @@
 //   --max_in_flight=K   sealed batches held in flight before a write must take them (default 8;
 //                       1 writes each batch before the next is decided)
 //   --no_transfers      only deposits, withdrawals and balances (no transfer accounts)
-//   --known_shard_bugs  also generate the call patterns of the two transfer bugs the simulator
-//                       found in shard/ (SimOptions::known_shard_bugs); they abort the core
 //
 // Exit status 0 when every run was legal; 1 on the first violation, after printing the seed, the
 // step, a short trace and the command that replays it; 2 on a bad command line. A LEDGER_CHECK
@@ -82,7 +80,7 @@ int Usage(const char* problem) {
                "[--store_bug=lose_writes] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
-               "[--known_shard_bugs]\n",
+               "\n",
                problem);
   return 2;
 }
@@ -205,8 +203,6 @@ int main(int argc, char** argv) {
       options.coordinator_bug = CoordinatorBugForTesting::kSettleRefusedAsCommitted;
     } else if (std::strcmp(argv[i], "--no_transfers") == 0) {
       options.transfers = false;
-    } else if (std::strcmp(argv[i], "--known_shard_bugs") == 0) {
-      options.known_shard_bugs = true;
     } else if (ParseFlag(argv[i], "--store_bug", &value)) {
       if (value != "lose_writes") return Usage("unknown --store_bug");
       options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;

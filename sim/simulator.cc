@@ -381,6 +381,9 @@ class Simulation {
           flight.resume_only = true;
           return Retry(flight);
         }
+        // An ask that could not be answered (its handler failed) is asked again: the debit may
+        // be there.
+        if (flight.resume_only && retryable) return Retry(flight);
         if (reply.outcome != Outcome::kOk || !reply.debited) return Finish(found, reply);
         flight.from_balance = reply.balance;
         flight.phase = Flight::Phase::kCredit;
@@ -472,7 +475,7 @@ class Simulation {
       if (calls.size() == most) break;
       if (flight.sent) continue;
       if (!quiescing_ && (flight.due > step_ || !Percent(rng_, 70))) continue;
-      if (!batch_transfer_ids_.insert(flight.id).second && !options_.known_shard_bugs) continue;
+      batch_transfer_ids_.insert(flight.id);
       calls.push_back(FlightCall(id, flight));
     }
     return calls;
@@ -500,15 +503,8 @@ class Simulation {
   std::string Quiesce() {
     std::string failure = CarryFlights();
     if (!failure.empty()) return failure;
-    // Transfers pending with nobody carrying them (see SimOptions::known_shard_bugs): counted,
-    // then resumed as ledgerd's next start would, which must end them.
-    if (!store_.pending().empty() && !options_.known_shard_bugs) {
-      result_.transfers_stuck += static_cast<int64_t>(store_.pending().size());
-      RebuildCore();
-      Trace({.kind = TraceEvent::Kind::kRestart, .note = "quiescent with transfers stuck; "});
-      failure = CarryFlights();
-      if (!failure.empty()) return failure;
-    }
+    // A transfer pending with nobody carrying it fails the check below (CheckQuiescent).
+    result_.transfers_stuck += static_cast<int64_t>(store_.pending().size());
     failure = transfer_auditor_.CheckQuiescent(store_);
     if (failure.empty() && core_->pending_transfer_count() != 0) {
       failure = absl::StrCat("quiescent, yet the core holds ", core_->pending_transfer_count(),
@@ -852,8 +848,8 @@ class Simulation {
     const RecentTransfer* reused = nullptr;
     if (!recent_transfers_.empty() && Percent(rng_, 30)) {
       reused = &recent_transfers_[Uniform(rng_, recent_transfers_.size())];
-      // See SimOptions::known_shard_bugs: two messages of one transfer_id in a batch.
-      if (batch_transfer_ids_.count(reused->id) > 0 && !options_.known_shard_bugs) reused = nullptr;
+      // Two messages of one transfer_id in a batch are allowed on purpose: after a failed write
+      // one read-back may fail and the other succeed (an abort the simulator found).
     }
     if (reused != nullptr) {
       const RecentTransfer& recent = *reused;
@@ -863,8 +859,9 @@ class Simulation {
       call.amount = recent.amount;
       if (Percent(rng_, 25)) {
         ++result_.transfers_reusing_id;
-        // See SimOptions::known_shard_bugs: another source under a pending transfer's id.
-        const uint64_t what = Uniform(rng_, options_.known_shard_bugs ? 3 : 2);
+        // Other fields: the amount, the destination, or another source of the same shard under
+        // a transfer's id (which must not drop that transfer's pending record).
+        const uint64_t what = Uniform(rng_, 3);
         if (what == 0) {
           call.amount += 1;
         } else if (what == 1) {

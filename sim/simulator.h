@@ -73,24 +73,6 @@ struct SimOptions {
   // Transfers between the transfer accounts, same-shard and across (played on the one core, the
   // simulator acting as the coordinator). False: only deposits, withdrawals and balances.
   bool transfers = true;
-  // Also generate the call patterns of the transfer bugs this simulator found in shard/ (reported,
-  // not fixed there yet; tests/sim has a disabled reproduction of each):
-  //  1. Two messages of one transfer_id in one batch after a failed write touched the id: the
-  //     first one's read-back lookup fails, the second's succeeds, and the first is decided with
-  //     nothing prefetched: LEDGER_CHECK "prefetched.transfer_looked_up" aborts the core.
-  //  2. A transfer_id reused by another source account of the same shard while the first
-  //     transfer is pending and its id unsettled (after a failed write): the read-back for the
-  //     new source drops the first transfer's pending record (and refund reservation) from
-  //     memory; the reuse is then debited as a new transfer, and the first one's settle is
-  //     answered as a replay without settling it, so it stays pending until a restart.
-  //  3. A batch that adopts an orphaned pending transfer (TakeOrphan: a resume_only ask or a
-  //     client's retry) and whose write then fails loses the orphan mark, which RollBack does
-  //     not restore: the next ask answers "not debited", the flight ends and the transfer stays
-  //     pending with nobody carrying it until a restart.
-  // False: the generator avoids 1 and 2 (one message per transfer_id per batch; a reused id
-  // keeps its source), and 3, which it cannot avoid, is counted (transfers_stuck) and ended by a
-  // restart at the end of the run, as ledgerd's next start would. True: each fails the run.
-  bool known_shard_bugs = false;
   // Called before each step, so that a LEDGER_CHECK abort inside the core can still say which
   // seed and step it was (see ledger_sim.cc). May be null.
   void (*on_step)(uint64_t seed, int64_t step) = nullptr;
@@ -141,7 +123,7 @@ struct SimResult {
   int64_t journal_refunds = 0;
   int64_t max_transfers_in_flight = 0;
   // Transfers left pending with nobody carrying them once every flight ended (the third bug in
-  // SimOptions::known_shard_bugs); the run then restarts, which must end them.
+  // a run with any fails).
   int64_t transfers_stuck = 0;
   // When !ok: the violation, the step it happened at and a short trace of the steps before it.
   std::string failure;

@@ -670,26 +670,33 @@ absl::StatusOr<CreditLookup> RocksDbStore::FindCreditInMemory(absl::string_view 
   return LookUpCredit(transfer_id, /*memory_only=*/true);
 }
 
-absl::StatusOr<std::optional<TransferRecord>> RocksDbStore::ReadTransfer(
+absl::StatusOr<std::vector<TransferRecord>> RocksDbStore::FindPendingTransfers(
     absl::string_view transfer_id) {
-  absl::StatusOr<std::optional<TransferRecord>> final_record = FindTransfer(transfer_id, "");
-  if (!final_record.ok() || final_record->has_value()) return final_record;
-  std::optional<TransferRecord> pending;
+  std::vector<TransferRecord> pending;
   absl::Status status = ReadWith([&](Handles& handles) {
     const std::string prefix =
         absl::StrCat(PendingTransferPrefix(), transfer_id, absl::string_view("\0", 1));
     std::unique_ptr<rocksdb::Iterator> it(
         handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kDefault]));
-    it->Seek(prefix);
-    if (it->Valid() && it->key().starts_with(prefix)) {
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
       absl::StatusOr<TransferRecord> record = DecodeTransfer(View(it->value()));
       if (!record.ok()) return record.status();
-      pending = *std::move(record);
+      pending.push_back(*std::move(record));
     }
-    return FromRocks(it->status(), "reading a pending transfer");
+    return FromRocks(it->status(), "reading pending transfers");
   });
   if (!status.ok()) return status;
   return pending;
+}
+
+absl::StatusOr<std::optional<TransferRecord>> RocksDbStore::ReadTransfer(
+    absl::string_view transfer_id) {
+  absl::StatusOr<std::optional<TransferRecord>> final_record = FindTransfer(transfer_id, "");
+  if (!final_record.ok() || final_record->has_value()) return final_record;
+  absl::StatusOr<std::vector<TransferRecord>> pending = FindPendingTransfers(transfer_id);
+  if (!pending.ok()) return pending.status();
+  if (pending->empty()) return std::nullopt;
+  return pending->front();
 }
 
 absl::Status RocksDbStore::ForEachPendingTransfer(

@@ -113,6 +113,8 @@ class RocksDbStore final : public LedgerStore {
   absl::StatusOr<TransferLookup> FindTransferInMemory(absl::string_view transfer_id,
                                                       absl::string_view from) override;
   absl::StatusOr<CreditLookup> FindCreditInMemory(absl::string_view transfer_id) override;
+  absl::StatusOr<std::vector<TransferRecord>> FindPendingTransfers(
+      absl::string_view transfer_id) override;
   // A transfer's record for GetTransfer: its final record, else a pending one (of whichever
   // source: two only when a client raced one id from two sources); nullopt when none.
   absl::StatusOr<std::optional<TransferRecord>> ReadTransfer(absl::string_view transfer_id);

@@ -134,6 +134,10 @@ class DiskLookupStore final : public LedgerStore {
                                                              absl::string_view from) override {
     return inner_->FindTransfer(transfer_id, from);
   }
+  absl::StatusOr<std::vector<TransferRecord>> FindPendingTransfers(
+      absl::string_view transfer_id) override {
+    return inner_->FindPendingTransfers(transfer_id);
+  }
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override {
     return inner_->FindCredit(transfer_id);
   }

@@ -84,6 +84,17 @@ class MemoryStore final : public LedgerStore {
     return found->second;
   }
 
+  absl::StatusOr<std::vector<TransferRecord>> FindPendingTransfers(
+      absl::string_view transfer_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_lookups_) return absl::UnavailableError("injected lookup failure");
+    std::vector<TransferRecord> pending;
+    for (const auto& [key, record] : pending_) {
+      if (key.first == transfer_id) pending.push_back(record);
+    }
+    return pending;
+  }
+
   // Every transfer record stored, by transfer_id.
   std::map<std::string, TransferRecord> transfers() const {
     std::lock_guard<std::mutex> lock(mu_);
