@@ -165,7 +165,14 @@ def main():
               f"{statistics.median(r['in_flight_amount_median'] for r in runs):<16.0f}")
     for name, goal in (("cross_shard", 0.5), ("same_shard", 0.8)):
         ratio = median[name] / median["deposit"]
-        print(f"{name} / deposit = {ratio:.2f} (goal >= {goal}): {'PASS' if ratio >= goal else 'MISS'}")
+        # Also per round: each round's runs are minutes apart, not hours, so the machine's drift
+        # cancels out more of the ratio.
+        per_round = [r["ok_per_second"] / d["ok_per_second"]
+                     for r, d in zip(results[name], results["deposit"])]
+        round_median = statistics.median(per_round)
+        print(f"{name} / deposit = {ratio:.2f} of the medians, {round_median:.2f} median of the "
+              f"rounds ({', '.join(f'{x:.2f}' for x in per_round)}); goal >= {goal}: "
+              f"{'PASS' if min(ratio, round_median) >= goal else 'MISS'}")
     if args.json_out:
         with open(args.json_out, "w") as out:
             json.dump(results, out, indent=1)
