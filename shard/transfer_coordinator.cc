@@ -167,8 +167,7 @@ void TransferCoordinator::Resume(std::string transfer_id, const TransferRecord& 
   flight->phase = Flight::Phase::kCredit;
   flight->from_balance = record.from_balance;
   active_.fetch_add(1, std::memory_order_relaxed);
-  in_flight_count_.fetch_add(1, std::memory_order_relaxed);
-  in_flight_amount_.fetch_add(record.amount, std::memory_order_relaxed);
+  MoneyLeft(record.amount);
   Enqueue(flight, /*retry=*/false);
 }
 
@@ -210,8 +209,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         Finish(flight, reply);
         return;
       }
-      in_flight_count_.fetch_add(1, std::memory_order_relaxed);
-      in_flight_amount_.fetch_add(flight->amount, std::memory_order_relaxed);
+      MoneyLeft(flight->amount);
       if (options_.test_after_step)
         options_.test_after_step(TransferStep::kDebited, flight->transfer_id);
       flight->from_balance = reply.balance;
@@ -228,8 +226,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
           reply.outcome == Outcome::kOverflow || reply.outcome == Outcome::kTransferIdReused);
       if (reply.outcome == Outcome::kOk) {
         // The money reached the destination.
-        in_flight_count_.fetch_sub(1, std::memory_order_relaxed);
-        in_flight_amount_.fetch_sub(flight->amount, std::memory_order_relaxed);
+        MoneyLanded(flight->amount);
       }
       if (options_.test_after_step)
         options_.test_after_step(TransferStep::kCredited, flight->transfer_id);
@@ -247,8 +244,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
       }
       if (flight->credit_outcome != Outcome::kOk) {
         // Refunded to the source.
-        in_flight_count_.fetch_sub(1, std::memory_order_relaxed);
-        in_flight_amount_.fetch_sub(flight->amount, std::memory_order_relaxed);
+        MoneyLanded(flight->amount);
       }
       if (options_.test_after_step)
         options_.test_after_step(TransferStep::kSettled, flight->transfer_id);
@@ -261,6 +257,16 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
       Finish(flight, answer);
       return;
   }
+}
+
+void TransferCoordinator::MoneyLeft(int64_t amount) {
+  in_flight_count_.fetch_add(1, std::memory_order_relaxed);
+  in_flight_amount_.fetch_add(amount, std::memory_order_relaxed);
+}
+
+void TransferCoordinator::MoneyLanded(int64_t amount) {
+  in_flight_count_.fetch_sub(1, std::memory_order_relaxed);
+  in_flight_amount_.fetch_sub(amount, std::memory_order_relaxed);
 }
 
 void TransferCoordinator::Finish(Flight* flight, const Reply& reply) {

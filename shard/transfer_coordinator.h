@@ -103,6 +103,10 @@ class TransferCoordinator {
   // The server stops before the flight finished: its caller learns it is pending.
   void Park(Flight* flight);
   void Finish(Flight* flight, const Reply& reply);
+  // A debit is durable (the money left its source's balance), or its credit or refund is (the
+  // money is on a balance again): the in-flight figures.
+  void MoneyLeft(int64_t amount);
+  void MoneyLanded(int64_t amount);
   void RunCourier();
 
   const TransferCoordinatorOptions options_;
