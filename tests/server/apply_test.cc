@@ -272,6 +272,30 @@ TEST(ApplyTest, AtMost8192OperationsPerCallAndOneMoreAppliesNothing) {
   EXPECT_EQ(BalanceOf(*stub, "limit"), kMaxOperations);
 }
 
+// The default --max_receive_message_bytes admits the largest valid call: 8,192 transfers with
+// every field at its longest (the amount a ten-byte varint, so each is refused by its own rules,
+// which keeps the test cheap; the call itself must still be OK).
+TEST(ApplyTest, TheDefaultMessageSizeLimitAdmits8192OperationsOfMaximalSize) {
+  TestServer server(ApplyOptions());
+  std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
+  std::vector<v1::ApplyOperation> operations;
+  v1::ApplyRequest request;
+  for (int i = 0; i < kMaxOperations; ++i) {
+    std::string transfer_id = absl::StrCat("t", i);
+    transfer_id.resize(128, 'x');
+    operations.push_back(TransferOp(transfer_id, std::string(128, 'f'), std::string(128, 't'), -1));
+    *request.add_operations() = operations.back();
+  }
+  EXPECT_GT(request.ByteSizeLong(), size_t{3} << 20);
+  ApplyCall call = Apply(*stub, operations);
+  ASSERT_TRUE(call.status.ok()) << call.status.error_code() << ": " << call.status.error_message();
+  ASSERT_EQ(call.response.results_size(), kMaxOperations);
+  for (const v1::ApplyResult& result : call.response.results()) {
+    ASSERT_EQ(result.code(), kInvalidArgument);
+    ASSERT_THAT(result.message(), HasSubstr("amount must be greater than 0"));
+  }
+}
+
 TEST(ApplyTest, AnOperationThatSetsNoFieldIsInvalidAndTheOthersApply) {
   TestServer server(ApplyOptions());
   std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
