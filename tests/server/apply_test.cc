@@ -2,9 +2,10 @@
 // operation in request order, each what the operation's own RPC would answer (checked against
 // the unary RPCs on a second, fresh server); same-account order; request_id and transfer_id
 // replays inside one call and across calls; --require_request_id per operation; the 8,192
-// limit; a shard part larger than its mailbox refused whole while the other shard's part
-// applies; a restart that keeps every applied operation and its History; a call of 8,192
-// deposits; and concurrent calls whose results account for every balance exactly.
+// limit and the default message size; a shard part larger than its mailbox (or than the room
+// left in it) refused whole while the other shard's part applies; a restart that keeps every
+// applied operation and its History; a call of 8,192 deposits; and concurrent calls whose
+// results account for every balance exactly.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,6 +29,8 @@
 #include "shard/stable_hash.h"
 #include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
+#include "tests/shard/shard_test_util.h"
+#include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
@@ -729,6 +733,114 @@ TEST_F(ApplySheddingTest, ATransferInARefusedPartMovesNothing) {
   EXPECT_EQ(BalanceOf(*stub_, s0b_), 120);
   EXPECT_EQ(BalanceOf(*stub_, s1a_), 100);
   EXPECT_EQ(BalanceOf(*stub_, s1b_), 80);
+}
+
+// A part is taken only when all of it fits beside what its shard already holds: with one
+// operation queued behind a held one in shard 0 (capacity 8; without a journal the held one has
+// left the mailbox), a part of 8 is refused whole, nothing of it applied, and a part of 7 is
+// taken and applied once the shard moves on.
+TEST(ApplyAdmissionTest, APartIsRefusedWholeWhenOnlySomeOfItFits) {
+  constexpr int64_t kHolderAmount = 1'000'000;
+  constexpr int kCapacity = 8;
+  testing_util::Event held;
+  testing_util::Event release;
+  ServerOptions options = ApplyOptions();
+  options.router.shard.mailbox_capacity = kCapacity;
+  options.router.shard.inline_execution = false;
+  options.router.shard.max_batch = 1;
+  options.router.shard.test_before_handle = [&held, &release](const Message& message) {
+    if (message.amount == kHolderAmount) {
+      held.Notify();
+      release.WaitForNotification();
+    }
+  };
+  TestServer server(options);
+  absl::Cleanup always_release = [&] { release.Notify(); };
+  std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
+  const std::string s0a = OnShard("room-a", 0);
+  const std::string s0b = OnShard("room-b", 0);
+  const std::string s1 = OnShard("room-c", 1);
+  for (const std::string& account : {s0a, s0b, s1}) {
+    ASSERT_TRUE(Deposit(*stub, account, 100).status.ok());
+  }
+
+  // The holder: one operation of shard 0, accepted and held unanswered.
+  v1::DepositRequest holder_request;
+  holder_request.set_account_id(s0a);
+  holder_request.set_amount(kHolderAmount);
+  v1::DepositResponse holder_response;
+  grpc::ClientContext holder_context;
+  holder_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  grpc::Status holder_status;
+  testing_util::Event holder_done;
+  stub->async()->Deposit(&holder_context, &holder_request, &holder_response,
+                         [&](grpc::Status status) {
+                           holder_status = std::move(status);
+                           holder_done.Notify();
+                         });
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); }, "the holder runs"));
+  // One operation queued behind it, which takes one of the eight places.
+  v1::DepositRequest queued_request;
+  queued_request.set_account_id(s0a);
+  queued_request.set_amount(5);
+  v1::DepositResponse queued_response;
+  grpc::ClientContext queued_context;
+  queued_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  grpc::Status queued_status;
+  testing_util::Event queued_done;
+  stub->async()->Deposit(&queued_context, &queued_request, &queued_response,
+                         [&](grpc::Status status) {
+                           queued_status = std::move(status);
+                           queued_done.Notify();
+                         });
+  const Shard& shard0 = server.server().router().shard(0);
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return shard0.MailboxDepth() == 1; },
+                                      "one operation queued on shard 0"));
+
+  // Eight more do not fit beside it: refused whole, at once, while shard 1's part applies.
+  std::vector<v1::ApplyOperation> too_many;
+  for (int i = 0; i < kCapacity; ++i) too_many.push_back(DepositOp(s0b, 1));
+  too_many.push_back(DepositOp(s1, 5));
+  ApplyCall refused = Apply(*stub, too_many);
+  EXPECT_FALSE(release.HasBeenNotified());
+  ASSERT_TRUE(refused.status.ok()) << refused.status.error_message();
+  ASSERT_EQ(refused.response.results_size(), kCapacity + 1);
+  for (int i = 0; i < kCapacity; ++i) {
+    SCOPED_TRACE(absl::StrCat("operation ", i));
+    EXPECT_EQ(refused.response.results(i).code(), kResourceExhausted);
+    EXPECT_THAT(refused.response.results(i).message(), HasSubstr("shard 0"));
+  }
+  EXPECT_EQ(refused.response.results(kCapacity).ShortDebugString(),
+            Result(kOk, 105).ShortDebugString());
+  EXPECT_GE(PushbackMs(refused.pushback), kMinPushback.count());
+
+  // Seven fit beside it: taken, and answered once the holder is done.
+  v1::ApplyRequest fits_request;
+  for (int i = 0; i < kCapacity - 1; ++i) *fits_request.add_operations() = DepositOp(s0b, 1);
+  v1::ApplyResponse fits_response;
+  grpc::ClientContext fits_context;
+  fits_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  grpc::Status fits_status;
+  testing_util::Event fits_done;
+  stub->async()->Apply(&fits_context, &fits_request, &fits_response, [&](grpc::Status status) {
+    fits_status = std::move(status);
+    fits_done.Notify();
+  });
+  release.Notify();
+  holder_done.WaitForNotification();
+  queued_done.WaitForNotification();
+  fits_done.WaitForNotification();
+  ASSERT_TRUE(holder_status.ok()) << holder_status.error_message();
+  ASSERT_TRUE(queued_status.ok()) << queued_status.error_message();
+  ASSERT_TRUE(fits_status.ok()) << fits_status.error_message();
+  ASSERT_EQ(fits_response.results_size(), kCapacity - 1);
+  for (int i = 0; i < kCapacity - 1; ++i) {
+    EXPECT_EQ(fits_response.results(i).ShortDebugString(), Result(kOk, 101 + i).ShortDebugString())
+        << "operation " << i;
+  }
+  EXPECT_EQ(BalanceOf(*stub, s0a), 100 + kHolderAmount + 5);
+  EXPECT_EQ(BalanceOf(*stub, s0b), 100 + kCapacity - 1);
+  EXPECT_EQ(BalanceOf(*stub, s1), 105);
 }
 
 TEST(ApplyDurabilityTest, ARestartKeepsEveryAppliedOperationAndItsHistoryInOrder) {
