@@ -843,6 +843,65 @@ TEST(ApplyAdmissionTest, APartIsRefusedWholeWhenOnlySomeOfItFits) {
   EXPECT_EQ(BalanceOf(*stub, s1), 105);
 }
 
+// A part whose caller gave up while it waited in the mailbox is skipped, every operation of it,
+// as a unary call is (ledger_service_test.cc's CallerGone test, whose one wait on time this
+// copies for the same reason).
+TEST(ApplyAdmissionTest, APartWhoseCallerGaveUpIsSkipped) {
+  testing_util::Event held;
+  testing_util::Event release;
+  ServerOptions options = ApplyOptions();
+  options.router.shard.inline_execution = false;
+  options.router.shard.max_batch = 1;
+  options.router.shard.test_before_handle = [&held, &release](const Message&) {
+    if (!held.HasBeenNotified()) {
+      held.Notify();
+      release.WaitForNotification();
+    }
+  };
+  const std::string account = OnShard("gone", 0);
+  v1::DepositRequest first;
+  first.set_account_id(account);
+  first.set_amount(1);
+  v1::DepositResponse first_response;
+  auto first_context = testing_util::ContextWithDeadline();
+  testing_util::Event first_done;
+  grpc::Status first_status;
+  v1::ApplyRequest part;
+  for (int i = 0; i < 3; ++i) *part.add_operations() = DepositOp(account, 1000);
+  v1::ApplyResponse part_response;
+  constexpr std::chrono::seconds kPartTimeout{1};
+  auto part_context = testing_util::ContextWithDeadline(kPartTimeout);
+  testing_util::Event part_done;
+  grpc::Status part_status;
+  TestServer server(options);
+  absl::Cleanup always_release = [&] { release.Notify(); };
+  std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
+  const Shard& shard = server.server().router().shard(0);
+  stub->async()->Deposit(first_context.get(), &first, &first_response, [&](grpc::Status status) {
+    first_status = std::move(status);
+    first_done.Notify();
+  });
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); }, "the first runs"));
+  stub->async()->Apply(part_context.get(), &part, &part_response, [&](grpc::Status status) {
+    part_status = std::move(status);
+    part_done.Notify();
+  });
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return shard.MailboxDepth() == 1; },
+                                      "the part is queued behind the held deposit"));
+  const auto queued_by = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return part_done.HasBeenNotified(); }, "the caller gives up"));
+  EXPECT_EQ(part_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // NOTE: the one wait on time, a lower bound only: see ledger_service_test.cc.
+  std::this_thread::sleep_until(queued_by + kPartTimeout + std::chrono::seconds(1));
+  release.Notify();
+  first_done.WaitForNotification();
+  EXPECT_TRUE(first_status.ok()) << first_status.error_message();
+  // Balance queues behind the part, so it sees whatever the shard did with it.
+  EXPECT_EQ(BalanceOf(*stub, account), 1);
+  EXPECT_GE(server.server().metrics().shard(0).expired(), 1u);
+}
+
 TEST(ApplyDurabilityTest, ARestartKeepsEveryAppliedOperationAndItsHistoryInOrder) {
   ScratchLedger dir;
   auto server = std::make_unique<TestServer>(ApplyOptions(dir.path()));
