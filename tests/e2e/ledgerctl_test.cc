@@ -376,14 +376,16 @@ std::vector<std::string> ReadmeLedgerctlBlock(int index) {
   return absl::StrSplit(readme.substr(start + 11, end - start - 11), '\n', absl::SkipEmpty());
 }
 
-// The first block (deposits, withdrawals, history, errors) and the second (transfers), run one
-// after the other against one ledgerd, as a reader would.
+// The first block (deposits, withdrawals, history, errors), the second (transfers) and the third
+// (apply), run one after the other against one ledgerd, as a reader would. `cat FILE` is not run:
+// its output is written to FILE, which the later commands read.
 TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
   // Handlers take 20 ms, so that the transcript's 1 ms deadlines always run out.
   StartLedgerd({"--debug_handler_delay=20ms"});
+  testing_util::ScratchDir files;
   int commands = 0;
   int last_exit_code = 0;
-  for (int block = 0; block < 2; ++block) {
+  for (int block = 0; block < 3; ++block) {
     SCOPED_TRACE(absl::StrCat("README ledgerctl block ", block));
     const std::vector<std::string> lines = ReadmeLedgerctlBlock(block);
     for (size_t i = 0; i < lines.size();) {
@@ -398,16 +400,26 @@ TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
         EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
         continue;
       }
+      if (absl::StartsWith(command, "cat ")) {
+        std::ofstream(files.Sub(command.substr(4))) << expected;
+        continue;
+      }
       ASSERT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
-      const Result result = Run(absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty()));
+      std::vector<std::string> args = absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty());
+      for (std::string& arg : args) {
+        if (absl::EndsWith(arg, ".jsonl")) arg = files.Sub(arg);  // A file `cat` wrote.
+      }
+      const Result result = Run(args);
       last_exit_code = result.exit_code;
-      // The README's commands reach the default target; this run's carries --target.
-      const std::string output = absl::StrReplaceAll(result.output, {{target_ + " ", ""}});
+      // The README's commands reach the default target and name the files as written there;
+      // this run's carry --target and the scratch directory.
+      const std::string output =
+          absl::StrReplaceAll(result.output, {{target_ + " ", ""}, {files.path() + "/", ""}});
       EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
       ++commands;
     }
   }
-  EXPECT_GE(commands, 15);
+  EXPECT_GE(commands, 19);
 }
 
 // Pushback (issue 14): the fake ledger sheds the first attempts of each call.
