@@ -1,5 +1,6 @@
 // ledgerctl: calls ledgerd from the command line, for people and for scripts.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
