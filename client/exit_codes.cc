@@ -22,4 +22,28 @@ ExitCode ExitCodeFor(grpc::StatusCode code) {
   }
 }
 
+namespace {
+
+int Severity(ExitCode code) {
+  switch (code) {
+    case kExitOk:
+      return 0;
+    case kExitNotFound:
+      return 1;
+    case kExitRejected:
+      return 2;
+    case kExitUnavailable:
+      return 3;
+    case kExitUsage:
+      return 4;
+    case kExitOther:
+      return 5;
+  }
+  return 5;  // Not one of the classes: treat it as the least understood.
+}
+
+}  // namespace
+
+ExitCode WorseExitCode(ExitCode a, ExitCode b) { return Severity(b) > Severity(a) ? b : a; }
+
 }  // namespace ledger

@@ -22,6 +22,12 @@ enum ExitCode : int {
 // The exit code for a call that ended with `code`.
 ExitCode ExitCodeFor(grpc::StatusCode code);
 
+// The worse of two outcome classes, for a command whose operations end in different classes
+// (apply): the one a script must act on first. From least to most severe: OK, NOT_FOUND (4),
+// rejected by a rule (3), overloaded or outcome unknown (5: retry), any other failure (1: not
+// understood). Usage (2) never mixes with outcomes: it means nothing was sent.
+ExitCode WorseExitCode(ExitCode a, ExitCode b);
+
 }  // namespace ledger
 
 #endif  // LEDGER_CLIENT_EXIT_CODES_H_

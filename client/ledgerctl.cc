@@ -1,15 +1,17 @@
 // ledgerctl: calls ledgerd from the command line, for people and for scripts.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,9 +27,14 @@
 #include "absl/time/time.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
+#include "client/apply_batches.h"
+#include "client/apply_input.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
+#include "client/json_line.h"
+#include "client/ledgerctl_output.pb.h"
 #include "client/pushback.h"
+#include "client/request_id.h"
 #include "client/tls_flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -40,17 +47,23 @@ constexpr char kDefaultTarget[] = "localhost:50051";
 ABSL_FLAG(std::string, target, kDefaultTarget,
           "HOST:PORT of ledgerd's gRPC endpoint; :PORT is localhost, [::1]:PORT an IPv6 address");
 ABSL_FLAG(bool, json, false,
-          "print results as one JSON object per line (int64 values as strings, as in protobuf's "
-          "JSON mapping); errors go to stderr as {\"code\":..., \"message\":...}");
+          "print results as one JSON object per line (protobuf's JSON mapping with the proto "
+          "field names: int64 values as strings); errors and retry notes go to stderr as JSON "
+          "too, {\"code\":..., \"message\":...}. apply prints JSON Lines with or without it");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5),
           "how long to wait for an answer, with a unit: 5s, 250ms, 1m; it bounds the whole "
-          "command, retries after a server's pushback included");
+          "command, retries after a server's pushback included (apply: each Apply call, and the "
+          "longest pushback it waits for)");
 ABSL_FLAG(int32_t, retries, 3,
           "every command but health: when the server sheds the call "
           "(RESOURCE_EXHAUSTED) and says when to come back (grpc-retry-pushback-ms), wait that "
           "long and send the same call again (same request_id or transfer_id), at most this many "
           "times (0 to "
-          "10; 0 never retries), and never past --deadline. Without that pushback, no retry");
+          "10; 0 never retries), and never past --deadline. Without that pushback, no retry. "
+          "apply: per batch, and a batch whose call failed UNAVAILABLE or DEADLINE_EXCEEDED is "
+          "retried too (after the pushback, or 100 ms doubling)");
+ABSL_FLAG(int32_t, batch_size, 1000,
+          "apply: operations per Apply call (1 to 8192, the server's limit per call)");
 ABSL_FLAG(std::string, request_id, "",
           "idempotency key for deposit and withdraw (1 to 128 printable ASCII bytes): a retry "
           "with the same key, operation and amount is applied at most once and gets the first "
@@ -77,6 +90,7 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] history ACCOUNT [--page_size=N] [--page_token=TOKEN]\n"
     "  ledgerctl [flags] transfer FROM TO AMOUNT [--transfer_id=ID]\n"
     "  ledgerctl [flags] get-transfer ID\n"
+    "  ledgerctl [flags] apply FILE|- [--batch_size=N]\n"
     "  ledgerctl [flags] health\n"
     "\n"
     "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
@@ -84,6 +98,18 @@ constexpr char kUsage[] =
     "for transfer, FROM's and then TO's), the account's operations newest first for history,\n"
     "the transfer's state (PENDING, COMMITTED or REFUSED) for get-transfer, `SERVING` for\n"
     "health, or JSON with --json.\n"
+    "\n"
+    "apply reads JSON Lines from FILE (- for stdin): one ledger.v1.ApplyOperation per non-blank\n"
+    "line in protobuf's JSON mapping, e.g.\n"
+    "  {\"deposit\":{\"account_id\":\"alice\",\"amount\":\"100\",\"request_id\":\"imp-1\"}}\n"
+    "  {\"transfer\":{\"from_account_id\":\"alice\",\"to_account_id\":\"bob\",\"amount\":\"5\"}}\n"
+    "(also withdraw and balance). Every line is checked first: one that is not an operation is a\n"
+    "usage error naming it, and nothing is sent. A write without request_id (transfer_id) gets a\n"
+    "generated one. The operations go in Apply calls of --batch_size, in order, one call at a\n"
+    "time; it prints one JSON line per operation, in input order: its input line, the id used,\n"
+    "code, message, balance, to_balance and replayed (code NOT_SENT: not sent because an\n"
+    "earlier call failed as a whole). It exits with the worst class among the results, from\n"
+    "least to most severe 0, 4, 3, 5, 1 (below).\n"
     "\n"
     "Exit codes:\n"
     "  0  OK (health: the server is SERVING)\n"
@@ -99,36 +125,25 @@ constexpr char kUsage[] =
     "     have been applied; retry with the same --request_id or --transfer_id, which applies it\n"
     "     at most once, or ask get-transfer), or health is not SERVING\n"
     "get-transfer exits 0 for any state it reads: the state is in its output (`state` in JSON).\n"
+    "apply exits with the worst of its operations' classes, and 2 when a line is not an\n"
+    "operation (nothing was sent).\n"
     "\n"
     "When the server sheds a call and says when to come back (RESOURCE_EXHAUSTED with the\n"
     "trailing metadata grpc-retry-pushback-ms), ledgerctl waits that long and sends the same call\n"
     "again, with the same request_id or transfer_id, up to --retries times (default 3) and only\n"
     "if the retry can start before --deadline, which bounds the whole command; each retry is\n"
     "announced on stderr.\n"
-    "Exit 5 for RESOURCE_EXHAUSTED means the last attempt was shed too, or no retry was allowed.";
-
-// A JSON string literal for `text` (ids and messages are printable ASCII, but be safe).
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
+    "Exit 5 for RESOURCE_EXHAUSTED means the last attempt was shed too, or no retry was allowed.\n"
+    "apply retries per batch: a call that failed UNAVAILABLE or DEADLINE_EXCEEDED, or was shed\n"
+    "with a pushback, is sent again whole, and the operations shed inside an answered call\n"
+    "(RESOURCE_EXHAUSTED: their shard was full) are sent again after its pushback, all with the\n"
+    "same ids and up to --retries times; --deadline bounds each call.";
 
 int UsageError(const std::string& problem) {
   std::cerr << "ledgerctl: " << problem
             << "\nusage: ledgerctl [flags] deposit|withdraw ACCOUNT AMOUNT | balance ACCOUNT | "
-               "history ACCOUNT | transfer FROM TO AMOUNT | get-transfer ID | health\n"
+               "history ACCOUNT | transfer FROM TO AMOUNT | get-transfer ID | apply FILE|- | "
+               "health\n"
                "`ledgerctl --help` explains the flags and the exit codes\n";
   return ledger::kExitUsage;
 }
@@ -142,8 +157,10 @@ bool OutcomeUnknown(grpc::StatusCode code) {
 int Failed(const grpc::Status& status) {
   const char* code = ledger::StatusCodeName(static_cast<int>(status.error_code()));
   if (absl::GetFlag(FLAGS_json)) {
-    std::cerr << "{\"code\":" << JsonString(code)
-              << ",\"message\":" << JsonString(status.error_message()) << "}\n";
+    ledger::ctl::Error error;
+    error.set_code(code);
+    error.set_message(status.error_message());
+    std::cerr << ledger::JsonLine(error);
   } else {
     std::cerr << "ledgerctl: " << code << ": " << status.error_message() << "\n";
   }
@@ -152,8 +169,10 @@ int Failed(const grpc::Status& status) {
 
 int PrintBalance(const std::string& account, int64_t balance) {
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << "{\"account_id\":" << JsonString(account) << ",\"balance\":\"" << balance
-              << "\"}\n";
+    ledger::ctl::BalanceLine line;
+    line.set_account_id(account);
+    line.set_balance(balance);
+    std::cout << ledger::JsonLine(line);
   } else {
     std::cout << account << ": " << balance << "\n";
   }
@@ -177,18 +196,29 @@ std::unique_ptr<grpc::ClientContext> NewContext() {
   return context;
 }
 
-// Says on stderr what ledgerctl does about a shed call (JSON with --json, like its errors).
-void ShedNote(const std::string& text, int64_t retry_in_ms, int attempt, int attempts) {
+// Says on stderr what ledgerctl does about a call it may retry (JSON with --json, like its
+// errors): `shed` when the server shed it; the retry fields when retry_in_ms >= 0.
+void RetryNote(bool shed, const std::string& text, int64_t retry_in_ms, int attempt, int attempts) {
   if (!absl::GetFlag(FLAGS_json)) {
-    std::cerr << "ledgerctl: shed by the server; " << text << "\n";
+    std::cerr << "ledgerctl: " << text << "\n";
     return;
   }
-  std::cerr << "{\"shed\":true,\"note\":" << JsonString(text);
+  ledger::ctl::RetryNote note;
+  note.set_shed(shed);
+  note.set_note(text);
   if (retry_in_ms >= 0) {
-    std::cerr << ",\"retry_in_ms\":" << retry_in_ms << ",\"attempt\":" << attempt
-              << ",\"attempts\":" << attempts;
+    note.set_retry_in_ms(retry_in_ms);
+    note.set_attempt(attempt);
+    note.set_attempts(attempts);
   }
-  std::cerr << "}\n";
+  std::cerr << ledger::JsonLine(note);
+}
+
+// RetryNote for a shed single call: its text says so first.
+void ShedNote(const std::string& text, int64_t retry_in_ms, int attempt, int attempts) {
+  RetryNote(/*shed=*/true,
+            absl::GetFlag(FLAGS_json) ? text : absl::StrCat("shed by the server; ", text),
+            retry_in_ms, attempt, attempts);
 }
 
 // Runs `attempt` (one call on the context it is given) and, while the server sheds it with a
@@ -229,13 +259,6 @@ grpc::Status CallHonouringPushback(Attempt attempt) {
         wait_ms, number + 1, attempts);
     std::this_thread::sleep_for(*pushback);
   }
-}
-
-// A request_id for a deposit or withdraw that was given none: 64 random bits. Every write then
-// has one, so that a call whose outcome is unknown can be retried safely.
-std::string NewRequestId() {
-  std::random_device random;
-  return absl::StrFormat("ledgerctl-%08x%08x", random(), random());
 }
 
 // `word` as a POSIX shell reads it back: as is when it holds only safe characters, else in
@@ -326,7 +349,7 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   request.set_account_id(args[2]);
   request.set_amount(amount);
   const std::string& given_request_id = absl::GetFlag(FLAGS_request_id);
-  request.set_request_id(given_request_id.empty() ? NewRequestId() : given_request_id);
+  request.set_request_id(given_request_id.empty() ? ledger::NewRequestId() : given_request_id);
   Response response;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = CallHonouringPushback(
@@ -337,9 +360,12 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
     return exit_code;
   }
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << "{\"account_id\":" << JsonString(request.account_id()) << ",\"balance\":\""
-              << response.balance() << "\",\"request_id\":" << JsonString(request.request_id())
-              << ",\"replayed\":" << (response.replayed() ? "true" : "false") << "}\n";
+    ledger::ctl::WriteLine line;
+    line.set_account_id(request.account_id());
+    line.set_balance(response.balance());
+    line.set_request_id(request.request_id());
+    line.set_replayed(response.replayed());
+    std::cout << ledger::JsonLine(line);
     return ledger::kExitOk;
   }
   std::cout << request.account_id() << ": " << response.balance();
@@ -395,7 +421,7 @@ int Transfer(const std::shared_ptr<grpc::Channel>& channel, const std::vector<ch
   request.set_amount(amount);
   // Always an id, as for deposits: a transfer whose outcome is unknown can then be settled.
   const std::string& given_transfer_id = absl::GetFlag(FLAGS_transfer_id);
-  request.set_transfer_id(given_transfer_id.empty() ? NewRequestId() : given_transfer_id);
+  request.set_transfer_id(given_transfer_id.empty() ? ledger::NewRequestId() : given_transfer_id);
   ledger::v1::TransferResponse response;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = CallHonouringPushback(
@@ -406,12 +432,14 @@ int Transfer(const std::shared_ptr<grpc::Channel>& channel, const std::vector<ch
     return exit_code;
   }
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << "{\"transfer_id\":" << JsonString(request.transfer_id())
-              << ",\"from_account_id\":" << JsonString(request.from_account_id())
-              << ",\"from_balance\":\"" << response.from_balance()
-              << "\",\"to_account_id\":" << JsonString(request.to_account_id())
-              << ",\"to_balance\":\"" << response.to_balance()
-              << "\",\"replayed\":" << (response.replayed() ? "true" : "false") << "}\n";
+    ledger::ctl::TransferLine line;
+    line.set_transfer_id(request.transfer_id());
+    line.set_from_account_id(request.from_account_id());
+    line.set_from_balance(response.from_balance());
+    line.set_to_account_id(request.to_account_id());
+    line.set_to_balance(response.to_balance());
+    line.set_replayed(response.replayed());
+    std::cout << ledger::JsonLine(line);
     return ledger::kExitOk;
   }
   std::cout << request.from_account_id() << ": " << response.from_balance() << "\n"
@@ -436,28 +464,22 @@ std::string TransferStateName(ledger::v1::TransferState state) {
 }
 
 void PrintTransferStateJson(const ledger::v1::GetTransferResponse& t) {
-  std::cout << "{\"transfer_id\":" << JsonString(t.transfer_id())
-            << ",\"state\":" << JsonString(TransferStateName(t.state()))
-            << ",\"from_account_id\":" << JsonString(t.from_account_id())
-            << ",\"to_account_id\":" << JsonString(t.to_account_id()) << ",\"amount\":\""
-            << t.amount() << "\"";
-  if (t.state() != ledger::v1::TRANSFER_STATE_REFUSED) {
-    std::cout << ",\"from_balance\":\"" << t.from_balance() << "\"";
-  }
-  if (t.state() == ledger::v1::TRANSFER_STATE_COMMITTED) {
-    std::cout << ",\"to_balance\":\"" << t.to_balance() << "\"";
-  }
+  ledger::ctl::TransferStateLine line;
+  line.set_transfer_id(t.transfer_id());
+  line.set_state(TransferStateName(t.state()));
+  line.set_from_account_id(t.from_account_id());
+  line.set_to_account_id(t.to_account_id());
+  line.set_amount(t.amount());
+  if (t.state() != ledger::v1::TRANSFER_STATE_REFUSED) line.set_from_balance(t.from_balance());
+  if (t.state() == ledger::v1::TRANSFER_STATE_COMMITTED) line.set_to_balance(t.to_balance());
   if (t.state() == ledger::v1::TRANSFER_STATE_REFUSED) {
-    std::cout << ",\"refusal_code\":" << JsonString(ledger::StatusCodeName(t.refusal_code()))
-              << ",\"refusal_message\":" << JsonString(t.refusal_message());
+    line.set_refusal_code(ledger::StatusCodeName(t.refusal_code()));
+    line.set_refusal_message(t.refusal_message());
   }
-  for (const auto& [name, set, time] :
-       {std::tuple{"created_time", t.has_created_time(), &t.created_time()},
-        std::tuple{"credited_time", t.has_credited_time(), &t.credited_time()},
-        std::tuple{"finished_time", t.has_finished_time(), &t.finished_time()}}) {
-    if (set) std::cout << ",\"" << name << "\":" << JsonString(FormatTimestamp(*time));
-  }
-  std::cout << "}\n";
+  if (t.has_created_time()) *line.mutable_created_time() = t.created_time();
+  if (t.has_credited_time()) *line.mutable_credited_time() = t.credited_time();
+  if (t.has_finished_time()) *line.mutable_finished_time() = t.finished_time();
+  std::cout << ledger::JsonLine(line);
 }
 
 void PrintTransferState(const ledger::v1::GetTransferResponse& t) {
@@ -563,6 +585,26 @@ std::string EntryReference(const ledger::v1::HistoryEntry& entry) {
   }
 }
 
+void PrintHistoryJson(const std::string& account_id, const ledger::v1::HistoryResponse& response) {
+  ledger::ctl::HistoryPage page;
+  page.set_account_id(account_id);
+  for (const ledger::v1::HistoryEntry& entry : response.entries()) {
+    ledger::ctl::HistoryPage::Entry& line = *page.add_entries();
+    line.set_sequence(entry.sequence());
+    line.set_operation(OperationName(entry.operation()));
+    line.set_amount(entry.amount());
+    line.set_balance_after(entry.balance_after());
+    line.set_request_id(entry.request_id());
+    *line.mutable_time() = entry.time();
+    if (!entry.transfer_id().empty()) {
+      line.set_transfer_id(entry.transfer_id());
+      line.set_counterparty_account_id(entry.counterparty_account_id());
+    }
+  }
+  page.set_next_page_token(response.next_page_token());
+  std::cout << ledger::JsonLine(page);
+}
+
 int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
   if (args.size() != 3) return UsageError("history takes ACCOUNT");
   ledger::v1::HistoryRequest request;
@@ -578,21 +620,7 @@ int History(const std::shared_ptr<grpc::Channel>& channel, const std::vector<cha
     return FormatTimestamp(entry.time());
   };
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << "{\"account_id\":" << JsonString(request.account_id()) << ",\"entries\":[";
-    for (int i = 0; i < response.entries_size(); ++i) {
-      const ledger::v1::HistoryEntry& entry = response.entries(i);
-      std::cout << (i == 0 ? "" : ",") << "{\"sequence\":\"" << entry.sequence()
-                << "\",\"operation\":" << JsonString(OperationName(entry.operation()))
-                << ",\"amount\":\"" << entry.amount() << "\",\"balance_after\":\""
-                << entry.balance_after() << "\",\"request_id\":" << JsonString(entry.request_id())
-                << ",\"time\":" << JsonString(time_of(entry));
-      if (!entry.transfer_id().empty()) {
-        std::cout << ",\"transfer_id\":" << JsonString(entry.transfer_id())
-                  << ",\"counterparty_account_id\":" << JsonString(entry.counterparty_account_id());
-      }
-      std::cout << "}";
-    }
-    std::cout << "],\"next_page_token\":" << JsonString(response.next_page_token()) << "}\n";
+    PrintHistoryJson(request.account_id(), response);
     return ledger::kExitOk;
   }
   // OPERATION is as wide as its longest name, transfer_refund.
@@ -620,7 +648,9 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   const std::string serving =
       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << "{\"status\":" << JsonString(serving) << "}\n";
+    ledger::ctl::HealthLine line;
+    line.set_status(serving);
+    std::cout << ledger::JsonLine(line);
   } else {
     std::cout << serving << "\n";
   }
@@ -629,10 +659,121 @@ int Health(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
              : ledger::kExitUnavailable;
 }
 
+// The operations of apply's FILE ("-": stdin), every line checked; a usage error's text if not.
+absl::StatusOr<std::vector<ledger::ApplyInput>> ReadApplyFile(const std::string& path) {
+  const std::string name = path == "-" ? "stdin" : absl::StrCat("\"", path, "\"");
+  absl::StatusOr<std::vector<ledger::ApplyInput>> inputs;
+  if (path == "-") {
+    inputs = ledger::ReadApplyInput(std::cin);
+  } else {
+    std::ifstream file(path, std::ios::binary);
+    if (!file.is_open()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("apply: cannot open ", name, ": ", std::strerror(errno)));
+    }
+    inputs = ledger::ReadApplyInput(file);
+  }
+  if (inputs.ok()) return inputs;
+  return absl::InvalidArgumentError(
+      absl::StrCat("apply: nothing was sent; in ", name, ":\n  ",
+                   absl::StrReplaceAll(inputs.status().message(), {{"\n", "\n  "}})));
+}
+
+// What apply has printed so far: how many results of each code, and the worst class.
+class ApplyTally {
+ public:
+  // Prints the outcome of `input` as its JSON line, and counts it.
+  void Print(const ledger::ApplyInput& input, const ledger::ApplyOperationOutcome& outcome) {
+    const ledger::v1::ApplyResult& result = outcome.result;
+    ledger::ctl::ApplyLine line;
+    line.set_line(input.line);
+    const std::string& id = ledger::IdOf(input.operation);
+    if (!id.empty()) line.set_id(id);
+    const char* code = outcome.sent ? ledger::StatusCodeName(result.code()) : kNotSent;
+    line.set_code(code);
+    if (result.code() != 0 || !outcome.sent) {
+      line.set_message(result.message());
+    } else {
+      line.set_balance(result.balance());
+      if (input.operation.has_transfer()) line.set_to_balance(result.to_balance());
+      if (!input.operation.has_balance()) line.set_replayed(result.replayed());
+    }
+    std::cout << ledger::JsonLine(line);
+    ++count_by_code_[outcome.sent ? result.code() : kNotSentKey];
+    worst_ = ledger::WorseExitCode(
+        worst_, ledger::ExitCodeFor(static_cast<grpc::StatusCode>(result.code())));
+  }
+
+  ledger::ExitCode worst() const { return worst_; }
+
+  // "OK 3, NOT_FOUND 1", in the order of the codes (NOT_SENT last).
+  std::string Counts() const {
+    std::vector<std::string> parts;
+    for (const auto& [code, count] : count_by_code_) {
+      parts.push_back(
+          absl::StrCat(code == kNotSentKey ? kNotSent : ledger::StatusCodeName(code), " ", count));
+    }
+    return absl::StrJoin(parts, ", ");
+  }
+
+ private:
+  static constexpr char kNotSent[] = "NOT_SENT";
+  static constexpr int32_t kNotSentKey = 1000;  // After every status code.
+  std::map<int32_t, int64_t> count_by_code_;
+  ledger::ExitCode worst_ = ledger::kExitOk;
+};
+
+// apply: the operations of FILE in Apply calls of --batch_size, one JSON line per operation.
+int Apply(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*>& args) {
+  if (args.size() != 3) return UsageError("apply takes FILE (- for stdin)");
+  absl::StatusOr<std::vector<ledger::ApplyInput>> inputs = ReadApplyFile(args[2]);
+  if (!inputs.ok()) return UsageError(std::string(inputs.status().message()));
+  ledger::AssignMissingIds(*inputs, ledger::NewRequestId);
+  auto stub = ledger::v1::Ledger::NewStub(channel);
+  const absl::Duration deadline = absl::GetFlag(FLAGS_deadline);
+  const ledger::ApplyBatchOptions options{
+      .batch_size = absl::GetFlag(FLAGS_batch_size),
+      .retries = absl::GetFlag(FLAGS_retries),
+      .max_wait = absl::ToChronoMilliseconds(deadline),
+  };
+  ApplyTally tally;
+  const ledger::ApplyBatchHooks hooks{
+      .call =
+          [&](const ledger::v1::ApplyRequest& request) {
+            grpc::ClientContext context;  // Each call its own --deadline: a file takes many.
+            context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+            ledger::ApplyCallOutcome outcome;
+            outcome.status = stub->Apply(&context, request, &outcome.response);
+            outcome.pushback = ledger::RetryPushback(context.GetServerTrailingMetadata());
+            return outcome;
+          },
+      .wait = [](std::chrono::milliseconds wait) { std::this_thread::sleep_for(wait); },
+      .note =
+          [](const ledger::ApplyRetryNote& note) {
+            std::cout.flush();  // The results so far come before what happens next.
+            RetryNote(note.shed, note.text, note.wait.has_value() ? note.wait->count() : -1,
+                      note.attempt, note.attempts);
+          },
+      .outcome =
+          [&](size_t index, const ledger::ApplyOperationOutcome& outcome) {
+            tally.Print((*inputs)[index], outcome);
+          },
+  };
+  const int64_t calls = ledger::ApplyInBatches(*inputs, options, hooks);
+  std::cout.flush();
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::cerr << "ledgerctl: " << inputs->size()
+              << (inputs->size() == 1 ? " operation in " : " operations in ") << calls
+              << (calls == 1 ? " Apply call" : " Apply calls") << (inputs->empty() ? "" : ": ")
+              << tally.Counts() << "\n";
+  }
+  return tally.worst();
+}
+
 // The commands, for "did you mean".
 const std::vector<std::string>& Commands() {
   static const auto* commands = new std::vector<std::string>{
-      "deposit", "withdraw", "balance", "history", "transfer", "get-transfer", "health"};
+      "deposit", "withdraw", "balance", "history", "transfer", "get-transfer", "apply", "health"};
   return *commands;
 }
 
@@ -642,7 +783,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
   if (args.empty())
     ledger::cli::ExitUsage(program,
                            "missing command (deposit, withdraw, balance, history, transfer, "
-                           "get-transfer or health)");
+                           "get-transfer, apply or health)");
   const std::string& command = args[0];
   if (std::find(Commands().begin(), Commands().end(), command) == Commands().end()) {
     const std::optional<std::string> close = ledger::cli::DidYouMean(command, Commands());
@@ -651,8 +792,8 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
         absl::StrCat("unknown command \"", command, "\"",
                      close.has_value() ? absl::StrCat("; did you mean ", *close, "?")
                                        : std::string("; the commands are deposit, withdraw, "
-                                                     "balance, history, transfer, get-transfer "
-                                                     "and health")));
+                                                     "balance, history, transfer, get-transfer, "
+                                                     "apply and health")));
   }
   const bool write = (command == "deposit" || command == "withdraw") && args.size() == 3;
   const bool transfer = command == "transfer" && args.size() == 4;
@@ -691,6 +832,11 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_retries) < 0 || absl::GetFlag(FLAGS_retries) > kMaxRetries) {
     return UsageError(absl::StrCat("--retries must be 0 to ", kMaxRetries));
+  }
+  if (absl::GetFlag(FLAGS_batch_size) < 1 ||
+      absl::GetFlag(FLAGS_batch_size) > ledger::kMaxApplyBatchSize) {
+    return UsageError(absl::StrCat("--batch_size must be 1 to ", ledger::kMaxApplyBatchSize,
+                                   "; got ", absl::GetFlag(FLAGS_batch_size)));
   }
   CommandDeadline();  // Starts the command's one deadline, before any call.
   absl::StatusOr<ledger::cli::HostPort> target = ledger::cli::ParseHostPort(
@@ -733,6 +879,7 @@ int main(int argc, char** argv) {
   if (command == "history") return History(channel, args);
   if (command == "transfer") return Transfer(channel, args, command_line);
   if (command == "get-transfer") return GetTransfer(channel, args);
+  if (command == "apply") return Apply(channel, args);
   if (command == "health") return Health(channel, args);
   return UsageError(absl::StrCat("unknown command ", command));  // CheckCommand refused it.
 }

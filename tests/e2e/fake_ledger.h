@@ -2,7 +2,9 @@
 // in-memory ledger (balances, request_id replay, no overdraft, transfers with transfer_id replay
 // and GetTransfer) that sheds the first attempts of each call with RESOURCE_EXHAUSTED and a
 // chosen grpc-retry-pushback-ms, and can leave the outcome of a transfer unknown to its caller
-// in the ways the real server can, so that a client's retries and settling are tested without
+// in the ways the real server can. Its Apply runs each operation as its own RPC would (each
+// shed operation gets RESOURCE_EXHAUSTED and the call the pushback), and can lose the answer to
+// whole calls after applying them, so that a client's retries and settling are tested without
 // depending on the real server's overload or failure behaviour.
 #ifndef LEDGER_TESTS_E2E_FAKE_LEDGER_H_
 #define LEDGER_TESTS_E2E_FAKE_LEDGER_H_
@@ -54,6 +56,9 @@ class FakeLedger final : public v1::Ledger::Service {
     // Like a server with --durability=none: GetTransfer is FAILED_PRECONDITION, and a retried
     // transfer_id is applied again (no deduplication).
     bool no_transfer_records = false;
+    // The first this many Apply calls apply their operations and are answered UNAVAILABLE, as
+    // when the connection is lost after the server applied them.
+    int apply_calls_lost = 0;
   };
 
   explicit FakeLedger(Shedding shedding) : shedding_(std::move(shedding)) {}
@@ -79,7 +84,12 @@ class FakeLedger final : public v1::Ledger::Service {
     absl::MutexLock lock(&mu_);
     return request_ids_;
   }
-  // Every attempt of every method, shed ones included.
+  // Apply calls, lost ones included.
+  int apply_calls() const {
+    absl::MutexLock lock(&mu_);
+    return apply_calls_;
+  }
+  // Every attempt of every method, shed ones included (an Apply call: one per operation).
   int attempts() const {
     absl::MutexLock lock(&mu_);
     return attempts_;
@@ -204,6 +214,19 @@ class FakeLedger final : public v1::Ledger::Service {
     return Write(context, request->account_id(), -request->amount(), request->request_id(),
                  response);
   }
+  // Each operation as its own RPC, in order.
+  grpc::Status Apply(grpc::ServerContext* context, const v1::ApplyRequest* request,
+                     v1::ApplyResponse* response) override {
+    for (const v1::ApplyOperation& operation : request->operations()) {
+      *response->add_results() = ApplyOne(context, operation);
+    }
+    absl::MutexLock lock(&mu_);
+    if (++apply_calls_ <= shedding_.apply_calls_lost) {
+      return {grpc::StatusCode::UNAVAILABLE, "fake: connection lost after the Apply call"};
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Balance(grpc::ServerContext* context, const v1::BalanceRequest* request,
                        v1::BalanceResponse* response) override {
     absl::MutexLock lock(&mu_);
@@ -220,6 +243,40 @@ class FakeLedger final : public v1::Ledger::Service {
     grpc::StatusCode code;
     int64_t balance;
   };
+
+  v1::ApplyResult ApplyOne(grpc::ServerContext* context, const v1::ApplyOperation& operation) {
+    v1::ApplyResult result;
+    grpc::Status status;
+    if (operation.has_deposit()) {
+      v1::DepositResponse response;
+      status = Deposit(context, &operation.deposit(), &response);
+      result.set_balance(response.balance());
+      result.set_replayed(response.replayed());
+    } else if (operation.has_withdraw()) {
+      v1::WithdrawResponse response;
+      status = Withdraw(context, &operation.withdraw(), &response);
+      result.set_balance(response.balance());
+      result.set_replayed(response.replayed());
+    } else if (operation.has_balance()) {
+      v1::BalanceResponse response;
+      status = Balance(context, &operation.balance(), &response);
+      result.set_balance(response.balance());
+    } else if (operation.has_transfer()) {
+      v1::TransferResponse response;
+      status = Transfer(context, &operation.transfer(), &response);
+      result.set_balance(response.from_balance());
+      result.set_to_balance(response.to_balance());
+      result.set_replayed(response.replayed());
+    } else {
+      status = {grpc::StatusCode::INVALID_ARGUMENT, "no operation"};
+    }
+    if (!status.ok()) {
+      result.Clear();
+      result.set_code(status.error_code());
+      result.set_message(status.error_message());
+    }
+    return result;
+  }
 
   // Applies a transfer or refuses it, records the outcome, and answers as the ledger would.
   grpc::Status Decide(const v1::TransferRequest& request, v1::TransferResponse* response)
@@ -350,6 +407,7 @@ class FakeLedger final : public v1::Ledger::Service {
   std::vector<std::string> ambiguous_ids_ ABSL_GUARDED_BY(mu_);  // First attempt not answered.
   size_t transfer_count_ ABSL_GUARDED_BY(mu_) = 0;
   int attempts_ ABSL_GUARDED_BY(mu_) = 0;
+  int apply_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ledger::testing_util

@@ -20,6 +20,7 @@
 #include "tests/e2e/calls_at_shards.h"
 #include "tests/e2e/fake_ledger.h"
 #include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerctl_fixture.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 #include "tests/wait_until.h"
@@ -31,48 +32,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_util::Subprocess;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-class LedgerctlTest : public testing::Test {
- protected:
-  void StartLedgerd(std::vector<std::string> flags = {}) {
-    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=",
-                                 "--shards=2", testing_util::NewLedgerDirFlag()});
-    ledgerd_ = std::make_unique<Subprocess>(flags);
-    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-    target_ = "--target=127.0.0.1:" + std::to_string(testing_util::PortAfter(
-                                          ledgerd_->output(), "listening on 127.0.0.1:"));
-  }
-  void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
-  }
-
-  // Runs ledgerctl against the started ledgerd; `stdout_only` drops what it writes to stderr.
-  Result Run(std::vector<std::string> args, bool stdout_only = false) {
-    std::string command = std::string(LEDGERCTL_PATH) + " " + target_;
-    for (const std::string& arg : args) command += " '" + arg + "'";
-    if (stdout_only) command += " 2>/dev/null";
-    Subprocess ledgerctl({"/bin/sh", "-c", command});
-    const std::optional<int> exit_code = ledgerctl.WaitForExit();
-    return {exit_code.value_or(-1), ledgerctl.output()};
-  }
-
-  // Serves ledgerctl's calls from a FakeLedger that sheds as `shedding` says.
-  void StartFakeLedger(testing_util::FakeLedger::Shedding shedding) {
-    fake_ = std::make_unique<testing_util::FakeLedger>(shedding);
-    target_ = "--target=" + fake_->Start();
-  }
-
-  std::unique_ptr<Subprocess> ledgerd_;
-  std::unique_ptr<testing_util::FakeLedger> fake_;
-  std::string target_;
-};
+using Result = testing_util::LedgerctlResult;
+using LedgerctlTest = testing_util::LedgerctlTest;
 
 TEST_F(LedgerctlTest, AnUnknownOutcomePrintsTheCommandThatRetriesSafely) {
   StartLedgerd({"--debug_handler_delay=300ms"});
@@ -298,10 +259,10 @@ INSTANTIATE_TEST_SUITE_P(
                         "unknown command \"depsit\"; did you mean deposit?"},
         CommandLineCase{{"frobnicate"},
                         "unknown command \"frobnicate\"; the commands are deposit, withdraw, "
-                        "balance, history, transfer, get-transfer and health"},
+                        "balance, history, transfer, get-transfer, apply and health"},
         CommandLineCase{{},
                         "missing command (deposit, withdraw, balance, history, transfer, "
-                        "get-transfer or health)"},
+                        "get-transfer, apply or health)"},
         CommandLineCase{{"transfer", "alice", "bob", "-5"},
                         "AMOUNT must be positive; got -5 (to move money back, swap FROM and TO)"},
         CommandLineCase{{"transfer", "alice", "bob", "1.5"},
@@ -332,7 +293,8 @@ TEST(LedgerctlHelpTest, HelpAndHListTheFlagsAndExitZero) {
        {"  --target=STRING  (default: localhost:50051)", "  --json  (default: false)",
         "  --deadline=DURATION  (default: 5s)", "--request_id", "--transfer_id", "--tls_ca_file",
         "--page_size", "--version", "Exit codes:", "transfer FROM TO AMOUNT [--transfer_id=ID]",
-        "get-transfer ID"}) {
+        "get-transfer ID", "apply FILE|- [--batch_size=N]",
+        "  --batch_size=INT  (default: 1000)"}) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), ::testing::Not(HasSubstr("Flags from")));
@@ -361,6 +323,17 @@ TEST(ExitCodeForTest, MapsEveryStatusCodeToItsClass) {
                     grpc::StatusCode::CANCELLED, grpc::StatusCode::UNIMPLEMENTED,
                     grpc::StatusCode::DATA_LOSS, grpc::StatusCode::PERMISSION_DENIED}) {
     EXPECT_EQ(ExitCodeFor(code), kExitOther) << code;
+  }
+}
+
+TEST(WorseExitCodeTest, OrdersTheClassesFromOkToOtherFailure) {
+  // From least to most severe: 0, 4, 3, 5, 1 (apply exits with the worst of its results).
+  const std::vector<ExitCode> ordered = {kExitOk, kExitNotFound, kExitRejected, kExitUnavailable,
+                                         kExitOther};
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    for (size_t j = 0; j < ordered.size(); ++j) {
+      EXPECT_EQ(WorseExitCode(ordered[i], ordered[j]), ordered[std::max(i, j)]) << i << " " << j;
+    }
   }
 }
 
@@ -403,14 +376,16 @@ std::vector<std::string> ReadmeLedgerctlBlock(int index) {
   return absl::StrSplit(readme.substr(start + 11, end - start - 11), '\n', absl::SkipEmpty());
 }
 
-// The first block (deposits, withdrawals, history, errors) and the second (transfers), run one
-// after the other against one ledgerd, as a reader would.
+// The first block (deposits, withdrawals, history, errors), the second (transfers) and the third
+// (apply), run one after the other against one ledgerd, as a reader would. `cat FILE` is not run:
+// its output is written to FILE, which the later commands read.
 TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
   // Handlers take 20 ms, so that the transcript's 1 ms deadlines always run out.
   StartLedgerd({"--debug_handler_delay=20ms"});
+  testing_util::ScratchDir files;
   int commands = 0;
   int last_exit_code = 0;
-  for (int block = 0; block < 2; ++block) {
+  for (int block = 0; block < 3; ++block) {
     SCOPED_TRACE(absl::StrCat("README ledgerctl block ", block));
     const std::vector<std::string> lines = ReadmeLedgerctlBlock(block);
     for (size_t i = 0; i < lines.size();) {
@@ -425,16 +400,26 @@ TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
         EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
         continue;
       }
+      if (absl::StartsWith(command, "cat ")) {
+        std::ofstream(files.Sub(command.substr(4))) << expected;
+        continue;
+      }
       ASSERT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
-      const Result result = Run(absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty()));
+      std::vector<std::string> args = absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty());
+      for (std::string& arg : args) {
+        if (absl::EndsWith(arg, ".jsonl")) arg = files.Sub(arg);  // A file `cat` wrote.
+      }
+      const Result result = Run(args);
       last_exit_code = result.exit_code;
-      // The README's commands reach the default target; this run's carries --target.
-      const std::string output = absl::StrReplaceAll(result.output, {{target_ + " ", ""}});
+      // The README's commands reach the default target and name the files as written there;
+      // this run's carry --target and the scratch directory.
+      const std::string output =
+          absl::StrReplaceAll(result.output, {{target_ + " ", ""}, {files.path() + "/", ""}});
       EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
       ++commands;
     }
   }
-  EXPECT_GE(commands, 15);
+  EXPECT_GE(commands, 19);
 }
 
 // Pushback (issue 14): the fake ledger sheds the first attempts of each call.
@@ -525,7 +510,7 @@ TEST_F(LedgerctlTest, RetryNoticesAreJsonWithJson) {
   EXPECT_EQ(deposit.exit_code, kExitOk);
   EXPECT_THAT(deposit.output,
               HasSubstr("{\"shed\":true,\"note\":\"retrying in 2 ms (attempt 2 of 4)\","
-                        "\"retry_in_ms\":2,\"attempt\":2,\"attempts\":4}\n"));
+                        "\"retry_in_ms\":\"2\",\"attempt\":2,\"attempts\":4}\n"));
 }
 
 TEST_F(LedgerctlTest, RetriesOutOfRangeIsAUsageError) {
