@@ -11,7 +11,7 @@ namespace {
 
 // Indexed by RpcMethod.
 constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {
-    "Deposit", "Withdraw", "Balance", "History", "Transfer", "GetTransfer"};
+    "Deposit", "Withdraw", "Balance", "History", "Transfer", "GetTransfer", "Apply"};
 
 prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily family;
@@ -83,21 +83,34 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
 void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& families) const {
   using prometheus::MetricType;
   auto depth = Family("ledger_mailbox_depth",
-                      "Messages queued in the shard's mailbox now, waiting to be applied.",
+                      "Messages queued in the shard's mailbox now, waiting to be applied (an "
+                      "Apply call's part for the shard is one message).",
                       MetricType::Gauge);
-  auto capacity =
-      Family("ledger_mailbox_capacity",
-             "Messages the shard's mailbox holds; a call beyond it is shed.", MetricType::Gauge);
+  auto capacity = Family("ledger_mailbox_capacity",
+                         "Operations the shard holds at most, queued or awaiting their write; a "
+                         "call (or an Apply call's part) that does not fit is shed.",
+                         MetricType::Gauge);
+  auto held = Family("ledger_mailbox_operations",
+                     "Operations the shard holds now against ledger_mailbox_capacity: queued, or "
+                     "decided and awaiting their write.",
+                     MetricType::Gauge);
   auto wait = Family("ledger_mailbox_wait_seconds",
-                     "Time from a call's admission to the shard until its handler starts. Rising "
-                     "while handler time stays flat means the shard is saturated.",
+                     "Time from an operation's admission to the shard until its handler starts "
+                     "(an Apply part's operations share their part's admission). Rising while "
+                     "handler time stays flat means the shard is saturated.",
                      MetricType::Histogram);
   auto handler = Family("ledger_handler_seconds",
-                        "Time the shard's handler takes for one message, by operation.",
+                        "Time the shard's handler takes for one operation, by operation.",
                         MetricType::Histogram);
   auto rejected = Family("ledger_mailbox_rejected_total",
-                         "Calls shed with RESOURCE_EXHAUSTED because the shard's mailbox was full.",
+                         "Messages (calls, or Apply calls' parts) shed with RESOURCE_EXHAUSTED "
+                         "because the shard had no room for them.",
                          MetricType::Counter);
+  auto rejected_operations =
+      Family("ledger_mailbox_rejected_operations_total",
+             "Operations shed with RESOURCE_EXHAUSTED because the shard had no room for them (a "
+             "call is one, an Apply part all of its operations).",
+             MetricType::Counter);
   auto expired = Family("ledger_expired_total",
                         "Messages skipped, not applied, because the caller had cancelled or its "
                         "deadline had passed while the message waited.",
@@ -107,7 +120,9 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
                          MetricType::Counter);
   auto accounts = Family("ledger_accounts", "Accounts the shard owns.", MetricType::Gauge);
   auto batch_size =
-      Family("ledger_batch_size", "Messages the shard drained and decided together in one batch.",
+      Family("ledger_batch_size",
+             "Operations the shard drained and decided together in one batch (an Apply part is "
+             "never split).",
              MetricType::Histogram);
   auto storage_errors = Family("ledger_storage_errors_total",
                                "Failed storage writes or reads; their calls were answered "
@@ -123,6 +138,8 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
       AddMetric(depth, {{"shard", label}}).gauge.value = static_cast<double>(actor.MailboxDepth());
       AddMetric(capacity, {{"shard", label}}).gauge.value =
           static_cast<double>(actor.mailbox_capacity());
+      AddMetric(held, {{"shard", label}}).gauge.value =
+          static_cast<double>(actor.OperationsHeld());
     }
     shard.wait().Collect(AddMetric(wait, {{"shard", label}}));
     for (int op = 0; op < kOpCount; ++op) {
@@ -131,6 +148,8 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
           .Collect(AddMetric(handler, {{"op", op_name}, {"shard", label}}));
     }
     AddMetric(rejected, {{"shard", label}}).counter.value = static_cast<double>(shard.shed());
+    AddMetric(rejected_operations, {{"shard", label}}).counter.value =
+        static_cast<double>(shard.shed_operations());
     AddMetric(expired, {{"shard", label}}).counter.value = static_cast<double>(shard.expired());
     AddMetric(internal, {{"shard", label}}).counter.value =
         static_cast<double>(shard.internal_errors());
@@ -139,8 +158,8 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
     AddMetric(storage_errors, {{"shard", label}}).counter.value =
         static_cast<double>(shard.storage_errors());
   }
-  for (auto* family : {&depth, &capacity, &wait, &handler, &rejected, &expired, &internal,
-                       &accounts, &batch_size, &storage_errors}) {
+  for (auto* family : {&depth, &capacity, &held, &wait, &handler, &rejected, &rejected_operations,
+                       &expired, &internal, &accounts, &batch_size, &storage_errors}) {
     families.push_back(std::move(*family));
   }
 }
@@ -233,6 +252,36 @@ void LedgerMetrics::CollectRequests(std::vector<prometheus::MetricFamily>& famil
     }
   }
   families.push_back(std::move(requests));
+
+  auto apply_operations = Family("ledger_apply_operations",
+                                 "Operations per Apply call (calls refused as a whole by their "
+                                 "size or bytes are not counted).",
+                                 prometheus::MetricType::Histogram);
+  {
+    MutexLock lock(&apply_mu_);
+    apply_operations_.Collect(apply_operations.metric.emplace_back());
+  }
+  families.push_back(std::move(apply_operations));
+  auto apply_results = Family("ledger_apply_results_total",
+                              "Operations of Apply calls answered, by the gRPC status code of "
+                              "each operation's result.",
+                              prometheus::MetricType::Counter);
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    AddMetric(apply_results, {{"code", kStatusCodeNames[code]}}).counter.value =
+        static_cast<double>(apply_results_[code].load(std::memory_order_relaxed));
+  }
+  families.push_back(std::move(apply_results));
+}
+
+void LedgerMetrics::RecordApplyOperations(size_t operations) {
+  MutexLock lock(&apply_mu_);
+  apply_operations_.Record(operations);
+}
+
+void LedgerMetrics::RecordApplyResults(const std::array<uint64_t, kStatusCodeCount>& codes) {
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    if (codes[code] != 0) apply_results_[code].fetch_add(codes[code], std::memory_order_relaxed);
+  }
 }
 
 }  // namespace ledger

@@ -7,7 +7,9 @@
 // ledger_internal_errors_total, ledger_requests_total, ledger_accounts, ledger_build_info,
 // ledger_batch_size, ledger_journal_write_seconds, ledger_journal_group_calls,
 // ledger_journal_group_batches, ledger_storage_errors_total, ledger_recovery_seconds,
-// ledger_admitted_total, ledger_refused_total, ledger_in_flight, ledger_in_flight_limit.
+// ledger_admitted_total, ledger_refused_total, ledger_in_flight, ledger_in_flight_limit,
+// ledger_mailbox_operations, ledger_mailbox_rejected_operations_total, ledger_apply_operations,
+// ledger_apply_results_total (and the transfer families).
 //
 // Values are kept in plain atomics owned by this class and turned into Prometheus families only
 // when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
@@ -30,6 +32,7 @@
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "shard/admission_control.h"
+#include "shard/annotated_mutex.h"
 #include "shard/commit_pipeline.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -44,9 +47,10 @@ enum class RpcMethod : uint8_t {
   kBalance,
   kHistory,
   kTransfer,
-  kGetTransfer
+  kGetTransfer,
+  kApply
 };
-inline constexpr size_t kRpcMethodCount = 6;
+inline constexpr size_t kRpcMethodCount = 7;
 
 // The RPC that carries each shard operation.
 constexpr RpcMethod MethodOf(Op op) {
@@ -69,7 +73,10 @@ constexpr RpcMethod MethodOf(Op op) {
 // thread applying the shard's messages (one at a time, see LogHistogram); Collect* from any thread.
 class ShardMetrics final : public ShardObserver {
  public:
-  void OnShed() override { shed_.fetch_add(1, std::memory_order_relaxed); }
+  void OnShed(size_t operations) override {
+    shed_.fetch_add(1, std::memory_order_relaxed);
+    shed_operations_.fetch_add(operations, std::memory_order_relaxed);
+  }
   void OnExpired() override { Bump(expired_); }
   void OnHandled(Op op, std::chrono::nanoseconds wait, std::chrono::nanoseconds handler) override {
     wait_.Record(wait);
@@ -87,6 +94,7 @@ class ShardMetrics final : public ShardObserver {
   const BatchSizeHistogram& batch_size() const { return batch_size_; }
   uint64_t storage_errors() const { return storage_errors_.load(std::memory_order_relaxed); }
   uint64_t shed() const { return shed_.load(std::memory_order_relaxed); }
+  uint64_t shed_operations() const { return shed_operations_.load(std::memory_order_relaxed); }
   uint64_t expired() const { return expired_.load(std::memory_order_relaxed); }
   uint64_t internal_errors() const { return internal_errors_.load(std::memory_order_relaxed); }
   size_t accounts() const { return accounts_.load(std::memory_order_relaxed); }
@@ -101,6 +109,7 @@ class ShardMetrics final : public ShardObserver {
   std::array<LogHistogram, kOpCount> handler_;
   BatchSizeHistogram batch_size_;
   alignas(kCacheLineBytes) std::atomic<uint64_t> shed_{0};  // Many writers: senders.
+  std::atomic<uint64_t> shed_operations_{0};
   std::atomic<uint64_t> expired_{0};
   std::atomic<uint64_t> internal_errors_{0};
   std::atomic<uint64_t> storage_errors_{0};
@@ -155,6 +164,13 @@ class LedgerMetrics final : public prometheus::Collectable {
   void RecordRequest(RpcMethod method, int status_code);
   uint64_t requests(RpcMethod method, int status_code) const;
 
+  // An Apply call of `operations` operations passed its size check (ledger_apply_operations).
+  // Any thread.
+  void RecordApplyOperations(size_t operations);
+  // An Apply call answered its operations with these codes (ledger_apply_results_total, by gRPC
+  // status code 0-16). Any thread.
+  void RecordApplyResults(const std::array<uint64_t, kStatusCodeCount>& codes);
+
   // How long start-up took to load the accounts from disk (ledger_recovery_seconds). Any thread.
   void SetRecoverySeconds(double seconds) {
     recovery_seconds_.store(seconds, std::memory_order_relaxed);
@@ -180,6 +196,11 @@ class LedgerMetrics final : public prometheus::Collectable {
   std::atomic<const AdmissionControl*> admission_{nullptr};
   std::array<std::array<std::atomic<uint64_t>, kStatusCodeCount>, kRpcMethodCount> requests_{};
   std::atomic<double> recovery_seconds_{0};
+  // Apply calls finish on many threads; the histogram takes one writer at a time, and a lock per
+  // call (not per operation) costs nothing next to the call.
+  mutable Mutex apply_mu_;
+  BatchSizeHistogram apply_operations_ ABSL_GUARDED_BY(apply_mu_);
+  std::array<std::atomic<uint64_t>, kStatusCodeCount> apply_results_{};
   std::atomic<bool> data_directory_lost_{false};
 };
 

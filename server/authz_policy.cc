@@ -297,6 +297,7 @@ void CountDenial(absl::string_view path, LedgerMetrics* metrics) {
       {"/ledger.v1.Ledger/History", RpcMethod::kHistory},
       {"/ledger.v1.Ledger/Transfer", RpcMethod::kTransfer},
       {"/ledger.v1.Ledger/GetTransfer", RpcMethod::kGetTransfer},
+      {"/ledger.v1.Ledger/Apply", RpcMethod::kApply},
   };
   if (metrics == nullptr) return;
   for (const auto& [method_path, method] : kLedgerMethods) {

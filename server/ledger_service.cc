@@ -11,6 +11,8 @@
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
+#include "server/apply_call.h"
+#include "server/call_answer.h"
 #include "server/request_validation.h"
 #include "server/status_mapping.h"
 #include "shard/check.h"
@@ -18,30 +20,6 @@
 
 namespace ledger {
 namespace {
-
-// Every admitted call ends here, exactly once: counted by its final code, released from the
-// in-flight count (`shard`: the shard that answered it, -1 for none), then finished.
-void FinishCall(grpc::ServerUnaryReactor& reactor, LedgerMetrics& metrics,
-                AdmissionControl& admission, RpcMethod method, int32_t shard,
-                const grpc::Status& status) {
-  metrics.RecordRequest(method, static_cast<int>(status.error_code()));
-  admission.Answered(shard);
-  reactor.Finish(status);
-}
-
-// Tells the client when to retry: gRPC's pushback convention, in whole milliseconds.
-void AddPushback(grpc::CallbackServerContext& context, std::chrono::milliseconds pushback) {
-  context.AddTrailingMetadata(kRetryPushbackKey, std::to_string(pushback.count()));
-}
-
-// Serializes an OK call's response into the bytes gRPC sends.
-template <typename Response>
-void SerializeResponse(const Response& response, grpc::ByteBuffer& bytes) {
-  bool own_buffer = false;
-  grpc::Status serialized =
-      grpc::SerializationTraits<Response>::Serialize(response, &bytes, &own_buffer);
-  LEDGER_CHECK(serialized.ok());  // A message we built always serializes.
-}
 
 // One call from its arrival to its answer: owns the parsed request (the shard's Message views its
 // strings) for as long as the call lives. Created by the gRPC thread that admitted the call; once
@@ -317,6 +295,18 @@ grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* c
                                                        facts.counterparty, facts.amount, call);
   if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, facts, *admission_);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* LedgerService::Apply(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request_bytes,
+                                               grpc::ByteBuffer* response_bytes) {
+  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kApply);
+  return ApplyCall::Start(context, *request_bytes, response_bytes,
+                          ApplyEnvironment{.router = router_,
+                                           .admission = admission_,
+                                           .metrics = metrics_,
+                                           .overdraft_limit = options_.overdraft_limit,
+                                           .require_request_id = options_.require_request_id});
 }
 
 grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext* context,

@@ -11,6 +11,7 @@
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/ledger_metrics.h"
+#include "server/call_answer.h"
 #include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -25,7 +26,8 @@ namespace ledger {
 using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Deposit<
     v1::Ledger::WithRawCallbackMethod_Withdraw<v1::Ledger::WithRawCallbackMethod_Balance<
         v1::Ledger::WithRawCallbackMethod_History<v1::Ledger::WithRawCallbackMethod_Transfer<
-            v1::Ledger::WithRawCallbackMethod_GetTransfer<v1::Ledger::Service>>>>>>;
+            v1::Ledger::WithRawCallbackMethod_GetTransfer<
+                v1::Ledger::WithRawCallbackMethod_Apply<v1::Ledger::Service>>>>>>>;
 
 struct ServiceOptions {
   // Only words messages: the shards apply the limit.
@@ -35,10 +37,6 @@ struct ServiceOptions {
   bool require_request_id = false;
 };
 
-// The trailing-metadata key of gRPC's retry pushback convention: on every RESOURCE_EXHAUSTED the
-// service answers (in-flight limit, full mailbox), how many milliseconds the client should wait
-// before it retries, as a decimal integer.
-inline constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
 
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
 // either finished at once (over the in-flight limit, bad input, shed, shutting down) or handed to
@@ -73,6 +71,10 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* GetTransfer(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // Many operations in one call: see ApplyCall.
+  grpc::ServerUnaryReactor* Apply(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
  private:
   template <typename Request, typename Response>

@@ -58,9 +58,10 @@ ABSL_FLAG(bool, verbose, false,
 ABSL_FLAG(int32_t, shards, DefaultShards(),
           "number of account shards, each one thread with its own mailbox (2 to 1024; default: "
           "the number of hardware threads, at least 2). Accounts map to shards by a stable hash");
-ABSL_FLAG(int64_t, mailbox_capacity, 1024,
-          "calls each shard holds at once (1 to 16777216): queued, and with durability also "
-          "decided and waiting for their write; a call to a full shard fails at once with "
+ABSL_FLAG(int64_t, mailbox_capacity, static_cast<int64_t>(ledger::kDefaultMailboxCapacity),
+          "operations each shard holds at once (1 to 16777216): queued, and with durability also "
+          "decided and waiting for their write. A call counts 1, an Apply call's part for the "
+          "shard its number of operations. A call (or part) that does not fit fails at once with "
           "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_in_flight, ledger::kDefaultMaxInFlight,
           "ledger calls the whole server holds at once, admitted and not yet answered (1 to "
@@ -68,7 +69,8 @@ ABSL_FLAG(int64_t, max_in_flight, ledger::kDefaultMaxInFlight,
           "grpc-retry-pushback-ms trailer, before it is parsed. Bounds the latency of admitted "
           "calls under overload (see docs/overload.md)");
 ABSL_FLAG(int64_t, max_batch, static_cast<int64_t>(ledger::kDefaultMaxBatch),
-          "most messages a shard drains and applies per wake-up (1 to 65536)");
+          "most operations a shard drains and applies per wake-up (1 to 65536; an Apply call's "
+          "part is never split, so a batch holds at least one whole part)");
 ABSL_FLAG(int64_t, overdraft_limit, 0,
           "how far below 0 a withdrawal may take a balance, in minor units (>= 0)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),

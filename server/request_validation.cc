@@ -69,6 +69,12 @@ template <typename Request>
 grpc::Status ParseAndValidate(const grpc::ByteBuffer& bytes, Op op, bool require_request_id,
                               Request& request, CallFacts& facts) {
   if (grpc::Status parsed = ParseRequest(bytes, request); !parsed.ok()) return parsed;
+  return ValidateAccountRequest(request, op, require_request_id, facts);
+}
+
+template <typename Request>
+grpc::Status ValidateAccountRequest(const Request& request, Op op, bool require_request_id,
+                                    CallFacts& facts) {
   facts.op = op;
   facts.account_id = request.account_id();
   if constexpr (!std::is_same_v<Request, v1::BalanceRequest>) {
@@ -104,6 +110,34 @@ grpc::Status ValidateTransferRequest(const v1::TransferRequest& request, CallFac
   return grpc::Status::OK;
 }
 
+grpc::Status ValidateApplySize(const v1::ApplyRequest& request) {
+  if (request.operations_size() <= kMaxApplyOperations) return grpc::Status::OK;
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("an Apply call carries at most ", kMaxApplyOperations, " operations; got ",
+                       request.operations_size(), ". Nothing was applied: split it into calls of ",
+                       kMaxApplyOperations, " or fewer")};
+}
+
+grpc::Status ValidateApplyOperation(const v1::ApplyOperation& operation, bool require_request_id,
+                                    CallFacts& facts) {
+  switch (operation.operation_case()) {
+    case v1::ApplyOperation::kDeposit:
+      return ValidateAccountRequest(operation.deposit(), Op::kDeposit, require_request_id, facts);
+    case v1::ApplyOperation::kWithdraw:
+      return ValidateAccountRequest(operation.withdraw(), Op::kWithdraw, require_request_id,
+                                    facts);
+    case v1::ApplyOperation::kBalance:
+      return ValidateAccountRequest(operation.balance(), Op::kBalance, require_request_id, facts);
+    case v1::ApplyOperation::kTransfer:
+      return ValidateTransferRequest(operation.transfer(), facts);
+    case v1::ApplyOperation::OPERATION_NOT_SET:
+      break;
+  }
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          "the operation sets none of deposit, withdraw, balance, transfer (or one this server "
+          "does not know): nothing was applied"};
+}
+
 grpc::Status ValidateHistoryRequest(const v1::HistoryRequest& request, HistoryQuery& query) {
   if (ValidateAccountId(request.account_id()) != Outcome::kOk) {
     CallFacts facts;
@@ -131,11 +165,15 @@ template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::BalanceRequest&)
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::HistoryRequest&);
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::TransferRequest&);
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::GetTransferRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::ApplyRequest&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::DepositRequest&,
                                        CallFacts&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::WithdrawRequest&,
                                        CallFacts&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::BalanceRequest&,
                                        CallFacts&);
+template grpc::Status ValidateAccountRequest(const v1::DepositRequest&, Op, bool, CallFacts&);
+template grpc::Status ValidateAccountRequest(const v1::WithdrawRequest&, Op, bool, CallFacts&);
+template grpc::Status ValidateAccountRequest(const v1::BalanceRequest&, Op, bool, CallFacts&);
 
 }  // namespace ledger

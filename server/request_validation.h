@@ -30,11 +30,30 @@ template <typename Request>
 grpc::Status ParseAndValidate(const grpc::ByteBuffer& bytes, Op op, bool require_request_id,
                               Request& request, CallFacts& facts);
 
+// ParseAndValidate's checks on a request already parsed.
+template <typename Request>
+grpc::Status ValidateAccountRequest(const Request& request, Op op, bool require_request_id,
+                                    CallFacts& facts);
+
 // Checks a parsed Transfer request and fills `facts` (op kTransfer; account_id the source,
 // counterparty the destination, request_id the transfer_id; the strings view `request`). OK when,
 // in this order, the transfer_id, both account ids and the amount are well formed and the
 // accounts differ; otherwise INVALID_ARGUMENT naming the first that is not.
 grpc::Status ValidateTransferRequest(const v1::TransferRequest& request, CallFacts& facts);
+
+// The most operations one Apply call may carry (TigerBeetle's batches are about as large): a
+// named bound on the work and memory one call brings, and on its answer's latency.
+inline constexpr int kMaxApplyOperations = 8192;
+
+// OK when an Apply request carries at most kMaxApplyOperations operations; otherwise
+// INVALID_ARGUMENT for the whole call, saying so.
+grpc::Status ValidateApplySize(const v1::ApplyRequest& request);
+
+// Checks one operation of an Apply call with the rules of its own RPC (ValidateAccountRequest or
+// ValidateTransferRequest) and fills `facts` (op included; the strings view `operation`). An
+// operation that sets none of its fields is INVALID_ARGUMENT.
+grpc::Status ValidateApplyOperation(const v1::ApplyOperation& operation, bool require_request_id,
+                                    CallFacts& facts);
 
 inline constexpr int32_t kDefaultHistoryPageSize = 50;
 inline constexpr int32_t kMaxHistoryPageSize = 1000;

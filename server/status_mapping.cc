@@ -168,7 +168,12 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
       return {
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",
-                       facts.mailbox_capacity, "); nothing was applied, retry after a back-off")};
+                       facts.mailbox_capacity, " operations)",
+                       facts.part_size == 0
+                           ? ""
+                           : absl::StrCat("; this Apply call's part for it (", facts.part_size,
+                                          " operations) was refused whole"),
+                       "; nothing was applied, retry after a back-off")};
     case Outcome::kShuttingDown:
       return {grpc::StatusCode::UNAVAILABLE,
               "server is shutting down; nothing was applied, retry against another instance"};

@@ -25,6 +25,8 @@ struct CallFacts {
   absl::string_view request_id;
   // Transfer only: the destination account (account_id is the source).
   absl::string_view counterparty = {};
+  // An operation of an Apply call: the number of operations of its shard's part.
+  size_t part_size = 0;
 };
 
 // OK for kOk; otherwise the status code documented in ledger.proto and a message that names the

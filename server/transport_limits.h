@@ -36,8 +36,10 @@ struct TransportLimits {
   // Threads gRPC's synchronous services may use (the reflection service; the ledger itself is
   // served on the callback API): ResourceQuota::SetMaxThreads.
   int32_t max_threads = 64;
-  // Largest request message accepted; ledger requests are a few hundred bytes.
-  int32_t max_receive_message_bytes = 64 << 10;
+  // Largest request message accepted. Single-operation requests are a few hundred bytes; an
+  // Apply call of kMaxApplyOperations operations with every field at its largest is about
+  // 3.3 MB, so 4 MiB admits any valid request and nothing much larger.
+  int32_t max_receive_message_bytes = 4 << 20;
   // A connection with no call in flight for this long is closed with GOAWAY.
   absl::Duration max_connection_idle = absl::Minutes(5);
   // Every connection is closed (GOAWAY, then `max_connection_age_grace` for calls in flight)

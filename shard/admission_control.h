@@ -58,7 +58,7 @@ class DrainRate {
 
   explicit DrainRate(Clock::time_point start) : sample_time_(start) {}
 
-  void Count() { answered_.fetch_add(1, std::memory_order_relaxed); }
+  void Count(uint64_t answered = 1) { answered_.fetch_add(answered, std::memory_order_relaxed); }
   uint64_t answered() const { return answered_.load(std::memory_order_relaxed); }
 
   // Calls answered per second over the last complete window; 0 while unmeasured.
@@ -100,6 +100,11 @@ class AdmissionControl {
     if (shard >= 0 && shard < num_shards_) shard_rates_[shard]->Count();
   }
 
+  // A batch call's part of `operations` operations was answered by shard `shard`: they count
+  // towards the shard's drain rate, which is in operations (a single call is one).
+  void AnsweredOperations(int32_t shard, size_t operations) {
+    if (shard >= 0 && shard < num_shards_) shard_rates_[shard]->Count(operations);
+  }
   // Counts a refusal made after admission (a full mailbox, shutting down); the call is still
   // Answered like any other.
   void CountRefused(RefusalReason reason) {

@@ -1,6 +1,11 @@
 // Defines `Mailbox<T>`, the bounded multi-producer, single-consumer queue in front of each shard,
 // and `SendOutcome`, the result of a non-blocking send.
 //
+// The bound counts weight, not messages: each message carries a weight >= 1 (a shard gives a
+// batch call's part of k operations the weight k), and the weights of the messages held may not
+// exceed the capacity. A message takes one cell whatever its weight, so `capacity` cells always
+// suffice.
+//
 // Design (why it is shaped like this):
 // - Admission never blocks: `TrySend` is one compare-and-swap on the tail plus a store into the
 //   claimed cell (Dmitry Vyukov's bounded queue, with a per-cell sequence number). A full mailbox
@@ -33,7 +38,7 @@ namespace ledger {
 // What happened to a `TrySend`.
 enum class SendOutcome : uint8_t {
   kAccepted,  // queued; the consumer will receive it exactly once.
-  kFull,      // the mailbox holds `capacity` messages; nothing was queued.
+  kFull,      // the message's weight does not fit under `capacity`; nothing was queued.
   kClosed,    // the mailbox was closed; nothing was queued.
 };
 
@@ -62,12 +67,24 @@ class Mailbox {
   Mailbox& operator=(const Mailbox&) = delete;
 
   // Any thread. Never blocks. On kFull or kClosed `item` is left untouched, so the caller can
-  // still answer it.
-  [[nodiscard]] SendOutcome TrySend(T&& item) {
+  // still answer it. `weight` (>= 1) is what the message counts against the capacity until its
+  // cell is freed; a weight above the capacity never fits.
+  [[nodiscard]] SendOutcome TrySend(T&& item, size_t weight = 1) {
+    LEDGER_CHECK(weight >= 1);
     uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if ((tail & kClosedBit) != 0) return SendOutcome::kClosed;
+    // Reserve the weight first: whoever holds a reservation finds a free cell, since every held
+    // message weighs at least 1.
+    if (weight_held_.fetch_add(weight, std::memory_order_acq_rel) + weight > capacity_) {
+      weight_held_.fetch_sub(weight, std::memory_order_relaxed);
+      return SendOutcome::kFull;
+    }
     Cell* cell = nullptr;
     for (;;) {
-      if ((tail & kClosedBit) != 0) return SendOutcome::kClosed;
+      if ((tail & kClosedBit) != 0) {
+        weight_held_.fetch_sub(weight, std::memory_order_relaxed);
+        return SendOutcome::kClosed;
+      }
       const uint64_t position = tail >> 1;
       cell = &cells_[Index(position)];
       const uint64_t sequence = cell->sequence.load(std::memory_order_acquire);
@@ -75,12 +92,16 @@ class Mailbox {
       if (lag == 0) {
         if (tail_.compare_exchange_weak(tail, tail + kPositionStep, std::memory_order_relaxed)) {
           cell->item = std::move(item);
+          cell->weight = weight;
           // seq_cst, like the load of consumer_sleeping_ below: see SleepUntilWoken.
           cell->sequence.store(PublishedSequence(position), std::memory_order_seq_cst);
           break;
         }
       } else if (lag < 0) {
-        return SendOutcome::kFull;  // The cell still holds a message from the previous lap.
+        // The cell still holds a message from the previous lap: its weight is being given back
+        // by the thread freeing it (the reservation above saw it already released).
+        weight_held_.fetch_sub(weight, std::memory_order_relaxed);
+        return SendOutcome::kFull;
       } else {
         tail = tail_.load(std::memory_order_relaxed);  // Another producer took this cell.
       }
@@ -89,17 +110,18 @@ class Mailbox {
     return SendOutcome::kAccepted;
   }
 
-  // Consumer only. Moves up to `max_items` queued messages, oldest first, to the end of `out`.
-  // Never blocks; returns how many it moved.
-  size_t TryDrain(std::vector<T>& out, size_t max_items) {
-    return Take(out, max_items, /*free_cells=*/true);
+  // Consumer only. Moves up to `max_items` queued messages, oldest first, to the end of `out`,
+  // stopping before a message that would take the weight moved above `max_weight` (the first
+  // message is always moved). Never blocks; returns how many it moved.
+  size_t TryDrain(std::vector<T>& out, size_t max_items, size_t max_weight = SIZE_MAX) {
+    return Take(out, max_items, max_weight, /*free_cells=*/true);
   }
 
   // Consumer only. Like TryDrain, but the messages keep their cells: producers find the mailbox
   // full until FreeTaken gives the cells back. A shard with a journal uses it so that its
   // capacity bounds the messages it has accepted and not yet answered, not only those queued.
-  size_t TryTake(std::vector<T>& out, size_t max_items) {
-    return Take(out, max_items, /*free_cells=*/false);
+  size_t TryTake(std::vector<T>& out, size_t max_items, size_t max_weight = SIZE_MAX) {
+    return Take(out, max_items, max_weight, /*free_cells=*/false);
   }
 
   // Frees the cells of the `count` oldest messages taken by TryTake and not yet freed. Any
@@ -107,18 +129,22 @@ class Mailbox {
   // through its pipeline's release/acquire handoffs).
   void FreeTaken(size_t count) {
     LEDGER_CHECK_LE(freed_position_ + count, head_.load(std::memory_order_acquire));
+    size_t weight = 0;
     for (size_t i = 0; i < count; ++i, ++freed_position_) {
-      cells_[Index(freed_position_)].sequence.store(FreeSequence(freed_position_ + capacity_),
-                                                    std::memory_order_release);
+      Cell& cell = cells_[Index(freed_position_)];
+      weight += cell.weight;
+      cell.sequence.store(FreeSequence(freed_position_ + capacity_), std::memory_order_release);
     }
+    // After the cells: a sender that reserves this weight finds its cell free.
+    weight_held_.fetch_sub(weight, std::memory_order_acq_rel);
   }
 
   // Consumer only. Like TryDrain, but sleeps while the mailbox is open and empty. Returns 0 only
   // when the mailbox is closed and every accepted message has been drained.
-  size_t WaitAndDrain(std::vector<T>& out, size_t max_items) {
+  size_t WaitAndDrain(std::vector<T>& out, size_t max_items, size_t max_weight = SIZE_MAX) {
     LEDGER_CHECK(max_items >= 1);
     for (;;) {
-      const size_t moved = TryDrain(out, max_items);
+      const size_t moved = TryDrain(out, max_items, max_weight);
       if (moved > 0) return moved;
       const uint64_t tail = tail_.load(std::memory_order_acquire);
       if ((tail >> 1) != head_position_) {
@@ -157,6 +183,10 @@ class Mailbox {
     return cells_[Index(head)].sequence.load(std::memory_order_seq_cst) == PublishedSequence(head);
   }
 
+  // Any thread. The weight of the messages held: queued, plus taken by TryTake and not yet
+  // freed. Exact when quiescent.
+  size_t WeightHeld() const { return weight_held_.load(std::memory_order_relaxed); }
+
   size_t capacity() const { return capacity_; }
 
   bool closed() const { return (tail_.load(std::memory_order_acquire) & kClosedBit) != 0; }
@@ -166,6 +196,7 @@ class Mailbox {
   // invalidate the line the consumer is reading the previous one from.
   struct alignas(kCacheLineBytes) Cell {
     std::atomic<uint64_t> sequence{0};
+    size_t weight = 1;  // Written by the producer that fills the cell, read by whoever frees it.
     T item{};
   };
 
@@ -204,12 +235,15 @@ class Mailbox {
     return false;
   }
 
-  size_t Take(std::vector<T>& out, size_t max_items, bool free_cells) {
+  size_t Take(std::vector<T>& out, size_t max_items, size_t max_weight, bool free_cells) {
     uint64_t position = head_position_;
     size_t moved = 0;
+    size_t weight = 0;
     while (moved < max_items) {
       Cell& cell = cells_[Index(position)];
       if (cell.sequence.load(std::memory_order_acquire) != PublishedSequence(position)) break;
+      if (moved > 0 && weight + cell.weight > max_weight) break;
+      weight += cell.weight;
       out.push_back(std::move(cell.item));
       if (free_cells) {
         cell.sequence.store(FreeSequence(position + capacity_), std::memory_order_release);
@@ -219,6 +253,7 @@ class Mailbox {
     }
     head_position_ = position;
     head_.store(position, std::memory_order_seq_cst);
+    if (free_cells && weight > 0) weight_held_.fetch_sub(weight, std::memory_order_acq_rel);
     return moved;
   }
 
@@ -260,8 +295,10 @@ class Mailbox {
   const bool power_of_two_;
   const std::unique_ptr<Cell[]> cells_;
 
-  // Producer side: claimed positions and the closed bit.
+  // Producer side: claimed positions and the closed bit; the weight held (reserved by senders,
+  // given back when cells are freed).
   alignas(kCacheLineBytes) std::atomic<uint64_t> tail_{0};
+  alignas(kCacheLineBytes) std::atomic<size_t> weight_held_{0};
   // Consumer side: the next position to drain (a private copy, and a published one for Depth).
   alignas(kCacheLineBytes) uint64_t head_position_ = 0;
   std::atomic<uint64_t> head_{0};

@@ -4,8 +4,10 @@
 #define LEDGER_SHARD_MESSAGE_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -83,7 +85,23 @@ struct Message {
   Outcome credit_outcome = Outcome::kOk;
   int64_t credit_balance = 0;
   absl::Time credited_at = absl::InfinitePast();
+  // A batch call's part for this shard (see Shard::TrySendPart): the carrier message points at
+  // the part's `part_size` operations, each a complete message of its own with its own
+  // completion, decided in order. The carrier itself is never decided or completed. The
+  // operations must stay valid until each has been completed.
+  const Message* part = nullptr;
+  uint32_t part_size = 0;
+  // Set by the shard: this message frees a mailbox cell when it is answered. False for all but
+  // the first operation of a part, which share their carrier's cell.
+  bool holds_cell = true;
 };
+
+// How many mailbox cells the answered `messages` free.
+inline size_t CellsHeld(const std::vector<Message>& messages) {
+  size_t cells = 0;
+  for (const Message& message : messages) cells += message.holds_cell ? 1 : 0;
+  return cells;
+}
 
 }  // namespace ledger
 

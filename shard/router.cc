@@ -99,4 +99,9 @@ SendOutcome Router::TrySend(int32_t shard, Message&& message) {
   return shards_[shard]->TrySend(std::move(message));
 }
 
+SendOutcome Router::TrySendPart(int32_t shard, const Message* operations, size_t count) {
+  LEDGER_CHECK(shard >= 0 && shard < num_shards());
+  return shards_[shard]->TrySendPart(operations, count);
+}
+
 }  // namespace ledger

@@ -68,6 +68,8 @@ class Router {
 
   // Never blocks. See Shard::TrySend. Requires 0 <= shard < num_shards().
   [[nodiscard]] SendOutcome TrySend(int32_t shard, Message&& message);
+  // A batch call's part for one shard, accepted or refused whole. See Shard::TrySendPart.
+  [[nodiscard]] SendOutcome TrySendPart(int32_t shard, const Message* operations, size_t count);
 
   // Transfers: Submit a client's, and the figures of those in flight. Thread-safe.
   TransferCoordinator& transfers() { return *transfers_; }

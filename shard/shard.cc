@@ -155,10 +155,22 @@ bool Shard::Quiescent() {
 }
 
 SendOutcome Shard::TrySend(Message&& message) {
-  LEDGER_CHECK(message.completion != nullptr);
+  LEDGER_CHECK(message.completion != nullptr && message.part == nullptr);
+  return Send(std::move(message), 1);
+}
+
+SendOutcome Shard::TrySendPart(const Message* operations, size_t count) {
+  LEDGER_CHECK(count >= 1 && count <= UINT32_MAX);
+  Message carrier;
+  carrier.part = operations;
+  carrier.part_size = static_cast<uint32_t>(count);
+  return Send(std::move(carrier), count);
+}
+
+SendOutcome Shard::Send(Message&& message, size_t operations) {
   message.enqueued_at = SteadyClock::now();
-  const SendOutcome outcome = mailbox_.TrySend(std::move(message));
-  if (outcome == SendOutcome::kFull) observer_->OnShed();
+  const SendOutcome outcome = mailbox_.TrySend(std::move(message), operations);
+  if (outcome == SendOutcome::kFull) observer_->OnShed(operations);
   if (outcome != SendOutcome::kAccepted) return outcome;
   if (options_.inline_execution) {
     if (DrainWhileOwner(kInlineBatchesMax, std::min(kInlineBatchMax, options_.max_batch),
@@ -175,7 +187,8 @@ SendOutcome Shard::TrySend(Message&& message) {
 // mailbox. It holds the drain token for its whole life (no sender ever takes it in this mode).
 void Shard::Run() {
   LEDGER_CHECK(drain_.TryAcquire());
-  while (mailbox_.WaitAndDrain(core_.batch(), options_.max_batch) > 0) {
+  while (mailbox_.WaitAndDrain(taken_, options_.max_batch, options_.max_batch) > 0) {
+    ExpandIntoBatch();
     core_.BeginBatch();
     while (!core_.AllDecided()) core_.DecideNext(abandoning_.load(std::memory_order_acquire));
     core_.Seal(/*finished_through=*/0);  // No store: answered at once.
@@ -219,9 +232,11 @@ Shard::Turn Shard::TakeTurn(size_t batch_limit, bool may_block) {
   if (recovery_pending_.load(std::memory_order_acquire)) RecoverFailedWrites();
   // A batch left undecided by a sender (it needed a disk read) goes first.
   if (core_.batch().empty()) {
-    const size_t taken = pipeline_ != nullptr ? mailbox_.TryTake(core_.batch(), batch_limit)
-                                              : mailbox_.TryDrain(core_.batch(), batch_limit);
+    const size_t taken = pipeline_ != nullptr
+                             ? mailbox_.TryTake(taken_, batch_limit, batch_limit)
+                             : mailbox_.TryDrain(taken_, batch_limit, batch_limit);
     if (taken == 0) return Turn::kIdle;
+    ExpandIntoBatch();
   }
   if (!core_.Prefetch(may_block, finished_through_.load(std::memory_order_acquire))) {
     return Turn::kNeedsShardThread;
@@ -231,9 +246,10 @@ Shard::Turn Shard::TakeTurn(size_t batch_limit, bool may_block) {
   while (!core_.AllDecided()) core_.DecideNext(abandoning_.load(std::memory_order_acquire));
   // Acquire: when every sealed batch is finished, the journal thread's last FreeTaken for this
   // shard happened before the one below.
+  const size_t cells = pipeline_ != nullptr ? CellsHeld(core_.batch()) : 0;
   SealResult sealed = core_.Seal(finished_through_.load(std::memory_order_acquire));
   if (pipeline_ == nullptr) return Turn::kProgressed;  // Drained cells are free already.
-  if (sealed.completed_now > 0) mailbox_.FreeTaken(sealed.completed_now);
+  if (sealed.completed_now > 0) mailbox_.FreeTaken(cells);
   if (sealed.to_write != nullptr && !pipeline_->Submit(std::move(sealed.to_write))) {
     RecoverFailedWrites();  // An earlier write failed; this batch joined it.
   }
@@ -247,21 +263,40 @@ void Shard::RecoverFailedWrites() {
   if (failed.empty()) return;
   core_.RollBack(failed);
   for (std::unique_ptr<SealedBatch>& batch : failed) {
+    const size_t cells = CellsHeld(batch->messages);
     batch->CompleteAll();
-    mailbox_.FreeTaken(batch->messages.size());
+    mailbox_.FreeTaken(cells);
   }
   finished_through_.store(core_.last_sealed(), std::memory_order_release);
 }
 
 void Shard::OnDurable(std::unique_ptr<SealedBatch> batch) {
+  const size_t cells = CellsHeld(batch->messages);
   batch->CompleteAll();
-  mailbox_.FreeTaken(batch->messages.size());
+  mailbox_.FreeTaken(cells);
   finished_through_.store(batch->sequence, std::memory_order_release);
 }
 
 void Shard::OnFailed() {
   recovery_pending_.store(true, std::memory_order_seq_cst);
   HandOffToShardThread();
+}
+
+void Shard::ExpandIntoBatch() {
+  std::vector<Message>& batch = core_.batch();
+  for (Message& message : taken_) {
+    if (message.part == nullptr) {
+      batch.push_back(std::move(message));
+      continue;
+    }
+    for (uint32_t i = 0; i < message.part_size; ++i) {
+      Message& operation = batch.emplace_back(message.part[i]);
+      operation.enqueued_at = message.enqueued_at;
+      operation.holds_cell = i == 0;
+      LEDGER_CHECK(operation.completion != nullptr && operation.part == nullptr);
+    }
+  }
+  taken_.clear();
 }
 
 void Shard::HandOffToShardThread() {

@@ -32,6 +32,7 @@ namespace ledger {
 inline constexpr size_t kMailboxCapacityMax = size_t{1} << 24;
 inline constexpr size_t kMaxBatchMax = 65536;
 inline constexpr size_t kDefaultMaxBatch = 256;
+inline constexpr size_t kDefaultMailboxCapacity = 16384;
 // The most work a sending thread does for a shard before it hands the rest to the shard thread:
 // it bounds how long a gRPC thread is kept from its own calls.
 inline constexpr size_t kInlineBatchMax = 64;
@@ -39,8 +40,12 @@ inline constexpr int kInlineBatchesMax = 4;
 
 struct ShardOptions {
   int32_t index = 0;
-  size_t mailbox_capacity = 1024;       // 1 to kMailboxCapacityMax.
-  size_t max_batch = kDefaultMaxBatch;  // Messages drained per wake-up: 1 to kMaxBatchMax.
+  // Operations the shard may hold, queued or awaiting their write: 1 to kMailboxCapacityMax. A
+  // message counts 1, a batch call's part its number of operations.
+  size_t mailbox_capacity = kDefaultMailboxCapacity;
+  // Operations drained per wake-up: 1 to kMaxBatchMax. A batch call's part is never split, so a
+  // batch may hold more when its first message is a larger part.
+  size_t max_batch = kDefaultMaxBatch;
   LedgerPolicy policy;
   // When true, a thread whose TrySend finds the shard idle applies the shard's messages itself
   // (at most kInlineBatchesMax batches of kInlineBatchMax), instead of waking the shard thread;
@@ -122,8 +127,16 @@ class Shard final : public CommitLane {
   // caller answers it. On kAccepted with inline_execution, the message (and others queued) may
   // already have been decided, or even answered, on this thread when TrySend returns.
   [[nodiscard]] SendOutcome TrySend(Message&& message);
+  // Like TrySend, for a batch call's part: `operations[0..count)` (count >= 1), each with its own
+  // completion, are sent as one message that counts `count` against the mailbox capacity, so
+  // the part is accepted or refused whole. They are decided in order, one batch together, as if
+  // each had been sent on its own; the array must stay valid until each is completed.
+  [[nodiscard]] SendOutcome TrySendPart(const Message* operations, size_t count);
 
+  // Messages queued (a part counts 1).
   size_t MailboxDepth() const { return mailbox_.Depth(); }
+  // Operations held against the capacity: queued, or decided and awaiting their write.
+  size_t OperationsHeld() const { return mailbox_.WeightHeld(); }
   // Whether some thread (a sender or the shard thread) is applying this shard's messages right
   // now. A snapshot: by the time it returns it may have changed.
   bool Busy() const { return drain_.IsHeld(); }
@@ -160,6 +173,10 @@ class Shard final : public CommitLane {
   // answered.
   bool Quiescent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
   void HandOffToShardThread();
+  // Moves the messages taken from the mailbox into the core's batch, each part's operations in
+  // its place.
+  void ExpandIntoBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(drain_);
+  SendOutcome Send(Message&& message, size_t operations);
 
   const ShardOptions options_;
   ShardObserver* const observer_;
@@ -188,6 +205,8 @@ class Shard final : public CommitLane {
   // The accounts, the batch (which the mailbox's consumer side drains into), the undo log and
   // the batch's write: single-threaded, touched only by the holder of the drain token.
   ShardCore core_ ABSL_GUARDED_BY(drain_);
+  // Messages just taken from the mailbox, before ExpandIntoBatch.
+  std::vector<Message> taken_ ABSL_GUARDED_BY(drain_);
 };
 
 }  // namespace ledger

@@ -17,8 +17,9 @@ class ShardObserver {
  public:
   virtual ~ShardObserver() = default;
 
-  // A TrySend found the mailbox full; the call was shed. Any thread.
-  virtual void OnShed() = 0;
+  // A TrySend found the mailbox full; the message, of `operations` operations (a batch call's
+  // part has several, any other message one), was shed. Any thread.
+  virtual void OnShed(size_t operations) = 0;
 
   // The caller was gone when the message reached the handler; it was skipped. Shard thread.
   virtual void OnExpired() = 0;
@@ -43,7 +44,7 @@ class ShardObserver {
 // Discards everything. Thread-safe.
 class NullShardObserver final : public ShardObserver {
  public:
-  void OnShed() override {}
+  void OnShed(size_t) override {}
   void OnExpired() override {}
   void OnHandled(Op, std::chrono::nanoseconds, std::chrono::nanoseconds) override {}
   void OnInternalError() override {}

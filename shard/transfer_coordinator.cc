@@ -138,23 +138,31 @@ bool TransferCoordinator::Drain(absl::Time deadline) const {
 
 SendOutcome TransferCoordinator::Submit(absl::string_view transfer_id, absl::string_view from,
                                         absl::string_view to, int64_t amount, Completion* client) {
-  if (!accepting_.load(std::memory_order_acquire)) return SendOutcome::kClosed;
-  auto flight = std::make_unique<Flight>(this, std::string(transfer_id), std::string(from),
-                                         std::string(to), amount, client);
+  std::optional<Message> message = Prepare(transfer_id, from, to, amount, client);
+  if (!message.has_value()) return SendOutcome::kClosed;
+  const Message unsent = *message;
+  // The shard owns the flight once it accepts it (and may finish it before TrySend returns).
+  const SendOutcome outcome = options_.send(options_.shard_for(from), std::move(*message));
+  if (outcome != SendOutcome::kAccepted) Unsent(unsent);
+  return outcome;
+}
+
+std::optional<Message> TransferCoordinator::Prepare(absl::string_view transfer_id,
+                                                    absl::string_view from, absl::string_view to,
+                                                    int64_t amount, Completion* client) {
+  if (!accepting_.load(std::memory_order_acquire)) return std::nullopt;
+  auto* flight = new Flight(this, std::string(transfer_id), std::string(from), std::string(to),
+                            amount, client);
   flight->from_shard = options_.shard_for(from);
   flight->to_shard = options_.shard_for(to);
   flight->retry_delay = options_.retry_delay;
-  Message message = flight->NextMessage();
-  const int32_t shard = flight->from_shard;
   active_.fetch_add(1, std::memory_order_relaxed);
-  // The shard owns the flight once it accepts it (and may finish it before TrySend returns).
-  Flight* sent = flight.release();
-  const SendOutcome outcome = options_.send(shard, std::move(message));
-  if (outcome != SendOutcome::kAccepted) {
-    delete sent;
-    active_.fetch_sub(1, std::memory_order_relaxed);
-  }
-  return outcome;
+  return flight->NextMessage();
+}
+
+void TransferCoordinator::Unsent(const Message& message) {
+  delete static_cast<Flight*>(message.completion);
+  active_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void TransferCoordinator::Resume(std::string transfer_id, const TransferRecord& record) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,17 @@ class TransferCoordinator {
   // `client` will not be called.
   [[nodiscard]] SendOutcome Submit(absl::string_view transfer_id, absl::string_view from,
                                    absl::string_view to, int64_t amount, Completion* client);
+  // For a batch call, which sends its operations to each shard as one part: makes the flight of
+  // a client's transfer (as Submit) and returns its first message, for the caller to send to
+  // ShardFor(from) in its part; nullopt when not accepting (as kClosed). When the part is
+  // refused, the caller must hand the message back to Unsent; once the part is accepted, the
+  // flight completes `client` exactly once as for Submit.
+  std::optional<Message> Prepare(absl::string_view transfer_id, absl::string_view from,
+                                 absl::string_view to, int64_t amount, Completion* client);
+  // A message from Prepare that was never accepted by a shard: its flight ends, `client` is not
+  // called.
+  void Unsent(const Message& message);
+
   // Resumes a transfer that the store holds as pending (its debit is durable): its credit is
   // sent again, which the destination's receipt makes safe. Any time; delivered once started.
   void Resume(std::string transfer_id, const TransferRecord& record);

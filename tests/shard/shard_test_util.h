@@ -59,7 +59,7 @@ class RecordingCompletion final : public Completion {
 // Counts every event. Thread-safe.
 class CountingObserver final : public ShardObserver {
  public:
-  void OnShed() override { shed.fetch_add(1); }
+  void OnShed(size_t) override { shed.fetch_add(1); }
   void OnExpired() override { expired.fetch_add(1); }
   void OnHandled(Op, std::chrono::nanoseconds wait, std::chrono::nanoseconds handler) override {
     handled.fetch_add(1);
