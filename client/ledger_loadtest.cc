@@ -1145,7 +1145,79 @@ std::optional<ReadStop> ReadOneBalance(Driver& driver, const Options& options, s
   return ReadStop{"another read stopped"};
 }
 
-// Reads every touched account's balance, a few calls at a time. Stops early, with the reason in
+// Reads the balances of `accounts` into `balances` (index: account) with Apply calls of Balance
+// operations (--batch > 1), adding each one read to `read`: the reads a unary verification would
+// make, a batch at a time. Retries the operations shed or left unanswered, and whole calls as
+// ReadOneBalance does; stops for the same reasons.
+std::optional<ReadStop> ReadBalanceBatch(Driver& driver, const Options& options,
+                                         std::vector<size_t> accounts, absl::Time give_up,
+                                         ServerWatch& watch, const std::atomic<bool>& stop,
+                                         std::vector<std::optional<int64_t>>* balances,
+                                         std::atomic<int64_t>* read) {
+  auto backoff = std::chrono::milliseconds(5);
+  while (!stop && !accounts.empty()) {
+    v1::ApplyRequest request;
+    for (size_t account : accounts) {
+      request.add_operations()->mutable_balance()->set_account_id(driver.names()[account]);
+    }
+    v1::ApplyResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
+    const grpc::Status status = driver.stub().Apply(&context, request, &response);
+    const grpc::StatusCode code = status.error_code();
+    if (ServerAnswered(code)) {
+      watch.Answered();
+    } else {
+      watch.NotAnswered(status);
+    }
+    if (status.ok()) {
+      if (static_cast<size_t>(response.results_size()) != accounts.size()) {
+        return ReadStop{absl::StrCat("reading balances: an Apply call of ", accounts.size(),
+                                     " operations was answered with ", response.results_size(),
+                                     " results")};
+      }
+      std::vector<size_t> again;  // Shed or unanswered: a read is safe to repeat.
+      for (size_t j = 0; j < accounts.size(); ++j) {
+        const v1::ApplyResult& result = response.results(static_cast<int>(j));
+        const auto result_code = static_cast<grpc::StatusCode>(result.code());
+        if (result_code == grpc::StatusCode::OK) (*balances)[accounts[j]] = result.balance();
+        if (result_code == grpc::StatusCode::OK || result_code == grpc::StatusCode::NOT_FOUND) {
+          read->fetch_add(1);
+        } else if (result_code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                   !ServerAnswered(result_code)) {
+          again.push_back(accounts[j]);
+        } else {
+          return ReadStop{absl::StrCat("reading ", driver.names()[accounts[j]], ": ",
+                                       StatusCodeName(result.code()), ": ", result.message())};
+        }
+      }
+      if (again.size() < accounts.size()) backoff = std::chrono::milliseconds(5);
+      accounts = std::move(again);
+      if (accounts.empty()) return std::nullopt;
+    }
+    if (Interrupted()) return ReadStop{absl::StrCat("interrupted by ", SignalName(g_signal))};
+    if (!status.ok() && code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
+      return ReadStop{absl::StrCat("reading balances: ", Describe(status))};
+    }
+    if (watch.Gone(GoneAfter(options))) {
+      return ReadStop{
+          absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                       absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
+          true};
+    }
+    if (absl::Now() >= give_up) {
+      return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
+                                   absl::FormatDuration(kVerifyTimeLimit), " plus ",
+                                   absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+  return accounts.empty() ? std::nullopt : std::optional(ReadStop{"another read stopped"});
+}
+
+// Reads every touched account's balance, a few calls at a time (with --batch, a batch of reads
+// per call). Stops early, with the reason in
 // `failure`, when a read is refused for good, when ledgerd is gone (GoneAfter), when the overall
 // bound passes, or on a signal.
 BalanceReads ReadBalances(Driver& driver, const Options& options) {
@@ -1170,13 +1242,22 @@ BalanceReads ReadBalances(Driver& driver, const Options& options) {
   readers.reserve(kReaders);
   for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&] {
-      for (size_t i = next.fetch_add(1); i < touched.size() && !stop; i = next.fetch_add(1)) {
-        std::optional<ReadStop> stopped = ReadOneBalance(driver, options, touched[i], give_up,
-                                                         watch, stop, &result.balances[touched[i]]);
-        if (!stopped.has_value()) {
-          read.fetch_add(1);
-          continue;
+      const size_t per_call = static_cast<size_t>(options.batch);
+      for (size_t i = next.fetch_add(per_call); i < touched.size() && !stop;
+           i = next.fetch_add(per_call)) {
+        std::optional<ReadStop> stopped;
+        if (per_call == 1) {
+          stopped = ReadOneBalance(driver, options, touched[i], give_up, watch, stop,
+                                   &result.balances[touched[i]]);
+          if (!stopped.has_value()) read.fetch_add(1);
+        } else {
+          std::vector<size_t> accounts(
+              touched.begin() + static_cast<ptrdiff_t>(i),
+              touched.begin() + static_cast<ptrdiff_t>(std::min(i + per_call, touched.size())));
+          stopped = ReadBalanceBatch(driver, options, std::move(accounts), give_up, watch, stop,
+                                     &result.balances, &read);
         }
+        if (!stopped.has_value()) continue;
         std::lock_guard<std::mutex> lock(failure_mu);
         if (!stop.exchange(true)) {  // The first reason is the one reported.
           result.failure = std::move(stopped->why);
