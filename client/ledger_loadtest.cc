@@ -1897,9 +1897,9 @@ int main(int argc, char** argv) {
   const ledger::cli::ProgramSpec program{
       "ledger-loadtest",
       __FILE__,
-      "drives ledgerd with Deposit/Withdraw/Balance/Transfer calls, reports throughput and\n"
-      "latency, and verifies that every balance matches the calls made and that transfers\n"
-      "conserve money (exit 0 on PASS, 1 on\n"
+      "drives ledgerd with Deposit/Withdraw/Balance/Transfer calls (or Apply calls of many\n"
+      "operations, --batch), reports throughput and latency, and verifies that every balance\n"
+      "matches the operations made and that transfers conserve money (exit 0 on PASS, 1 on\n"
       "FAIL, 2 on bad flags, 5 when ledgerd cannot be reached or is lost before verification\n"
       "ends, 130 on SIGINT, 143 on SIGTERM).\n"
       "\n"
