@@ -554,6 +554,9 @@ class Driver {
   void Send(Call* call);
   void SendUnary(Call* call);
   void Finish(Call* call, const grpc::Status& status);
+  // Lets go of a finished call, after starting the one that follows it (a closed loop's slot,
+  // or the next setup call).
+  void EndCall(Call* call);
   // Records the final `code` of operation `index` of `call` in the book (and as ambiguous when
   // its outcome is unknown), and adds it to `outcomes` for the statistics.
   void FinishOperation(const Call& call, size_t index, grpc::StatusCode code,
@@ -848,6 +851,10 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   if (call->measured && call->attempts > 1 && status.ok()) {
     stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
   }
+  EndCall(call);
+}
+
+void Driver::EndCall(Call* call) {
   std::unique_ptr<Workload> workload = std::move(call->workload);
   const bool setup = call->setup;
   delete call;
