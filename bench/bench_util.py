@@ -2,6 +2,7 @@
 mode lists, rotation of run order across rounds, and turning SIGTERM into KeyboardInterrupt so
 that every script cleans up its processes the same way."""
 import argparse
+import json
 import sys
 
 MODES = ("sync", "none", "async")
@@ -23,6 +24,21 @@ def comma_modes(text):
     if not values or any(v not in MODES for v in values):
         raise argparse.ArgumentTypeError(f"modes are a comma-separated list of {', '.join(MODES)}")
     return values
+
+
+# The fields of ledger-loadtest's --json report (client/loadtest_report.proto) that hold text.
+# Every other string in it is an int64 count, which protobuf's JSON mapping prints as a string.
+LOADTEST_TEXT_FIELDS = frozenset({"run_id", "interrupted", "verification"})
+
+
+def read_loadtest_report(path):
+    """ledger-loadtest's --json_file report, with its int64 counts (strings in protobuf's JSON
+    mapping, "codes": {"OK": "1200"}) turned back into ints, so that they add and compare."""
+    def counts_as_ints(pairs):
+        return {key: int(value) if isinstance(value, str) and key not in LOADTEST_TEXT_FIELDS
+                else value for key, value in pairs}
+    with open(path) as file:
+        return json.load(file, object_pairs_hook=counts_as_ints)
 
 
 def raise_keyboard_interrupt(signum, frame):

@@ -52,7 +52,8 @@ import urllib.request
 import durability_report
 import postgres_bench
 from e2e_bench import start, stop
-from bench_util import MODES, comma_modes, log, raise_keyboard_interrupt, rotated
+from bench_util import (MODES, comma_modes, log, raise_keyboard_interrupt, read_loadtest_report,
+                        rotated)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ACCOUNTS = 10_000
@@ -202,8 +203,7 @@ def loadtest(build, port, clients, args, resolve, verify=True, metrics_port=None
         if not os.path.exists(report_path):
             raise RuntimeError(f"ledger-loadtest exited with {process.returncode} and no "
                                f"report:\n{text}")
-        with open(report_path) as file:
-            report = json.load(file)
+        report = read_loadtest_report(report_path)
     report["exit_code"] = process.returncode
     report["journal"] = journal
     if process.returncode != 0:

@@ -9,7 +9,6 @@ twice its measured capacity with Zipf-skewed accounts. Server and client share t
 Usage: bench/e2e_bench.py [--build build/release] [--rounds 3] [--duration 5] [--warmup 1]
 """
 import argparse
-import json
 import os
 import re
 import signal
@@ -18,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bench_util import read_loadtest_report
 
 
 def start(command, ready_pattern):
@@ -47,8 +48,7 @@ def loadtest(build, port, extra):
         command = [f"{build}/client/ledger-loadtest", f"--target=127.0.0.1:{port}",
                    f"--json_file={report.name}", "--resolve_for=0"] + extra
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        with open(report.name) as file:
-            data = json.load(file)
+        data = read_loadtest_report(report.name)
         data["exit_code"] = result.returncode
         return data
 

@@ -55,7 +55,8 @@ import time
 import urllib.request
 
 import overload_report
-from bench_util import MODES, comma_modes, log, raise_keyboard_interrupt, rotated
+from bench_util import (MODES, comma_modes, log, raise_keyboard_interrupt, read_loadtest_report,
+                        rotated)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMON_LOADTEST_FLAGS = ("--accounts=10000", "--distribution=zipf:1.1", "--deadline=1s")
@@ -404,8 +405,7 @@ def run_loadtest(args, server, durability, label, load_flags, warmup_s, duration
         watcher.join(timeout=10)
         report = None
         if os.path.exists(report_path):
-            with open(report_path) as file:
-                report = json.load(file)
+            report = read_loadtest_report(report_path)
     record = phase_record(report, window)
     record.update(label=label, command=" ".join(map(shlex.quote, command)),
                   exit_code=process.returncode, wall_s=round(time.monotonic() - started, 1))

@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.request
 
-from bench_util import log, rotated, raise_keyboard_interrupt
+from bench_util import log, rotated, raise_keyboard_interrupt, read_loadtest_report
 
 WORKLOADS = {
     "deposit": ["--mix=deposit=1"],
@@ -77,8 +77,7 @@ def loadtest(args, port, extra, duration, warmup, json_path):
                # One run id for the funding and the measurement: the same account names.
                "--run_id=bench", f"--json_file={json_path}"] + extra
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(json_path) as report:
-        return json.load(report)
+    return read_loadtest_report(json_path)
 
 
 def sample_in_flight(metrics_port, stop, samples):

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -36,16 +37,20 @@
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "client/adaptive_throttle.h"
+#include "client/batch_call.h"
 #include "client/channel_credentials.h"
 #include "client/concurrency_limit.h"
 #include "client/exit_codes.h"
 #include "client/latency_histogram.h"
 #include "client/ledger_book.h"
+#include "client/loadtest_report.pb.h"
+#include "client/loadtest_stats.h"
 #include "client/pushback.h"
 #include "client/retry_budget.h"
 #include "client/retry_timer.h"
 #include "client/tls_flags.h"
 #include "client/workload.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
@@ -94,6 +99,17 @@ ABSL_FLAG(int64_t, requests, 0, "stop after this many measured calls (0: use --d
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2),
           "calls made before measuring; verified, not reported");
 ABSL_FLAG(int64_t, accounts, 1000, "distinct account ids");
+ABSL_FLAG(int32_t, batch, 1,
+          "operations per call: 1 makes one Deposit/Withdraw/Balance/Transfer call each; 2 to "
+          "8192 make each call one Apply carrying that many operations drawn from --mix, each "
+          "with its own request_id (transfer_id), each verified, counted by its own result's "
+          "code, and retried on its own (the operations refused with RESOURCE_EXHAUSTED, after "
+          "the call's pushback). --concurrency, --rate, --requests and --max_in_flight count "
+          "calls");
+ABSL_FLAG(int64_t, fund, 0,
+          "before the warm-up, deposit this many minor units into each of the --accounts "
+          "(opening them), --batch deposits per call, so that withdrawals and transfers find "
+          "money; not measured, but verified like every call. 0: no setup");
 ABSL_FLAG(std::string, distribution, "uniform", "uniform, or zipf:S (hot accounts; S > 0)");
 ABSL_FLAG(std::string, mix, "deposit=70,withdraw=25,balance=5",
           "operation weights: deposit=N,withdraw=N,balance=N,transfer=N (left out: 0)");
@@ -160,6 +176,8 @@ struct Options {
   double throttle_k = 1.1;
   bool adaptive_in_flight = true;
   TransferScope transfer_scope = TransferScope::kAny;
+  int32_t batch = 1;  // Operations per call; 1: unary calls.
+  int64_t fund = 0;   // Setup: deposited into every account before the run; 0: no setup.
   // Set after the flags above (kept out of their initializer list).
   ClientTlsOptions tls = {};
   // From NewChannelCredentials(tls): plaintext or TLS.
@@ -191,6 +209,8 @@ absl::StatusOr<Options> OptionsFromFlags() {
   o.retry_budget = absl::GetFlag(FLAGS_retry_budget);
   o.throttle_k = absl::GetFlag(FLAGS_throttle_k);
   o.adaptive_in_flight = absl::GetFlag(FLAGS_adaptive_in_flight);
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.fund = absl::GetFlag(FLAGS_fund);
   absl::StatusOr<cli::HostPort> target =
       cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
   if (!target.ok()) return target.status();
@@ -207,6 +227,11 @@ absl::StatusOr<Options> OptionsFromFlags() {
   if (!scope.ok()) return scope.status();
   o.transfer_scope = *scope;
   if (o.concurrency < 1) return absl::InvalidArgumentError("--concurrency must be at least 1");
+  if (o.batch < 1 || static_cast<size_t>(o.batch) > kMaxBatchOperations) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch must be 1 to ", kMaxBatchOperations, " (the server's limit)"));
+  }
+  if (o.fund < 0) return absl::InvalidArgumentError("--fund must not be negative");
   if (o.rate < 0) return absl::InvalidArgumentError("--rate must not be negative");
   if (o.max_in_flight < 0) return absl::InvalidArgumentError("--max_in_flight must be >= 0");
   // Within one connection's worth of streams per channel: see the flag's help.
@@ -321,13 +346,6 @@ std::string Describe(const grpc::Status& status) {
   return absl::StrCat(StatusCodeName(status.error_code()), ": ", status.error_message());
 }
 
-// Whether `code` came from the server (any answer, refusals and shedding included), as opposed to
-// a call that never reached it or never came back.
-bool ServerAnswered(grpc::StatusCode code) {
-  return code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
-         code != grpc::StatusCode::CANCELLED;
-}
-
 absl::Duration GoneAfter(const Options& options) {
   return std::max(kGoneAfter, 2 * options.deadline);
 }
@@ -416,165 +434,6 @@ class ServerWatch {
   std::string last_error_ ABSL_GUARDED_BY(mu_);
 };
 
-// The operations a load test calls, in the order the report lists them.
-constexpr std::array<Op, 4> kCalledOps = {Op::kDeposit, Op::kWithdraw, Op::kBalance, Op::kTransfer};
-
-// Index of `op` in kCalledOps (and in the per-operation statistics).
-size_t CalledOpIndex(Op op) {
-  const auto at = std::find(kCalledOps.begin(), kCalledOps.end(), op);
-  LEDGER_CHECK(at != kCalledOps.end());  // The workload makes only these.
-  return static_cast<size_t>(at - kCalledOps.begin());
-}
-
-// A status code's index in the counts (out-of-range codes count as UNKNOWN, 2).
-size_t CodeIndex(grpc::StatusCode code) {
-  return static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2;
-}
-
-// Everything measured. Thread-safe.
-class Stats {
- public:
-  explicit Stats(int32_t shards) : shard_calls_(shards), shard_sheds_(shards) {}
-
-  // Every call counts in the progress interval; only measured ones in the report.
-  void Record(Op op, grpc::StatusCode code, std::chrono::nanoseconds latency, int32_t shard,
-              bool measured) {
-    absl::MutexLock lock(&mu_);
-    RecordInterval(code, latency);
-    if (!measured) return;  // Warm-up calls are verified, not reported.
-    ++codes_[CodeIndex(code)];
-    ++attempted_;
-    OpStats& by_op = ops_[CalledOpIndex(op)];
-    ++by_op.codes[CodeIndex(code)];
-    if (code == grpc::StatusCode::OK) by_op.ok.Record(latency);
-    if (code == grpc::StatusCode::OK) ok_.Record(latency);
-    if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) shed_.Record(latency);
-    if (shard >= 0) {
-      ++shard_calls_[shard];
-      if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) ++shard_sheds_[shard];
-    }
-  }
-  // Open loop: a call not sent because --max_in_flight calls were in flight.
-  void CountNotSent() {
-    absl::MutexLock lock(&mu_);
-    ++not_sent_;
-  }
-  // Open loop: a call not sent because the sender reached it after --max_send_delay.
-  void CountNotSentLate() {
-    absl::MutexLock lock(&mu_);
-    ++not_sent_late_;
-  }
-  // Open loop: a call refused locally by the adaptive throttle (--throttle_k).
-  void CountNotSentThrottled() {
-    absl::MutexLock lock(&mu_);
-    ++not_sent_throttled_;
-  }
-
-  // What became of a shed call that carried a valid pushback, or of a retried call at its end.
-  enum class RetryEvent {
-    kSent,
-    kDeniedByBudget,
-    kDeniedByDeadline,
-    kDeniedByMaxRetries,
-    kOkAfterRetry
-  };
-  static constexpr size_t kRetryEvents = 5;
-  void CountRetry(RetryEvent event) {
-    absl::MutexLock lock(&mu_);
-    ++retries_[static_cast<size_t>(event)];
-  }
-  // One shed attempt of a measured call, retried or not, timed from that attempt's start: how
-  // quickly the server refuses, which a call's own latency (from its first attempt, waits for
-  // pushback included) does not show once calls are retried.
-  void RecordShedAttempt(std::chrono::nanoseconds latency) {
-    absl::MutexLock lock(&mu_);
-    shed_attempts_.Record(latency);
-  }
-  // The attempt that ended an OK measured call, timed from that attempt's start: how long the
-  // server took with the work it admitted, without the refusals and pushback waits before it.
-  void RecordOkAttempt(std::chrono::nanoseconds latency) {
-    absl::MutexLock lock(&mu_);
-    ok_attempts_.Record(latency);
-  }
-
-  // One operation's measured calls: their codes, and the latency of the OK ones.
-  struct OpStats {
-    LatencyHistogram ok;
-    std::array<uint64_t, kStatusCodeCount> codes{};
-    uint64_t calls() const {
-      uint64_t total = 0;
-      for (uint64_t n : codes) total += n;
-      return total;
-    }
-  };
-
-  struct Snapshot {
-    LatencyHistogram ok, shed, shed_attempts, ok_attempts;
-    std::array<uint64_t, kStatusCodeCount> codes{};
-    uint64_t attempted = 0, not_sent = 0, not_sent_late = 0, not_sent_throttled = 0;
-    std::vector<uint64_t> shard_calls, shard_sheds;
-    std::array<uint64_t, kRetryEvents> retries{};  // Index: RetryEvent.
-    std::array<OpStats, kCalledOps.size()> ops;    // Index: CalledOpIndex.
-    uint64_t retry(RetryEvent event) const { return retries[static_cast<size_t>(event)]; }
-    const OpStats& op(Op op) const { return ops[CalledOpIndex(op)]; }
-  };
-  Snapshot Take() const {
-    absl::MutexLock lock(&mu_);
-    return {ok_,       shed_,          shed_attempts_,      ok_attempts_, codes_,       attempted_,
-            not_sent_, not_sent_late_, not_sent_throttled_, shard_calls_, shard_sheds_, retries_,
-            ops_};
-  }
-
-  // Calls finished since the last TakeInterval, warm-up included, for the progress line.
-  struct Interval {
-    LatencyHistogram ok;
-    uint64_t refused = 0;  // A ledger rule's answer (FAILED_PRECONDITION, NOT_FOUND, ...).
-    uint64_t shed = 0;
-    uint64_t unknown = 0;  // DEADLINE_EXCEEDED, UNAVAILABLE, CANCELLED: outcome not known.
-    std::string last_unknown;
-    uint64_t answered_ever = 0;
-  };
-  Interval TakeInterval() {
-    absl::MutexLock lock(&mu_);
-    Interval taken = std::move(interval_);
-    interval_ = Interval{};
-    interval_.answered_ever = taken.answered_ever;
-    return taken;
-  }
-
- private:
-  void RecordInterval(grpc::StatusCode code, std::chrono::nanoseconds latency)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (code == grpc::StatusCode::OK) {
-      interval_.ok.Record(latency);
-    } else if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      ++interval_.shed;
-    } else if (!ServerAnswered(code)) {
-      ++interval_.unknown;
-      interval_.last_unknown = StatusCodeName(code);
-    } else {
-      ++interval_.refused;
-    }
-    if (ServerAnswered(code)) ++interval_.answered_ever;
-  }
-
-  mutable absl::Mutex mu_;
-  LatencyHistogram ok_ ABSL_GUARDED_BY(mu_);
-  LatencyHistogram shed_ ABSL_GUARDED_BY(mu_);
-  LatencyHistogram shed_attempts_ ABSL_GUARDED_BY(mu_);
-  LatencyHistogram ok_attempts_ ABSL_GUARDED_BY(mu_);
-  std::array<uint64_t, kStatusCodeCount> codes_ ABSL_GUARDED_BY(mu_){};
-  uint64_t attempted_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t not_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t not_sent_late_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t not_sent_throttled_ ABSL_GUARDED_BY(mu_) = 0;
-  std::array<uint64_t, kRetryEvents> retries_ ABSL_GUARDED_BY(mu_){};
-  std::array<OpStats, kCalledOps.size()> ops_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> shard_calls_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> shard_sheds_ ABSL_GUARDED_BY(mu_);
-  Interval interval_ ABSL_GUARDED_BY(mu_);
-};
-
 // Why the measurement stopped.
 enum class StopReason { kTimeUp, kRequestsDone, kInterrupted };
 
@@ -610,7 +469,8 @@ class Driver {
     }
   }
 
-  // A Deposit, Withdraw or Transfer whose outcome is unknown, to be settled.
+  // A Deposit, Withdraw or Transfer whose outcome is unknown, to be settled (with --batch, one
+  // operation of an Apply call).
   struct AmbiguousCall {
     size_t account;  // A transfer's source.
     Op op;
@@ -622,6 +482,10 @@ class Driver {
   // Waits up to `timeout` for every channel's connection. On failure, the error of one fail-fast
   // call says why (connection refused, TLS handshake, ...). Before Run.
   absl::Status Connect(absl::Duration timeout);
+  // With --fund: deposits it into every account, --batch per call, --concurrency calls at a
+  // time; not measured, but recorded in the book like any call. Returns the accounts funded (or
+  // refused or left ambiguous: every one was tried) before a signal stopped it. Before Run.
+  int64_t Fund();
   // Measures until --duration or --requests is reached or a signal arrives, then waits (bounded
   // by --deadline) for the calls still in flight.
   void Run();
@@ -647,7 +511,14 @@ class Driver {
   struct Call {
     // Closed loop: the slot's own workload, reused by the call that follows this one.
     std::unique_ptr<Workload> workload;
-    PlannedCall plan;
+    // One operation for a unary call, --batch for an Apply; each with its own id in `ids`.
+    std::vector<PlannedCall> plans;
+    std::vector<std::string> ids;  // request_id (a transfer's transfer_id) of each plan.
+    // Apply: the plans (by index) the next attempt carries: all of them at first, then those
+    // refused with RESOURCE_EXHAUSTED. The other plans are finished (recorded in the book).
+    std::vector<size_t> pending;
+    bool batched = false;  // An Apply call (--batch > 1), else a unary call of plans[0].
+    bool setup = false;    // A --fund call: its successor is the next setup call.
     // One per attempt (a context cannot be reused); a retry replaces it.
     std::unique_ptr<grpc::ClientContext> context;
     v1::Ledger::Stub* stub = nullptr;
@@ -662,24 +533,41 @@ class Driver {
     v1::WithdrawResponse withdraw_response;
     v1::BalanceResponse balance_response;
     v1::TransferResponse transfer_response;
+    v1::ApplyRequest apply;  // The `pending` plans.
+    v1::ApplyResponse apply_response;
     Clock::time_point intended_start;
     // This attempt's: the first attempt's is `intended_start`, a retry's when it was sent.
     Clock::time_point attempt_start;
-    std::string request_id;  // A transfer's transfer_id.
     bool measured = false;
   };
 
   // Whether one more call may start, and whether it is measured: never once stopping, and never
   // past --requests measured calls (a ticket taken atomically, so no two callers get the last).
   bool ClaimCall(bool* measured);
-  void Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
-             Clock::time_point intended_start, bool measured);
-  // Sends one attempt of `call`, with a fresh context and the call's own deadline.
+  // Starts one call of `plans` (one: unary; more: an Apply), each operation with a fresh id.
+  void Issue(std::unique_ptr<Workload> workload, std::vector<PlannedCall> plans,
+             Clock::time_point intended_start, bool measured, bool setup = false);
+  // The next call's operations: one, or --batch.
+  std::vector<PlannedCall> NextPlans(Workload& workload) const;
+  // Sends one attempt of `call` (its `pending` operations), with a fresh context and the call's
+  // own deadline.
   void Send(Call* call);
+  void SendUnary(Call* call);
   void Finish(Call* call, const grpc::Status& status);
-  // After a RESOURCE_EXHAUSTED: schedules the same call again when the server sent a valid
-  // pushback and retries, the deadline and the budget allow it; false (counted) when not.
-  bool ScheduleRetry(Call* call);
+  // Lets go of a finished call, after starting the one that follows it (a closed loop's slot,
+  // or the next setup call).
+  void EndCall(Call* call);
+  // Records the final `code` of operation `index` of `call` in the book (and as ambiguous when
+  // its outcome is unknown), and adds it to `outcomes` for the statistics.
+  void FinishOperation(const Call& call, size_t index, grpc::StatusCode code,
+                       std::vector<OperationOutcome>* outcomes,
+                       std::vector<AmbiguousCall>* ambiguous);
+  // After a RESOURCE_EXHAUSTED (of the call, or of some of an Apply's results): the wait before
+  // sending the refused operations again, when the server sent a valid pushback and retries,
+  // the deadline and the budget allow it; nullopt (counted) when not.
+  std::optional<Clock::duration> RetryDelay(Call* call);
+  // Starts the next --fund call; false when every account has had one, or on a signal.
+  bool IssueSetup();
   // Every path that ends a call goes through here: the last one wakes Run.
   void ReleaseInFlight();
   std::unique_ptr<Workload> NewWorkload();
@@ -712,7 +600,12 @@ class Driver {
   // Calls waiting out a pushback. Stopped at the end of Run, when none can be waiting.
   RetryTimer retry_timer_;
   std::atomic<int> phase_{kWarmingUp};
+  // Calls issued (which channel), and operations issued (their ids).
+  std::atomic<uint64_t> call_sequence_{0};
   std::atomic<uint64_t> sequence_{0};
+  // --fund: the first account the next setup call deposits into, and accounts done.
+  std::atomic<int64_t> setup_next_{0};
+  std::atomic<int64_t> setup_done_{0};
   // Measured calls claimed so far (may pass --requests by the refused claims; never sent).
   std::atomic<int64_t> measured_claimed_{0};
   std::atomic<int64_t> in_flight_{0};
@@ -762,50 +655,40 @@ bool Driver::ClaimCall(bool* measured) {
   return measured_claimed_.fetch_add(1) < options_.requests;
 }
 
-void Driver::Issue(std::unique_ptr<Workload> workload, const PlannedCall& plan,
-                   Clock::time_point intended_start, bool measured) {
+void Driver::Issue(std::unique_ptr<Workload> workload, std::vector<PlannedCall> plans,
+                   Clock::time_point intended_start, bool measured, bool setup) {
+  LEDGER_CHECK(!plans.empty());
   auto* call = new Call;
   call->workload = std::move(workload);
-  call->plan = plan;
+  call->plans = std::move(plans);
+  call->batched = options_.batch > 1;
+  call->setup = setup;
   call->intended_start = intended_start;
   call->attempt_start = intended_start;
   call->measured = measured;
   // Also with --wait_for_ready: a call waits for the connection until this deadline, no longer;
   // and its retries start before it or not at all.
   call->deadline = DeadlineIn(options_.deadline);
-  const uint64_t sequence = sequence_.fetch_add(1);
-  call->stub = stubs_[sequence % stubs_.size()].get();
-  const std::string& account = names_[plan.account];
+  call->stub = stubs_[call_sequence_.fetch_add(1) % stubs_.size()].get();
   // Every attempt carries the same request_id (a transfer's transfer_id): one logical operation,
   // applied at most once. The run id makes it unique in the ledger, as a transfer_id must be.
-  call->request_id = absl::StrCat(options_.run_id, "-", sequence);
-  switch (plan.op) {
-    case Op::kDeposit:
-      call->deposit.set_account_id(account);
-      call->deposit.set_amount(plan.amount);
-      call->deposit.set_request_id(call->request_id);
-      break;
-    case Op::kWithdraw:
-      call->withdraw.set_account_id(account);
-      call->withdraw.set_amount(plan.amount);
-      call->withdraw.set_request_id(call->request_id);
-      break;
-    case Op::kBalance:
-      call->balance.set_account_id(account);
-      break;
-    case Op::kTransfer:
-      call->transfer.set_transfer_id(call->request_id);
-      call->transfer.set_from_account_id(account);
-      call->transfer.set_to_account_id(names_[plan.to_account]);
-      call->transfer.set_amount(plan.amount);
-      break;
-    case Op::kTransferCredit:
-    case Op::kTransferSettle:
-      LEDGER_CHECK(false);  // Server-internal steps; the workload never plans them.
+  const uint64_t first_id = sequence_.fetch_add(call->plans.size());
+  call->ids.reserve(call->plans.size());
+  call->pending.reserve(call->plans.size());
+  for (size_t i = 0; i < call->plans.size(); ++i) {
+    call->ids.push_back(absl::StrCat(options_.run_id, "-", first_id + i));
+    call->pending.push_back(i);
   }
   in_flight_.fetch_add(1);  // Until Finish lets go of the call, retries included.
   retry_budget_.OnFirstAttempt();
   Send(call);
+}
+
+std::vector<PlannedCall> Driver::NextPlans(Workload& workload) const {
+  std::vector<PlannedCall> plans;
+  plans.reserve(static_cast<size_t>(options_.batch));
+  for (int32_t i = 0; i < options_.batch; ++i) plans.push_back(workload.Next());
+  return plans;
 }
 
 void Driver::Send(Call* call) {
@@ -813,41 +696,70 @@ void Driver::Send(Call* call) {
   call->context = std::make_unique<grpc::ClientContext>();
   call->context->set_deadline(call->deadline);
   call->context->set_wait_for_ready(options_.wait_for_ready);
-  auto done = [this, call](const grpc::Status& status) { Finish(call, status); };
-  switch (call->plan.op) {
-    case Op::kDeposit:
-      call->stub->async()->Deposit(call->context.get(), &call->deposit, &call->deposit_response,
-                                   done);
-      break;
-    case Op::kWithdraw:
-      call->stub->async()->Withdraw(call->context.get(), &call->withdraw, &call->withdraw_response,
-                                    done);
-      break;
-    case Op::kBalance:
-      call->stub->async()->Balance(call->context.get(), &call->balance, &call->balance_response,
-                                   done);
-      break;
-    case Op::kTransfer:
-      call->stub->async()->Transfer(call->context.get(), &call->transfer, &call->transfer_response,
-                                    done);
-      break;
-    case Op::kTransferCredit:
-    case Op::kTransferSettle:
-      LEDGER_CHECK(false);  // Issue refused them.
+  if (!call->batched) {
+    SendUnary(call);
+    return;
   }
+  call->apply.Clear();
+  call->apply_response.Clear();
+  for (size_t index : call->pending) {
+    AddApplyOperation(call->plans[index], call->ids[index], names_, &call->apply);
+  }
+  call->stub->async()->Apply(call->context.get(), &call->apply, &call->apply_response,
+                             [this, call](const grpc::Status& status) { Finish(call, status); });
 }
 
-bool Driver::ScheduleRetry(Call* call) {
+void Driver::SendUnary(Call* call) {
+  auto done = [this, call](const grpc::Status& status) { Finish(call, status); };
+  const PlannedCall& plan = call->plans[0];
+  const std::string& account = names_[plan.account];
+  const std::string& id = call->ids[0];
+  switch (plan.op) {
+    case Op::kDeposit:
+      call->deposit.set_account_id(account);
+      call->deposit.set_amount(plan.amount);
+      call->deposit.set_request_id(id);
+      call->stub->async()->Deposit(call->context.get(), &call->deposit, &call->deposit_response,
+                                   done);
+      return;
+    case Op::kWithdraw:
+      call->withdraw.set_account_id(account);
+      call->withdraw.set_amount(plan.amount);
+      call->withdraw.set_request_id(id);
+      call->stub->async()->Withdraw(call->context.get(), &call->withdraw, &call->withdraw_response,
+                                    done);
+      return;
+    case Op::kBalance:
+      call->balance.set_account_id(account);
+      call->stub->async()->Balance(call->context.get(), &call->balance, &call->balance_response,
+                                   done);
+      return;
+    case Op::kTransfer:
+      call->transfer.set_transfer_id(id);
+      call->transfer.set_from_account_id(account);
+      call->transfer.set_to_account_id(names_[plan.to_account]);
+      call->transfer.set_amount(plan.amount);
+      call->stub->async()->Transfer(call->context.get(), &call->transfer, &call->transfer_response,
+                                    done);
+      return;
+    case Op::kTransferCredit:
+    case Op::kTransferSettle:
+      break;
+  }
+  LEDGER_CHECK(false);  // Server-internal steps; the workload never plans them.
+}
+
+std::optional<Clock::duration> Driver::RetryDelay(Call* call) {
   using RetryEvent = Stats::RetryEvent;
   const std::optional<std::chrono::milliseconds> pushback =
       RetryPushback(call->context->GetServerTrailingMetadata());
-  if (!pushback.has_value()) return false;  // None, or the server said "do not retry".
+  if (!pushback.has_value()) return std::nullopt;  // None, or the server said "do not retry".
   const auto count = [&](RetryEvent event) {
     if (call->measured) stats_.CountRetry(event);
   };
   if (call->attempts > options_.max_retries) {
     count(RetryEvent::kDeniedByMaxRetries);
-    return false;
+    return std::nullopt;
   }
   thread_local std::minstd_rand random(std::random_device{}());
   const auto jitter = std::chrono::duration_cast<Clock::duration>(
@@ -857,18 +769,30 @@ bool Driver::ScheduleRetry(Call* call) {
   // a certain "not applied" into an unknown outcome.
   if (std::chrono::system_clock::now() + delay >= call->deadline) {
     count(RetryEvent::kDeniedByDeadline);
-    return false;
+    return std::nullopt;
   }
   if (!retry_budget_.TryRetry()) {
     count(RetryEvent::kDeniedByBudget);
-    return false;
+    return std::nullopt;
   }
   count(RetryEvent::kSent);
-  retry_timer_.Schedule(Clock::now() + delay, [this, call] {
-    call->attempt_start = Clock::now();
-    Send(call);
-  });
-  return true;
+  return delay;
+}
+
+void Driver::FinishOperation(const Call& call, size_t index, grpc::StatusCode code,
+                             std::vector<OperationOutcome>* outcomes,
+                             std::vector<AmbiguousCall>* ambiguous) {
+  const PlannedCall& plan = call.plans[index];
+  if (plan.op == Op::kTransfer) {
+    book_.RecordTransfer(plan.account, plan.to_account, plan.amount, code);
+  } else {
+    book_.Record(plan.account, plan.op, plan.amount, code);
+  }
+  if (EffectOf(plan.op, code) == Effect::kUnknown) {
+    ambiguous->push_back({plan.account, plan.op, plan.amount, call.ids[index], plan.to_account});
+  }
+  // A transfer counts at its source's shard, which decides it first.
+  outcomes->push_back({plan.op, code, shard_of_[plan.account]});
 }
 
 void Driver::Finish(Call* call, const grpc::Status& status) {
@@ -881,39 +805,67 @@ void Driver::Finish(Call* call, const grpc::Status& status) {
   throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                           code != grpc::StatusCode::UNAVAILABLE &&
                                           code != grpc::StatusCode::DEADLINE_EXCEEDED);
-  // A shed attempt applied nothing, so retrying it under the same request_id keeps the call one
-  // logical operation; only its final code reaches the book and the report.
-  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-    if (call->measured) stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
-    if (ScheduleRetry(call)) return;
+  const std::vector<grpc::StatusCode> codes =
+      call->batched ? ApplyOperationCodes(status, call->apply_response, call->pending.size())
+                    : std::vector<grpc::StatusCode>{code};
+  if (code == grpc::StatusCode::RESOURCE_EXHAUSTED && call->measured) {
+    stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
   }
+  // A shed operation applied nothing, so retrying it under the same request_id keeps it one
+  // logical operation; only its final code reaches the book and the report.
+  const bool any_shed =
+      std::find(codes.begin(), codes.end(), grpc::StatusCode::RESOURCE_EXHAUSTED) != codes.end();
+  const std::optional<Clock::duration> retry_in =
+      any_shed ? RetryDelay(call) : std::optional<Clock::duration>();
   const auto now = Clock::now();
   const auto latency = now - call->intended_start;  // From the first attempt's start.
-  if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
-  const PlannedCall& plan = call->plan;
-  if (plan.op == Op::kTransfer) {
-    book_.RecordTransfer(plan.account, plan.to_account, plan.amount, status.error_code());
-  } else {
-    book_.Record(plan.account, plan.op, plan.amount, status.error_code());
+  std::vector<OperationOutcome> outcomes;
+  std::vector<AmbiguousCall> ambiguous;
+  std::vector<size_t> retried;
+  for (size_t j = 0; j < codes.size(); ++j) {
+    if (retry_in.has_value() && codes[j] == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      retried.push_back(call->pending[j]);
+    } else {
+      FinishOperation(*call, call->pending[j], codes[j], &outcomes, &ambiguous);
+    }
   }
-  if (EffectOf(plan.op, status.error_code()) == Effect::kUnknown) {
+  if (!ambiguous.empty()) {
     absl::MutexLock lock(&ambiguous_mu_);
-    ambiguous_.push_back(
-        {plan.account, plan.op, plan.amount, std::move(call->request_id), plan.to_account});
+    for (AmbiguousCall& one : ambiguous) ambiguous_.push_back(std::move(one));
   }
-  // A transfer counts at its source's shard, which decides it first.
-  stats_.Record(plan.op, status.error_code(), latency, shard_of_[plan.account], call->measured);
+  if (call->setup) setup_done_.fetch_add(static_cast<int64_t>(outcomes.size()));
+  stats_.RecordOperations(
+      outcomes, call->measured,
+      call->batched ? std::optional<std::chrono::nanoseconds>() : std::optional(latency));
+  if (retry_in.has_value()) {
+    // Set before the retry is scheduled: its Send reads it, maybe on another thread at once.
+    call->pending = std::move(retried);
+    retry_timer_.Schedule(now + *retry_in, [this, call] {
+      call->attempt_start = Clock::now();
+      Send(call);
+    });
+    return;
+  }
+  if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
+  stats_.RecordCall(code, latency, call->measured);
   if (call->measured && call->attempts > 1 && status.ok()) {
     stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
   }
+  EndCall(call);
+}
+
+void Driver::EndCall(Call* call) {
   std::unique_ptr<Workload> workload = std::move(call->workload);
+  const bool setup = call->setup;
   delete call;
+  // Issued before this one is let go of, so in_flight_ cannot touch 0 in between. It can reach 0
+  // just below, though: the next call may already have finished, seeing the stop.
   bool measured = false;
-  if (workload != nullptr && ClaimCall(&measured)) {  // Closed loop: this slot's next call.
-    const PlannedCall next = workload->Next();
-    // Issued before this one is let go of, so in_flight_ cannot touch 0 in between. It can reach
-    // 0 just below, though: the next call may already have finished, seeing the stop.
-    Issue(std::move(workload), next, Clock::now(), measured);
+  if (setup) {
+    IssueSetup();
+  } else if (workload != nullptr && ClaimCall(&measured)) {  // Closed loop: this slot's next.
+    std::vector<PlannedCall> next = NextPlans(*workload);
+    Issue(std::move(workload), std::move(next), Clock::now(), measured);
   }
   ReleaseInFlight();
 }
@@ -957,13 +909,48 @@ void Driver::Run() {
   }
 }
 
+int64_t Driver::Fund() {
+  if (options_.fund <= 0) return 0;
+  const auto start = Clock::now();
+  {
+    ProgressTicker ticker(ShowProgress(options_), [&](double seconds) {
+      return absl::StrFormat("[setup %4.0fs] %d of %d accounts funded", seconds, setup_done_.load(),
+                             options_.accounts);
+    });
+    for (int32_t i = 0; i < options_.concurrency && IssueSetup(); ++i) {
+    }
+    std::unique_lock<std::mutex> lock(done_mu_);
+    // Every call ends by its deadline (--wait_for_ready included), and none follows a signal.
+    while (in_flight_.load() > 0) done_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  stats_.TakeInterval();  // The progress lines of the run show the run.
+  std::cerr << absl::StrFormat("ledger-loadtest: funded %d accounts with %d each in %.1f s\n",
+                               setup_done_.load(), options_.fund,
+                               std::chrono::duration<double>(Clock::now() - start).count());
+  return setup_done_.load();
+}
+
+bool Driver::IssueSetup() {
+  if (Interrupted()) return false;
+  const int64_t first = setup_next_.fetch_add(options_.batch);
+  if (first >= options_.accounts) return false;
+  const int64_t end = std::min<int64_t>(first + options_.batch, options_.accounts);
+  std::vector<PlannedCall> plans;
+  plans.reserve(static_cast<size_t>(end - first));
+  for (int64_t account = first; account < end; ++account) {
+    plans.push_back({Op::kDeposit, static_cast<size_t>(account), 0, options_.fund});
+  }
+  Issue(nullptr, std::move(plans), Clock::now(), /*measured=*/false, /*setup=*/true);
+  return true;
+}
+
 void Driver::StartClosedLoop() {
   for (int32_t i = 0; i < options_.concurrency; ++i) {
     bool measured = false;
     if (!ClaimCall(&measured)) break;
     std::unique_ptr<Workload> workload = NewWorkload();
-    const PlannedCall plan = workload->Next();
-    Issue(std::move(workload), plan, Clock::now(), measured);
+    std::vector<PlannedCall> plans = NextPlans(*workload);
+    Issue(std::move(workload), std::move(plans), Clock::now(), measured);
   }
 }
 
@@ -984,7 +971,7 @@ void Driver::RunOpenLoop() {
     }
     bool measured = false;
     if (!ClaimCall(&measured)) break;
-    const PlannedCall plan = workload->Next();
+    std::vector<PlannedCall> plans = NextPlans(*workload);
     // Sent this late, its latency (counted from `intended`) would be the client's own lag: the
     // sender fell behind (a busy machine, a descheduled thread), not the server.
     const Clock::time_point now = Clock::now();
@@ -1002,8 +989,8 @@ void Driver::RunOpenLoop() {
       if (measured) stats_.CountNotSent();
       continue;
     }
-    Issue(nullptr, plan, intended, measured);  // Latency counts from when the call should have
-                                               // gone out.
+    // Latency counts from when the call should have gone out.
+    Issue(nullptr, std::move(plans), intended, measured);
   }
 }
 
@@ -1078,6 +1065,9 @@ std::string Driver::ProgressLine(Clock::time_point now, double interval_seconds)
                             static_cast<double>(interval.ok.Percentile(0.99).count()) / 1e6),
       per_second(interval.refused), per_second(interval.shed), per_second(interval.unknown),
       in_flight);
+  if (options_.batch > 1) {
+    absl::StrAppend(&line, absl::StrFormat("  ops %.0f OK/s", per_second(interval.operations_ok)));
+  }
   if (interval.unknown > 0) absl::StrAppend(&line, " (last: ", interval.last_unknown, ")");
   return line;
 }
@@ -1162,7 +1152,79 @@ std::optional<ReadStop> ReadOneBalance(Driver& driver, const Options& options, s
   return ReadStop{"another read stopped"};
 }
 
-// Reads every touched account's balance, a few calls at a time. Stops early, with the reason in
+// Reads the balances of `accounts` into `balances` (index: account) with Apply calls of Balance
+// operations (--batch > 1), adding each one read to `read`: the reads a unary verification would
+// make, a batch at a time. Retries the operations shed or left unanswered, and whole calls as
+// ReadOneBalance does; stops for the same reasons.
+std::optional<ReadStop> ReadBalanceBatch(Driver& driver, const Options& options,
+                                         std::vector<size_t> accounts, absl::Time give_up,
+                                         ServerWatch& watch, const std::atomic<bool>& stop,
+                                         std::vector<std::optional<int64_t>>* balances,
+                                         std::atomic<int64_t>* read) {
+  auto backoff = std::chrono::milliseconds(5);
+  while (!stop && !accounts.empty()) {
+    v1::ApplyRequest request;
+    for (size_t account : accounts) {
+      request.add_operations()->mutable_balance()->set_account_id(driver.names()[account]);
+    }
+    v1::ApplyResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
+    const grpc::Status status = driver.stub().Apply(&context, request, &response);
+    const grpc::StatusCode code = status.error_code();
+    if (ServerAnswered(code)) {
+      watch.Answered();
+    } else {
+      watch.NotAnswered(status);
+    }
+    if (status.ok()) {
+      if (static_cast<size_t>(response.results_size()) != accounts.size()) {
+        return ReadStop{absl::StrCat("reading balances: an Apply call of ", accounts.size(),
+                                     " operations was answered with ", response.results_size(),
+                                     " results")};
+      }
+      std::vector<size_t> again;  // Shed or unanswered: a read is safe to repeat.
+      for (size_t j = 0; j < accounts.size(); ++j) {
+        const v1::ApplyResult& result = response.results(static_cast<int>(j));
+        const auto result_code = static_cast<grpc::StatusCode>(result.code());
+        if (result_code == grpc::StatusCode::OK) (*balances)[accounts[j]] = result.balance();
+        if (result_code == grpc::StatusCode::OK || result_code == grpc::StatusCode::NOT_FOUND) {
+          read->fetch_add(1);
+        } else if (result_code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                   !ServerAnswered(result_code)) {
+          again.push_back(accounts[j]);
+        } else {
+          return ReadStop{absl::StrCat("reading ", driver.names()[accounts[j]], ": ",
+                                       StatusCodeName(result.code()), ": ", result.message())};
+        }
+      }
+      if (again.size() < accounts.size()) backoff = std::chrono::milliseconds(5);
+      accounts = std::move(again);
+      if (accounts.empty()) return std::nullopt;
+    }
+    if (Interrupted()) return ReadStop{absl::StrCat("interrupted by ", SignalName(g_signal))};
+    if (!status.ok() && code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
+      return ReadStop{absl::StrCat("reading balances: ", Describe(status))};
+    }
+    if (watch.Gone(GoneAfter(options))) {
+      return ReadStop{
+          absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                       absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
+          true};
+    }
+    if (absl::Now() >= give_up) {
+      return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
+                                   absl::FormatDuration(kVerifyTimeLimit), " plus ",
+                                   absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+  return accounts.empty() ? std::nullopt : std::optional(ReadStop{"another read stopped"});
+}
+
+// Reads every touched account's balance, a few calls at a time (with --batch, a batch of reads
+// per call). Stops early, with the reason in
 // `failure`, when a read is refused for good, when ledgerd is gone (GoneAfter), when the overall
 // bound passes, or on a signal.
 BalanceReads ReadBalances(Driver& driver, const Options& options) {
@@ -1187,13 +1249,22 @@ BalanceReads ReadBalances(Driver& driver, const Options& options) {
   readers.reserve(kReaders);
   for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&] {
-      for (size_t i = next.fetch_add(1); i < touched.size() && !stop; i = next.fetch_add(1)) {
-        std::optional<ReadStop> stopped = ReadOneBalance(driver, options, touched[i], give_up,
-                                                         watch, stop, &result.balances[touched[i]]);
-        if (!stopped.has_value()) {
-          read.fetch_add(1);
-          continue;
+      const size_t per_call = static_cast<size_t>(options.batch);
+      for (size_t i = next.fetch_add(per_call); i < touched.size() && !stop;
+           i = next.fetch_add(per_call)) {
+        std::optional<ReadStop> stopped;
+        if (per_call == 1) {
+          stopped = ReadOneBalance(driver, options, touched[i], give_up, watch, stop,
+                                   &result.balances[touched[i]]);
+          if (!stopped.has_value()) read.fetch_add(1);
+        } else {
+          std::vector<size_t> accounts(
+              touched.begin() + static_cast<ptrdiff_t>(i),
+              touched.begin() + static_cast<ptrdiff_t>(std::min(i + per_call, touched.size())));
+          stopped = ReadBalanceBatch(driver, options, std::move(accounts), give_up, watch, stop,
+                                     &result.balances, &read);
         }
+        if (!stopped.has_value()) continue;
         std::lock_guard<std::mutex> lock(failure_mu);
         if (!stop.exchange(true)) {  // The first reason is the one reported.
           result.failure = std::move(stopped->why);
@@ -1459,12 +1530,27 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   return result;
 }
 
-std::string LatencyJson(const LatencyHistogram& histogram) {
-  auto us = [&](double q) { return static_cast<double>(histogram.Percentile(q).count()) / 1e3; };
-  return absl::StrFormat(
-      "{\"count\":%d,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f}",
-      histogram.count(), us(0.5), us(0.9), us(0.99), us(0.999),
-      static_cast<double>(histogram.max().count()) / 1e3);
+// Rounded to a tenth, as the report has always printed them: finer would only be noise.
+double Tenths(double value) { return std::round(value * 10) / 10; }
+
+void FillLatency(const LatencyHistogram& histogram, loadtest::Latency* latency) {
+  auto us = [&](double q) {
+    return Tenths(static_cast<double>(histogram.Percentile(q).count()) / 1e3);
+  };
+  latency->set_count(static_cast<int64_t>(histogram.count()));
+  latency->set_p50(us(0.5));
+  latency->set_p90(us(0.9));
+  latency->set_p99(us(0.99));
+  latency->set_p999(us(0.999));
+  latency->set_max(Tenths(static_cast<double>(histogram.max().count()) / 1e3));
+}
+
+// Each non-zero count by its code's name.
+void FillCodes(const std::array<uint64_t, kStatusCodeCount>& counts,
+               google::protobuf::Map<std::string, int64_t>* codes) {
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    if (counts[code] > 0) (*codes)[kStatusCodeNames[code]] = static_cast<int64_t>(counts[code]);
+  }
 }
 
 std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
@@ -1484,23 +1570,25 @@ std::vector<Op> OpsCalled(const Stats::Snapshot& s) {
   return called;
 }
 
-// "FAILED_PRECONDITION=3 NOT_FOUND=1" (`separator` " ") or as JSON members (","): the measured
-// transfers refused for good, by code (shed ones included: they applied nothing either).
-std::string TransferRefusals(const Stats::Snapshot& s, bool json) {
-  std::string out;
+// The measured transfers refused for good, by code (shed ones included: they applied nothing
+// either).
+std::array<uint64_t, kStatusCodeCount> TransferRefusals(const Stats::Snapshot& s) {
+  std::array<uint64_t, kStatusCodeCount> refused{};
   const Stats::OpStats& transfers = s.op(Op::kTransfer);
   for (size_t code = 1; code < kStatusCodeCount; ++code) {
-    if (transfers.codes[code] == 0 ||
-        EffectOf(Op::kTransfer, static_cast<grpc::StatusCode>(code)) != Effect::kNotApplied) {
-      continue;
+    if (EffectOf(Op::kTransfer, static_cast<grpc::StatusCode>(code)) == Effect::kNotApplied) {
+      refused[code] = transfers.codes[code];
     }
-    if (json) {
-      absl::StrAppend(&out, out.empty() ? "" : ",", "\"", kStatusCodeNames[code],
-                      "\":", transfers.codes[code]);
-    } else {
-      absl::StrAppend(&out, out.empty() ? "" : " ", kStatusCodeNames[code], "=",
-                      transfers.codes[code]);
-    }
+  }
+  return refused;
+}
+
+// "FAILED_PRECONDITION=3 NOT_FOUND=1": the non-zero counts by code, in code order.
+std::string CodeCounts(const std::array<uint64_t, kStatusCodeCount>& counts) {
+  std::string out;
+  for (size_t code = 0; code < kStatusCodeCount; ++code) {
+    if (counts[code] == 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : " ", kStatusCodeNames[code], "=", counts[code]);
   }
   return out;
 }
@@ -1570,9 +1658,18 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
                             static_cast<double>(s.attempted) / seconds);
   if (options.rate > 0) report << absl::StrFormat(" (offered %.0f/s)", options.rate);
   report << "\n";
+  const bool batched = options.batch > 1;
+  // Operations are what the batches carry; unary calls are operations already.
+  const char* const unit = batched ? "operations" : "calls";
+  if (batched) {
+    report << absl::StrFormat(
+        "batches of %d: %d operations, %.0f OK/s beside %.0f OK calls/s; by result: %s\n",
+        options.batch, s.operations(), static_cast<double>(s.operation_codes[0]) / seconds,
+        static_cast<double>(s.codes[0]) / seconds, CodeCounts(s.operation_codes));
+  }
   report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
   const std::vector<Op> called = OpsCalled(s);
-  if (called.size() > 1) {
+  if (called.size() > 1 && !batched) {  // An operation of a batch has no latency of its own.
     for (Op op : called) {
       report << LatencyLine(absl::StrCat("latency OK ", OpName(op)).c_str(), s.op(op).ok);
     }
@@ -1596,7 +1693,7 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   if (called.size() > 1) {
     report << "operations:";
     for (Op op : called) {
-      report << absl::StrFormat(" %s %d calls (%d OK)", OpName(op), s.op(op).calls(),
+      report << absl::StrFormat(" %s %d %s (%d OK)", OpName(op), s.op(op).calls(), unit,
                                 s.op(op).codes[0]);
     }
     report << "\n";
@@ -1616,19 +1713,19 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
                               100 * o.client_cpu_seconds / o.seconds);
   }
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
-    report << absl::StrFormat("shard %d: %d calls, %d shed\n", shard, s.shard_calls[shard],
+    report << absl::StrFormat("shard %d: %d %s, %d shed\n", shard, s.shard_calls[shard], unit,
                               s.shard_sheds[shard]);
   }
   const Resolution& r = o.resolution;
   if (options.verify && r.calls > 0) {
     report << absl::StrFormat(
-        "ambiguous calls: %d; settled by retrying with their request_id%s: %d applied, %d not "
+        "ambiguous %s: %d; settled by retrying with their request_id%s: %d applied, %d not "
         "applied; unresolved: %d\n",
-        r.calls, r.transfers > 0 ? " (transfers: GetTransfer, or a same-id retry)" : "", r.applied,
-        r.not_applied, r.unresolved);
+        unit, r.calls, r.transfers > 0 ? " (transfers: GetTransfer, or a same-id retry)" : "",
+        r.applied, r.not_applied, r.unresolved);
   }
   if (s.op(Op::kTransfer).calls() > 0 || r.transfers > 0) {
-    const std::string refusals = TransferRefusals(s, /*json=*/false);
+    const std::string refusals = CodeCounts(TransferRefusals(s));
     report << absl::StrFormat(
         "transfers: %d OK, refused: %s; ambiguous %d (settled by GetTransfer or a same-id retry: "
         "%d committed, %d refused; unresolved %d)\n",
@@ -1659,65 +1756,86 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   return report.str();
 }
 
-std::string JsonReport(const Options& options, const RunOutcome& o) {
+loadtest::Report ReportMessage(const Options& options, const RunOutcome& o) {
   const Stats::Snapshot& s = o.stats;
   const double seconds = o.seconds > 0 ? o.seconds : 1;
   const uint64_t calls = s.attempted + s.not_sent + s.not_sent_late + s.not_sent_throttled;
-  std::ostringstream json;
-  json << absl::StrFormat("{\"run_id\":\"%s\",\"measured_seconds\":%.3f,", options.run_id,
-                          o.seconds)
-       << absl::StrFormat("\"measured_calls\":%d,", calls)
-       << absl::StrFormat("\"ok_per_second\":%.1f,\"attempted_per_second\":%.1f,",
-                          static_cast<double>(s.codes[0]) / seconds,
-                          static_cast<double>(calls) / seconds)
-       << absl::StrFormat("\"offered_per_second\":%.1f,\"sent_per_second\":%.1f,", options.rate,
-                          static_cast<double>(s.attempted) / seconds)
-       << absl::StrFormat("\"client_cpu_seconds\":%.3f,", o.client_cpu_seconds)
-       << "\"interrupted\":\"" << o.interrupted << "\",\"codes\":{";
-  bool first = true;
-  for (size_t code = 0; code < kStatusCodeCount; ++code) {
-    if (s.codes[code] == 0) continue;
-    json << (first ? "" : ",") << "\"" << kStatusCodeNames[code] << "\":" << s.codes[code];
-    first = false;
-  }
+  const auto per_second = [&](uint64_t n) { return Tenths(static_cast<double>(n) / seconds); };
+  loadtest::Report report;
+  report.set_run_id(options.run_id);
+  report.set_measured_seconds(std::round(o.seconds * 1000) / 1000);
+  report.set_measured_calls(static_cast<int64_t>(calls));
+  report.set_ok_per_second(per_second(s.codes[0]));
+  report.set_attempted_per_second(per_second(calls));
+  report.set_offered_per_second(Tenths(options.rate));
+  report.set_sent_per_second(per_second(s.attempted));
+  report.set_client_cpu_seconds(std::round(o.client_cpu_seconds * 1000) / 1000);
+  report.set_interrupted(o.interrupted);
+  FillCodes(s.codes, report.mutable_codes());
+  report.set_not_sent(static_cast<int64_t>(s.not_sent));
+  report.set_not_sent_late(static_cast<int64_t>(s.not_sent_late));
+  report.set_not_sent_throttled(static_cast<int64_t>(s.not_sent_throttled));
   using RetryEvent = Stats::RetryEvent;
-  json << "},\"not_sent\":" << s.not_sent << ",\"not_sent_late\":" << s.not_sent_late
-       << ",\"not_sent_throttled\":" << s.not_sent_throttled
-       << ",\"retries\":{\"sent\":" << s.retry(RetryEvent::kSent)
-       << ",\"denied_by_budget\":" << s.retry(RetryEvent::kDeniedByBudget)
-       << ",\"denied_by_deadline\":" << s.retry(RetryEvent::kDeniedByDeadline)
-       << ",\"denied_by_max_retries\":" << s.retry(RetryEvent::kDeniedByMaxRetries)
-       << ",\"ok_after_retry\":" << s.retry(RetryEvent::kOkAfterRetry) << "}"
-       << ",\"latency_us\":{\"ok\":" << LatencyJson(s.ok)
-       << ",\"resource_exhausted\":" << LatencyJson(s.shed)
-       << ",\"resource_exhausted_attempt\":" << LatencyJson(s.shed_attempts)
-       << ",\"ok_attempt\":" << LatencyJson(s.ok_attempts) << "},\"shards\":[";
+  loadtest::Retries* retries = report.mutable_retries();
+  retries->set_sent(static_cast<int64_t>(s.retry(RetryEvent::kSent)));
+  retries->set_denied_by_budget(static_cast<int64_t>(s.retry(RetryEvent::kDeniedByBudget)));
+  retries->set_denied_by_deadline(static_cast<int64_t>(s.retry(RetryEvent::kDeniedByDeadline)));
+  retries->set_denied_by_max_retries(
+      static_cast<int64_t>(s.retry(RetryEvent::kDeniedByMaxRetries)));
+  retries->set_ok_after_retry(static_cast<int64_t>(s.retry(RetryEvent::kOkAfterRetry)));
+  loadtest::CallLatencies* latency = report.mutable_latency_us();
+  FillLatency(s.ok, latency->mutable_ok());
+  FillLatency(s.shed, latency->mutable_resource_exhausted());
+  FillLatency(s.shed_attempts, latency->mutable_resource_exhausted_attempt());
+  FillLatency(s.ok_attempts, latency->mutable_ok_attempt());
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
-    json << (shard == 0 ? "" : ",") << "{\"calls\":" << s.shard_calls[shard]
-         << ",\"shed\":" << s.shard_sheds[shard] << "}";
+    loadtest::ShardCount* count = report.add_shards();
+    count->set_calls(static_cast<int64_t>(s.shard_calls[shard]));
+    count->set_shed(static_cast<int64_t>(s.shard_sheds[shard]));
   }
   const Resolution& r = o.resolution;
-  json << "],\"ambiguous\":{\"calls\":" << r.calls << ",\"applied\":" << r.applied
-       << ",\"not_applied\":" << r.not_applied << ",\"unresolved\":" << r.unresolved << "}";
-  json << ",\"ops\":{";
-  first = true;
+  loadtest::Ambiguous* ambiguous = report.mutable_ambiguous();
+  ambiguous->set_calls(r.calls);
+  ambiguous->set_applied(r.applied);
+  ambiguous->set_not_applied(r.not_applied);
+  ambiguous->set_unresolved(r.unresolved);
   for (Op op : OpsCalled(s)) {
-    json << (first ? "" : ",") << "\"" << OpName(op) << "\":{\"calls\":" << s.op(op).calls()
-         << ",\"ok\":" << s.op(op).codes[0] << ",\"latency_us\":" << LatencyJson(s.op(op).ok)
-         << "}";
-    first = false;
+    loadtest::OperationKind& kind = (*report.mutable_ops())[std::string(OpName(op))];
+    kind.set_calls(static_cast<int64_t>(s.op(op).calls()));
+    kind.set_ok(static_cast<int64_t>(s.op(op).codes[0]));
+    FillLatency(s.op(op).ok, kind.mutable_latency_us());
   }
   // ok and refused_by_code: measured calls, as "codes"; ambiguous and its settlement: the whole
   // run, warm-up included, as "ambiguous" (every call is verified).
-  json << "},\"transfers\":{\"ok\":" << s.op(Op::kTransfer).codes[0] << ",\"refused_by_code\":{"
-       << TransferRefusals(s, /*json=*/true) << "},\"ambiguous\":" << r.transfers
-       << ",\"settled_committed\":" << r.transfers_committed
-       << ",\"settled_refused\":" << r.transfers_refused
-       << ",\"unresolved\":" << r.transfers_unresolved
-       << ",\"unresolved_without_records\":" << r.transfers_without_records
-       << ",\"in_doubt_amount\":" << o.checked.ambiguous_transfers << "}";
-  json << ",\"verification\":\"" << o.verification << "\"}\n";
-  return json.str();
+  loadtest::Transfers* transfers = report.mutable_transfers();
+  transfers->set_ok(static_cast<int64_t>(s.op(Op::kTransfer).codes[0]));
+  FillCodes(TransferRefusals(s), transfers->mutable_refused_by_code());
+  transfers->set_ambiguous(r.transfers);
+  transfers->set_settled_committed(r.transfers_committed);
+  transfers->set_settled_refused(r.transfers_refused);
+  transfers->set_unresolved(r.transfers_unresolved);
+  transfers->set_unresolved_without_records(r.transfers_without_records);
+  transfers->set_in_doubt_amount(o.checked.ambiguous_transfers);
+  report.set_verification(o.verification);
+  report.set_batch(options.batch);
+  report.set_calls_per_second(per_second(s.codes[0]));
+  report.set_ops_per_second(per_second(s.operation_codes[0]));
+  report.mutable_operations()->set_measured(static_cast<int64_t>(s.operations()));
+  FillCodes(s.operation_codes, report.mutable_operations()->mutable_codes());
+  return report;
+}
+
+// One line of protobuf's JSON: proto field names, every field printed (zero counts included, so
+// that a reader finds each key), int64 as strings.
+std::string JsonReport(const Options& options, const RunOutcome& o) {
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  std::string json;
+  const auto printed =
+      google::protobuf::util::MessageToJsonString(ReportMessage(options, o), &json, print);
+  LEDGER_CHECK(printed.ok());  // Only a message with invalid UTF-8 strings could fail.
+  return json + "\n";
 }
 
 int Main() {
@@ -1751,7 +1869,10 @@ int Main() {
             << (options->rate > 0
                     ? absl::StrCat(", open loop at ", options->rate, " calls/s")
                     : absl::StrCat(", closed loop, ", options->concurrency, " in flight"))
+            << (options->batch > 1 ? absl::StrCat(", ", options->batch, " operations per call")
+                                   : "")
             << "\n";
+  driver.Fund();
   driver.Run();
 
   RunOutcome outcome;
@@ -1783,9 +1904,9 @@ int main(int argc, char** argv) {
   const ledger::cli::ProgramSpec program{
       "ledger-loadtest",
       __FILE__,
-      "drives ledgerd with Deposit/Withdraw/Balance/Transfer calls, reports throughput and\n"
-      "latency, and verifies that every balance matches the calls made and that transfers\n"
-      "conserve money (exit 0 on PASS, 1 on\n"
+      "drives ledgerd with Deposit/Withdraw/Balance/Transfer calls (or Apply calls of many\n"
+      "operations, --batch), reports throughput and latency, and verifies that every balance\n"
+      "matches the operations made and that transfers conserve money (exit 0 on PASS, 1 on\n"
       "FAIL, 2 on bad flags, 5 when ledgerd cannot be reached or is lost before verification\n"
       "ends, 130 on SIGINT, 143 on SIGTERM).\n"
       "\n"

@@ -30,10 +30,14 @@ using testing_util::PortAfter;
 using testing_util::ScratchDir;
 using testing_util::Subprocess;
 
-// The number after "\"key\":" in a flat JSON report; -1 when absent.
+// The number after the first `"key":` in the load test's JSON report, or -1. Its counts are
+// int64, which protobuf's JSON mapping prints as strings ("key":"12"); doubles are bare.
 long long JsonNumber(const std::string& json, const std::string& key) {
-  const size_t at = json.find("\"" + key + "\":");
-  return at == std::string::npos ? -1 : std::atoll(json.c_str() + at + key.size() + 3);
+  size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  at += key.size() + 3;
+  if (at < json.size() && json[at] == '"') ++at;
+  return std::atoll(json.c_str() + at);
 }
 
 std::string ReadFile(const std::string& path) {
