@@ -60,7 +60,7 @@ async function main() {
     check('reflection lists ledger.v1.Ledger', () => assert.ok(services.includes('ledger.v1.Ledger'), services));
     const methods = (await reflection.listMethods('ledger.v1.Ledger')).map((m) => m.name).sort();
     check('reflection lists its six methods', () =>
-      assert.deepStrictEqual(methods, ['Balance', 'Deposit', 'GetTransfer', 'History', 'Transfer', 'Withdraw']));
+      assert.deepStrictEqual(methods, ['Apply', 'Balance', 'Deposit', 'GetTransfer', 'History', 'Transfer', 'Withdraw']));
 
     const ledger = await serviceHelper({
       host: target,

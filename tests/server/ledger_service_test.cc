@@ -222,7 +222,8 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
                            "History(.ledger.v1.HistoryRequest) .ledger.v1.HistoryResponse",
                            "Transfer(.ledger.v1.TransferRequest) .ledger.v1.TransferResponse",
                            "GetTransfer(.ledger.v1.GetTransferRequest) "
-                           ".ledger.v1.GetTransferResponse"));
+                           ".ledger.v1.GetTransferResponse",
+                           "Apply(.ledger.v1.ApplyRequest) .ledger.v1.ApplyResponse"));
   // ledgerd serves the descriptor set built with source info, so reflection clients see the
   // .proto's documentation (tests/server/reflection_service_test.cc checks the comments).
   EXPECT_TRUE(file.has_source_code_info());

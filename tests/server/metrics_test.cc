@@ -55,6 +55,10 @@ TEST(MetricsTest, EveryFamilyIsServedWithHelpAndType) {
       {"ledger_mailbox_wait_seconds", "histogram"},
       {"ledger_handler_seconds", "histogram"},
       {"ledger_mailbox_rejected_total", "counter"},
+      {"ledger_mailbox_operations", "gauge"},
+      {"ledger_mailbox_rejected_operations_total", "counter"},
+      {"ledger_apply_operations", "histogram"},
+      {"ledger_apply_results_total", "counter"},
       {"ledger_expired_total", "counter"},
       {"ledger_internal_errors_total", "counter"},
       {"ledger_requests_total", "counter"},
@@ -71,7 +75,7 @@ TEST(MetricsTest, EveryFamilyIsServedWithHelpAndType) {
     EXPECT_THAT(body, HasSubstr("# TYPE " + name + " " + type + "\n")) << name;
   }
   EXPECT_EQ(SampleValue(body, "ledger_build_info{version=\"test-version\"}"), 1);
-  EXPECT_EQ(SampleValue(body, "ledger_mailbox_capacity{shard=\"1\"}"), 1024);
+  EXPECT_EQ(SampleValue(body, "ledger_mailbox_capacity{shard=\"1\"}"), kDefaultMailboxCapacity);
 }
 
 TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {

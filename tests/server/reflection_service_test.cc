@@ -149,8 +149,8 @@ TEST(ReflectionServiceTest, ServesTheLedgerProtoWithItsComments) {
   ASSERT_TRUE(ledger.has_source_code_info());
   // Paths: 6 = FileDescriptorProto.service, 2 = ServiceDescriptorProto.method.
   EXPECT_EQ(LeadingComment(ledger, {6, 0}), CommentAbove(source.str(), "service Ledger"));
-  ASSERT_EQ(ledger.service(0).method_size(), 6);
-  for (int i = 0; i < 6; ++i) {
+  ASSERT_EQ(ledger.service(0).method_size(), 7);
+  for (int i = 0; i < 7; ++i) {
     const std::string& method = ledger.service(0).method(i).name();
     const std::string comment = LeadingComment(ledger, {6, 0, 2, i});
     EXPECT_EQ(comment, CommentAbove(source.str(), absl::StrCat("rpc ", method, "(")));
