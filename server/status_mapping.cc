@@ -165,6 +165,15 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
           absl::StrCat("deposit would overflow the balance: balance ", balance, ", deposit ",
                        facts.amount, ", maximum balance ", std::numeric_limits<int64_t>::max())};
     case Outcome::kMailboxFull:
+      if (facts.part_size > facts.mailbox_capacity) {
+        // No back-off makes room for more than the whole mailbox: only a smaller part fits.
+        return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                absl::StrCat("this Apply call's part for shard ", facts.shard, " (",
+                             facts.part_size, " operations) is larger than its mailbox (capacity ",
+                             facts.mailbox_capacity,
+                             " operations) and was refused whole; nothing was applied: split the "
+                             "call into smaller ones, a retry of the same call is refused again")};
+      }
       return {
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",

@@ -100,8 +100,9 @@ class AdmissionControl {
     if (shard >= 0 && shard < num_shards_) shard_rates_[shard]->Count();
   }
 
-  // A batch call's part of `operations` operations was answered by shard `shard`: they count
-  // towards the shard's drain rate, which is in operations (a single call is one).
+  // Shard `shard` accepted a batch call's part of `operations` operations. Counted when the part
+  // is accepted rather than when each is answered: the part is taken whole, and the drain rate
+  // it feeds (in operations; a single call counts one when answered) only sizes the pushback.
   void AnsweredOperations(int32_t shard, size_t operations) {
     if (shard >= 0 && shard < num_shards_) shard_rates_[shard]->Count(operations);
   }

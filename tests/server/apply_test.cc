@@ -678,6 +678,10 @@ TEST_F(ApplySheddingTest, APartLargerThanTheMailboxIsRefusedWholeAndTheOtherShar
     SCOPED_TRACE(absl::StrCat("operation ", i, ": ", operations[i].ShortDebugString()));
     if (std::find(shard1.begin(), shard1.end(), i) != shard1.end()) continue;
     ExpectRefusedOnShard0(call.response.results(i));
+    // No back-off makes room for nine operations in a mailbox of eight: the message says so.
+    EXPECT_THAT(call.response.results(i).message(),
+                HasSubstr("(9 operations) is larger than its mailbox (capacity 8 operations)"));
+    EXPECT_THAT(call.response.results(i).message(), HasSubstr("split the call"));
   }
   EXPECT_EQ(call.response.results(1).ShortDebugString(), Result(kOk, 105).ShortDebugString());
   EXPECT_EQ(call.response.results(6).ShortDebugString(), Result(kOk, 93).ShortDebugString());
