@@ -29,6 +29,8 @@ namespace {
 // faults hit varied mixes, a short TTL so that the clock crosses it often.
 constexpr std::array<const char*, 4> kAccounts = {"a0", "a1", "a2", "a3"};
 constexpr size_t kMaxBatch = 12;
+// The largest batch of one Apply part in the simulation (the real bound is the mailbox capacity).
+constexpr size_t kApplyPartMax = 8 * kMaxBatch;
 constexpr int64_t kOverdraftLimit = 50;
 constexpr absl::Duration kTtl = absl::Seconds(60);
 constexpr size_t kRecentRequestsMax = 32;
@@ -577,7 +579,11 @@ class Simulation {
 
     batch_transfer_ids_.clear();
     std::vector<AuditedCall> steps = DueFlightCalls();
-    const size_t random_calls = quiescing_ ? 0 : 1 + Uniform(rng_, kMaxBatch - steps.size());
+    // Sometimes a batch the size of an Apply call's part, which the shard takes whole however
+    // far past max_batch it goes: many operations on few accounts, ids reused within it.
+    const size_t most_calls =
+        Percent(rng_, 5) ? kApplyPartMax - steps.size() : kMaxBatch - steps.size();
+    const size_t random_calls = quiescing_ ? 0 : 1 + Uniform(rng_, most_calls);
     const size_t size = steps.size() + random_calls;
     if (size == 0) return "";
     // Rarely, the shutdown grace runs out part way through a batch; a restart follows.
