@@ -1,6 +1,7 @@
 // Fuzzes the front end's request parsing and validation (server/request_validation.h) with the
-// raw bytes a client could send, without a gRPC server. The first byte picks the method (and,
-// for Deposit and Withdraw, whether the server requires a request_id); the rest is the request.
+// raw bytes a client could send, without a gRPC server. The first byte picks the method (bit 16
+// Apply, else bit 8 Transfer, else the low two bits; bit 4 whether the server requires a
+// request_id, for Deposit, Withdraw and Apply); the rest is the request.
 // Every input must end in INVALID_ARGUMENT with a message, or in a request whose fields satisfy
 // the rules; and the verdict must be exactly the rules' verdict on an independent parse.
 #include <charconv>
@@ -143,6 +144,90 @@ void CheckTransfer(const grpc::ByteBuffer& bytes, absl::string_view raw) {
   FUZZ_CHECK(facts.amount == request.amount());
 }
 
+// The rules restated for one operation of an Apply call: those of its own RPC.
+bool IsValidOperation(const v1::ApplyOperation& operation, bool require_request_id) {
+  const auto valid_posting = [&](const auto& request) {
+    return IsValidAccountId(request.account_id()) && request.amount() > 0 &&
+           IsValidRequestId(request.request_id()) &&
+           (!require_request_id || !request.request_id().empty());
+  };
+  switch (operation.operation_case()) {
+    case v1::ApplyOperation::kDeposit:
+      return valid_posting(operation.deposit());
+    case v1::ApplyOperation::kWithdraw:
+      return valid_posting(operation.withdraw());
+    case v1::ApplyOperation::kBalance:
+      return IsValidAccountId(operation.balance().account_id());
+    case v1::ApplyOperation::kTransfer: {
+      const v1::TransferRequest& transfer = operation.transfer();
+      return !transfer.transfer_id().empty() && IsValidRequestId(transfer.transfer_id()) &&
+             IsValidAccountId(transfer.from_account_id()) &&
+             IsValidAccountId(transfer.to_account_id()) && transfer.amount() > 0 &&
+             transfer.from_account_id() != transfer.to_account_id();
+    }
+    case v1::ApplyOperation::OPERATION_NOT_SET:
+      break;
+  }
+  return false;  // Sets nothing, or only what this server does not know.
+}
+
+// An Apply call: the whole call is refused only for bytes that are not an ApplyRequest or more
+// than kMaxApplyOperations operations; each operation is then judged by its own RPC's rules.
+void CheckApply(const grpc::ByteBuffer& bytes, absl::string_view raw, bool require_request_id) {
+  v1::ApplyRequest request;
+  grpc::Status status = ParseRequest(bytes, request);
+  v1::ApplyRequest independent;
+  const bool parses = independent.ParseFromArray(raw.data(), static_cast<int>(raw.size()));
+  FUZZ_CHECK(status.ok() == parses);
+  if (!status.ok()) {
+    FUZZ_CHECK(IsInvalidArgumentWithMessage(status));
+    return;
+  }
+  status = ValidateApplySize(request);
+  FUZZ_CHECK(status.ok() == (independent.operations_size() <= kMaxApplyOperations));
+  if (!status.ok()) {
+    FUZZ_CHECK(IsInvalidArgumentWithMessage(status));
+    return;
+  }
+  FUZZ_CHECK(request.operations_size() == independent.operations_size());
+  for (int i = 0; i < request.operations_size(); ++i) {
+    const v1::ApplyOperation& operation = request.operations(i);
+    CallFacts facts;
+    status = ValidateApplyOperation(operation, require_request_id, facts);
+    FUZZ_CHECK(status.ok() == IsValidOperation(independent.operations(i), require_request_id));
+    if (!status.ok()) {
+      FUZZ_CHECK(IsInvalidArgumentWithMessage(status));
+      continue;
+    }
+    // What the shard receives is what was sent, as views into the request.
+    FUZZ_CHECK(ValidateAccountId(facts.account_id) == Outcome::kOk);
+    switch (operation.operation_case()) {
+      case v1::ApplyOperation::kDeposit:
+        FUZZ_CHECK(facts.op == Op::kDeposit && facts.amount == operation.deposit().amount());
+        FUZZ_CHECK(facts.account_id.data() == operation.deposit().account_id().data());
+        FUZZ_CHECK(facts.request_id == operation.deposit().request_id());
+        break;
+      case v1::ApplyOperation::kWithdraw:
+        FUZZ_CHECK(facts.op == Op::kWithdraw && facts.amount == operation.withdraw().amount());
+        FUZZ_CHECK(facts.account_id.data() == operation.withdraw().account_id().data());
+        FUZZ_CHECK(facts.request_id == operation.withdraw().request_id());
+        break;
+      case v1::ApplyOperation::kBalance:
+        FUZZ_CHECK(facts.op == Op::kBalance);
+        FUZZ_CHECK(facts.account_id.data() == operation.balance().account_id().data());
+        break;
+      case v1::ApplyOperation::kTransfer:
+        FUZZ_CHECK(facts.op == Op::kTransfer && facts.amount == operation.transfer().amount());
+        FUZZ_CHECK(facts.account_id.data() == operation.transfer().from_account_id().data());
+        FUZZ_CHECK(facts.counterparty == operation.transfer().to_account_id());
+        FUZZ_CHECK(facts.request_id == operation.transfer().transfer_id());
+        break;
+      case v1::ApplyOperation::OPERATION_NOT_SET:
+        FUZZ_CHECK(false);  // Never valid.
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ledger
 
@@ -160,6 +245,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   grpc::Slice slice(raw.data(), raw.size());
   const grpc::ByteBuffer bytes(&slice, 1);
   const bool require_request_id = (selector & 4) != 0;
+  if ((selector & 16) != 0) {
+    ledger::CheckApply(bytes, raw, require_request_id);
+    return 0;
+  }
   if ((selector & 8) != 0) {
     ledger::CheckTransfer(bytes, raw);
     return 0;

@@ -175,6 +175,24 @@ void WriteRequestSeeds(CorpusWriter& out) {
   history.set_page_size(1001);
   history.set_page_token("007");
   out.Write(t, "history-invalid", ForMethod(kHistory, history));
+
+  constexpr uint8_t kApply = 16;
+  v1::ApplyRequest apply;
+  *apply.add_operations()->mutable_deposit() = deposit;
+  v1::DepositRequest valid_deposit;
+  valid_deposit.set_account_id("alice");
+  valid_deposit.set_amount(5);
+  valid_deposit.set_request_id("imp-1");
+  *apply.add_operations()->mutable_deposit() = valid_deposit;
+  *apply.add_operations()->mutable_withdraw() = withdraw;
+  *apply.add_operations()->mutable_balance() = balance;
+  v1::TransferRequest* transfer = apply.add_operations()->mutable_transfer();
+  transfer->set_transfer_id("t-1");
+  transfer->set_from_account_id("alice");
+  transfer->set_to_account_id("bob@example.org");
+  transfer->set_amount(3);
+  apply.add_operations();  // Sets none of its fields.
+  out.Write(t, "apply-every-kind", ForMethod(kApply | kRequireId, apply));
 }
 
 // One ApplyOperation input, laid out as fuzz_apply_operation.cc reads it.
