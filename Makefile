@@ -10,7 +10,7 @@ FUZZ := $(BUILD_DIR)/fuzz
 CLANG := $(BUILD_DIR)/clang
 
 .PHONY: all deps build run test test-release test-tsan test-asan test-thread-safety test-image \
-	bench bench-durability bench-overload bench-transfers simulate fuzz-build fuzz test-fuzz format tidy clean
+	bench bench-durability bench-overload bench-transfers bench-apply simulate fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
@@ -116,6 +116,15 @@ bench-overload: build
 TRANSFER_ARGS ?=
 bench-transfers: build
 	python3 bench/transfer_bench.py --build $(RELEASE) --rounds 3 $(TRANSFER_ARGS)
+
+# Issue 16's goals (about 8 minutes after the build; bench/apply_bench.py --help): Deposits over
+# 100,000 accounts as unary calls and as Apply calls of 1,000 and 8,192, with --durability=none
+# and sync, client and ledgerd sharing both cores as the goal says; bytes written per operation,
+# fsync rate, and the p99 of a 1,000-operation call at half the maximum rate. More, e.g.
+# APPLY_ARGS="--server_cpu 0 --client_cpu 1 --rounds 5".
+APPLY_ARGS ?=
+bench-apply: build
+	python3 bench/apply_bench.py --build $(RELEASE) --rounds 3 $(APPLY_ARGS)
 
 # The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
 # replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds
