@@ -138,8 +138,7 @@ void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& 
       AddMetric(depth, {{"shard", label}}).gauge.value = static_cast<double>(actor.MailboxDepth());
       AddMetric(capacity, {{"shard", label}}).gauge.value =
           static_cast<double>(actor.mailbox_capacity());
-      AddMetric(held, {{"shard", label}}).gauge.value =
-          static_cast<double>(actor.OperationsHeld());
+      AddMetric(held, {{"shard", label}}).gauge.value = static_cast<double>(actor.OperationsHeld());
     }
     shard.wait().Collect(AddMetric(wait, {{"shard", label}}));
     for (int op = 0; op < kOpCount; ++op) {

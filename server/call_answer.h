@@ -31,8 +31,7 @@ inline void FinishCall(grpc::ServerUnaryReactor& reactor, LedgerMetrics& metrics
 }
 
 // Tells the client when to retry: gRPC's pushback convention, in whole milliseconds.
-inline void AddPushback(grpc::CallbackServerContext& context,
-                        std::chrono::milliseconds pushback) {
+inline void AddPushback(grpc::CallbackServerContext& context, std::chrono::milliseconds pushback) {
   context.AddTrailingMetadata(kRetryPushbackKey, std::to_string(pushback.count()));
 }
 

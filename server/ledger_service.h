@@ -37,7 +37,6 @@ struct ServiceOptions {
   bool require_request_id = false;
 };
 
-
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
 // either finished at once (over the in-flight limit, bad input, shed, shutting down) or handed to
 // a shard.

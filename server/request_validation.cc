@@ -124,8 +124,7 @@ grpc::Status ValidateApplyOperation(const v1::ApplyOperation& operation, bool re
     case v1::ApplyOperation::kDeposit:
       return ValidateAccountRequest(operation.deposit(), Op::kDeposit, require_request_id, facts);
     case v1::ApplyOperation::kWithdraw:
-      return ValidateAccountRequest(operation.withdraw(), Op::kWithdraw, require_request_id,
-                                    facts);
+      return ValidateAccountRequest(operation.withdraw(), Op::kWithdraw, require_request_id, facts);
     case v1::ApplyOperation::kBalance:
       return ValidateAccountRequest(operation.balance(), Op::kBalance, require_request_id, facts);
     case v1::ApplyOperation::kTransfer:

@@ -174,15 +174,14 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
                              " operations) and was refused whole; nothing was applied: split the "
                              "call into smaller ones, a retry of the same call is refused again")};
       }
-      return {
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",
-                       facts.mailbox_capacity, " operations)",
-                       facts.part_size == 0
-                           ? ""
-                           : absl::StrCat("; this Apply call's part for it (", facts.part_size,
-                                          " operations) was refused whole"),
-                       "; nothing was applied, retry after a back-off")};
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              absl::StrCat("shard ", facts.shard, " is overloaded: mailbox full (capacity ",
+                           facts.mailbox_capacity, " operations)",
+                           facts.part_size == 0
+                               ? ""
+                               : absl::StrCat("; this Apply call's part for it (", facts.part_size,
+                                              " operations) was refused whole"),
+                           "; nothing was applied, retry after a back-off")};
     case Outcome::kShuttingDown:
       return {grpc::StatusCode::UNAVAILABLE,
               "server is shutting down; nothing was applied, retry against another instance"};

@@ -232,9 +232,8 @@ Shard::Turn Shard::TakeTurn(size_t batch_limit, bool may_block) {
   if (recovery_pending_.load(std::memory_order_acquire)) RecoverFailedWrites();
   // A batch left undecided by a sender (it needed a disk read) goes first.
   if (core_.batch().empty()) {
-    const size_t taken = pipeline_ != nullptr
-                             ? mailbox_.TryTake(taken_, batch_limit, batch_limit)
-                             : mailbox_.TryDrain(taken_, batch_limit, batch_limit);
+    const size_t taken = pipeline_ != nullptr ? mailbox_.TryTake(taken_, batch_limit, batch_limit)
+                                              : mailbox_.TryDrain(taken_, batch_limit, batch_limit);
     if (taken == 0) return Turn::kIdle;
     ExpandIntoBatch();
   }

@@ -203,8 +203,7 @@ TEST_P(ShardPartHeldTest, APartThatDoesNotFitBesideWhatTheShardHoldsIsRefusedWho
   EXPECT_EQ(shard_->TrySendPart(second.messages.data(), second.messages.size()),
             SendOutcome::kFull);  // 3 more do not fit; 1 more does.
   RecordingCompletion single;
-  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 1000, &single)),
-            SendOutcome::kAccepted);
+  ASSERT_EQ(shard_->TrySend(MakeMessage(Op::kDeposit, "a", 1000, &single)), SendOutcome::kAccepted);
   release_.Notify();
   first.WaitForAll();
   EXPECT_EQ(single.WaitForReply().balance, 1005);
