@@ -1105,6 +1105,24 @@ struct ReadStop {
   bool server_gone = false;
 };
 
+// Why a read that `status` left unanswered should not be retried: ledgerd silent for longer
+// than GoneAfter (per `watch`), or the reads past `give_up`; nullopt while it may be.
+std::optional<ReadStop> StopWaiting(const Options& options, const ServerWatch& watch,
+                                    const grpc::Status& status, absl::Time give_up) {
+  if (watch.Gone(GoneAfter(options))) {
+    return ReadStop{
+        absl::StrCat("no answer from ledgerd at ", options.target, " for ",
+                     absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
+        true};
+  }
+  if (absl::Now() >= give_up) {
+    return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
+                                 absl::FormatDuration(kVerifyTimeLimit), " plus ",
+                                 absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
+  }
+  return std::nullopt;
+}
+
 // Reads `account`'s balance into `balance` (nullopt: NOT_FOUND, which means 0), retrying shed
 // and unanswered reads with a back-off (a loaded server may shed them too). Returns why it
 // stopped instead: a refusal, ledgerd gone (per `watch`), `give_up`, a signal, or `stop`.
@@ -1135,17 +1153,7 @@ std::optional<ReadStop> ReadOneBalance(Driver& driver, const Options& options, s
     if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
       return ReadStop{absl::StrCat("reading ", request.account_id(), ": ", Describe(status))};
     }
-    if (watch.Gone(GoneAfter(options))) {
-      return ReadStop{
-          absl::StrCat("no answer from ledgerd at ", options.target, " for ",
-                       absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
-          true};
-    }
-    if (absl::Now() >= give_up) {
-      return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
-                                   absl::FormatDuration(kVerifyTimeLimit), " plus ",
-                                   absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
-    }
+    if (auto stop_waiting = StopWaiting(options, watch, status, give_up)) return stop_waiting;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
@@ -1206,17 +1214,7 @@ std::optional<ReadStop> ReadBalanceBatch(Driver& driver, const Options& options,
     if (!status.ok() && code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
       return ReadStop{absl::StrCat("reading balances: ", Describe(status))};
     }
-    if (watch.Gone(GoneAfter(options))) {
-      return ReadStop{
-          absl::StrCat("no answer from ledgerd at ", options.target, " for ",
-                       absl::FormatDuration(GoneAfter(options)), " (", Describe(status), ")"),
-          true};
-    }
-    if (absl::Now() >= give_up) {
-      return ReadStop{absl::StrCat("reading the balances took longer than their bound (",
-                                   absl::FormatDuration(kVerifyTimeLimit), " plus ",
-                                   absl::FormatDuration(kVerifyTimePerAccount), " per account)")};
-    }
+    if (auto stop_waiting = StopWaiting(options, watch, status, give_up)) return stop_waiting;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }

@@ -28,6 +28,7 @@
 #include "shard/admission_control.h"
 #include "shard/stable_hash.h"
 #include "tests/scratch_ledger.h"
+#include "tests/server/apply_operations.h"
 #include "tests/server/test_server.h"
 #include "tests/shard/shard_test_util.h"
 #include "tests/wait_until.h"
@@ -40,10 +41,14 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using testing_util::Balance;
+using testing_util::BalanceOp;
 using testing_util::Deposit;
+using testing_util::DepositOp;
 using testing_util::History;
 using testing_util::ScratchLedger;
 using testing_util::TestServer;
+using testing_util::TransferOp;
+using testing_util::WithdrawOp;
 
 constexpr int32_t kShards = 2;
 constexpr int kMaxOperations = 8192;  // The contract's limit per ApplyRequest.
@@ -79,40 +84,6 @@ std::string OnShard(const std::string& prefix, int32_t shard) {
   }
   ADD_FAILURE() << "no account id for shard " << shard;
   return prefix;
-}
-
-v1::ApplyOperation DepositOp(const std::string& account, int64_t amount,
-                             const std::string& request_id = "") {
-  v1::ApplyOperation op;
-  op.mutable_deposit()->set_account_id(account);
-  op.mutable_deposit()->set_amount(amount);
-  op.mutable_deposit()->set_request_id(request_id);
-  return op;
-}
-
-v1::ApplyOperation WithdrawOp(const std::string& account, int64_t amount,
-                              const std::string& request_id = "") {
-  v1::ApplyOperation op;
-  op.mutable_withdraw()->set_account_id(account);
-  op.mutable_withdraw()->set_amount(amount);
-  op.mutable_withdraw()->set_request_id(request_id);
-  return op;
-}
-
-v1::ApplyOperation BalanceOp(const std::string& account) {
-  v1::ApplyOperation op;
-  op.mutable_balance()->set_account_id(account);
-  return op;
-}
-
-v1::ApplyOperation TransferOp(const std::string& transfer_id, const std::string& from,
-                              const std::string& to, int64_t amount) {
-  v1::ApplyOperation op;
-  op.mutable_transfer()->set_transfer_id(transfer_id);
-  op.mutable_transfer()->set_from_account_id(from);
-  op.mutable_transfer()->set_to_account_id(to);
-  op.mutable_transfer()->set_amount(amount);
-  return op;
 }
 
 v1::ApplyResult Result(int32_t code, int64_t balance = 0, bool replayed = false,

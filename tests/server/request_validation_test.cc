@@ -11,49 +11,20 @@
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.pb.h"
+#include "tests/server/apply_operations.h"
 
 namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::BalanceOp;
+using testing_util::DepositOp;
+using testing_util::TransferOp;
+using testing_util::WithdrawOp;
 
 grpc::ByteBuffer BytesOf(const std::string& bytes) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
-}
-
-v1::ApplyOperation Deposit(const std::string& account, int64_t amount,
-                           const std::string& request_id) {
-  v1::ApplyOperation op;
-  op.mutable_deposit()->set_account_id(account);
-  op.mutable_deposit()->set_amount(amount);
-  op.mutable_deposit()->set_request_id(request_id);
-  return op;
-}
-
-v1::ApplyOperation Withdraw(const std::string& account, int64_t amount,
-                            const std::string& request_id) {
-  v1::ApplyOperation op;
-  op.mutable_withdraw()->set_account_id(account);
-  op.mutable_withdraw()->set_amount(amount);
-  op.mutable_withdraw()->set_request_id(request_id);
-  return op;
-}
-
-v1::ApplyOperation Balance(const std::string& account) {
-  v1::ApplyOperation op;
-  op.mutable_balance()->set_account_id(account);
-  return op;
-}
-
-v1::ApplyOperation Transfer(const std::string& transfer_id, const std::string& from,
-                            const std::string& to, int64_t amount) {
-  v1::ApplyOperation op;
-  op.mutable_transfer()->set_transfer_id(transfer_id);
-  op.mutable_transfer()->set_from_account_id(from);
-  op.mutable_transfer()->set_to_account_id(to);
-  op.mutable_transfer()->set_amount(amount);
-  return op;
 }
 
 // What the operation's own RPC's validation answers, from the request's bytes as the RPC gets
@@ -74,44 +45,45 @@ struct Case {
 
 TEST(ApplyValidationTest, EachOperationIsCheckedExactlyAsItsOwnRpcChecksIt) {
   const std::vector<Case> cases = {
-      {"deposit", Deposit("acc", 5, "r1"), false, grpc::StatusCode::OK},
-      {"deposit, bad account id", Deposit("no spaces", 5, ""), false,
+      {"deposit", DepositOp("acc", 5, "r1"), false, grpc::StatusCode::OK},
+      {"deposit, bad account id", DepositOp("no spaces", 5, ""), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit, empty account id", Deposit("", 5, ""), false, grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit, account id of 129 bytes", Deposit(std::string(129, 'a'), 5, ""), false,
+      {"deposit, empty account id", DepositOp("", 5, ""), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit, account id of 128 bytes", Deposit(std::string(128, 'a'), 5, ""), false,
+      {"deposit, account id of 129 bytes", DepositOp(std::string(129, 'a'), 5, ""), false,
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"deposit, account id of 128 bytes", DepositOp(std::string(128, 'a'), 5, ""), false,
        grpc::StatusCode::OK},
-      {"deposit, amount 0", Deposit("acc", 0, ""), false, grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit, amount 1", Deposit("acc", 1, ""), false, grpc::StatusCode::OK},
-      {"deposit, negative amount", Deposit("acc", -1, ""), false,
+      {"deposit, amount 0", DepositOp("acc", 0, ""), false, grpc::StatusCode::INVALID_ARGUMENT},
+      {"deposit, amount 1", DepositOp("acc", 1, ""), false, grpc::StatusCode::OK},
+      {"deposit, negative amount", DepositOp("acc", -1, ""), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit, request_id of 129 bytes", Deposit("acc", 5, std::string(129, 'r')), false,
+      {"deposit, request_id of 129 bytes", DepositOp("acc", 5, std::string(129, 'r')), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit, request_id of 128 bytes", Deposit("acc", 5, std::string(128, 'r')), false,
+      {"deposit, request_id of 128 bytes", DepositOp("acc", 5, std::string(128, 'r')), false,
        grpc::StatusCode::OK},
-      {"deposit, request_id not printable", Deposit("acc", 5, "r\x01"), false,
+      {"deposit, request_id not printable", DepositOp("acc", 5, "r\x01"), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit without request_id, required", Deposit("acc", 5, ""), true,
+      {"deposit without request_id, required", DepositOp("acc", 5, ""), true,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"deposit with request_id, required", Deposit("acc", 5, "r1"), true, grpc::StatusCode::OK},
-      {"withdraw", Withdraw("acc", 5, ""), false, grpc::StatusCode::OK},
-      {"withdraw, amount 0", Withdraw("acc", 0, "r"), false, grpc::StatusCode::INVALID_ARGUMENT},
-      {"withdraw without request_id, required", Withdraw("acc", 5, ""), true,
+      {"deposit with request_id, required", DepositOp("acc", 5, "r1"), true, grpc::StatusCode::OK},
+      {"withdraw", WithdrawOp("acc", 5, ""), false, grpc::StatusCode::OK},
+      {"withdraw, amount 0", WithdrawOp("acc", 0, "r"), false, grpc::StatusCode::INVALID_ARGUMENT},
+      {"withdraw without request_id, required", WithdrawOp("acc", 5, ""), true,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"balance", Balance("acc"), false, grpc::StatusCode::OK},
-      {"balance, required ids do not apply", Balance("acc"), true, grpc::StatusCode::OK},
-      {"balance, bad account id", Balance("a/b"), false, grpc::StatusCode::INVALID_ARGUMENT},
-      {"transfer", Transfer("t1", "a", "b", 5), false, grpc::StatusCode::OK},
-      {"transfer, required ids are there anyway", Transfer("t1", "a", "b", 5), true,
+      {"balance", BalanceOp("acc"), false, grpc::StatusCode::OK},
+      {"balance, required ids do not apply", BalanceOp("acc"), true, grpc::StatusCode::OK},
+      {"balance, bad account id", BalanceOp("a/b"), false, grpc::StatusCode::INVALID_ARGUMENT},
+      {"transfer", TransferOp("t1", "a", "b", 5), false, grpc::StatusCode::OK},
+      {"transfer, required ids are there anyway", TransferOp("t1", "a", "b", 5), true,
        grpc::StatusCode::OK},
-      {"transfer, no transfer_id", Transfer("", "a", "b", 5), false,
+      {"transfer, no transfer_id", TransferOp("", "a", "b", 5), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"transfer, same account", Transfer("t1", "a", "a", 5), false,
+      {"transfer, same account", TransferOp("t1", "a", "a", 5), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"transfer, amount 0", Transfer("t1", "a", "b", 0), false,
+      {"transfer, amount 0", TransferOp("t1", "a", "b", 0), false,
        grpc::StatusCode::INVALID_ARGUMENT},
-      {"transfer, bad destination", Transfer("t1", "a", "b c", 5), false,
+      {"transfer, bad destination", TransferOp("t1", "a", "b c", 5), false,
        grpc::StatusCode::INVALID_ARGUMENT},
   };
   for (const Case& test : cases) {
@@ -158,7 +130,7 @@ TEST(ApplyValidationTest, EachOperationIsCheckedExactlyAsItsOwnRpcChecksIt) {
 }
 
 TEST(ApplyValidationTest, TheFactsViewTheOperationsOwnFields) {
-  const v1::ApplyOperation transfer = Transfer("t9", "from-acc", "to-acc", 42);
+  const v1::ApplyOperation transfer = TransferOp("t9", "from-acc", "to-acc", 42);
   CallFacts facts;
   ASSERT_TRUE(ValidateApplyOperation(transfer, false, facts).ok());
   EXPECT_EQ(facts.op, Op::kTransfer);
@@ -166,7 +138,7 @@ TEST(ApplyValidationTest, TheFactsViewTheOperationsOwnFields) {
   EXPECT_EQ(facts.counterparty, "to-acc");
   EXPECT_EQ(facts.request_id, "t9");
   EXPECT_EQ(facts.amount, 42);
-  const v1::ApplyOperation withdraw = Withdraw("w-acc", 7, "w1");
+  const v1::ApplyOperation withdraw = WithdrawOp("w-acc", 7, "w1");
   ASSERT_TRUE(ValidateApplyOperation(withdraw, false, facts).ok());
   EXPECT_EQ(facts.op, Op::kWithdraw);
   EXPECT_EQ(facts.account_id, "w-acc");
@@ -184,10 +156,10 @@ TEST(ApplyValidationTest, AnOperationThatSetsNoFieldIsInvalidAndSaysWhichFieldsT
 TEST(ApplyValidationTest, TheSizeBoundIs8192OperationsAtTheLimitAndOnePast) {
   v1::ApplyRequest request;
   EXPECT_TRUE(ValidateApplySize(request).ok());
-  for (int i = 0; i < kMaxApplyOperations; ++i) *request.add_operations() = Balance("acc");
+  for (int i = 0; i < kMaxApplyOperations; ++i) *request.add_operations() = BalanceOp("acc");
   EXPECT_EQ(kMaxApplyOperations, 8192);
   EXPECT_TRUE(ValidateApplySize(request).ok());
-  *request.add_operations() = Balance("acc");
+  *request.add_operations() = BalanceOp("acc");
   const grpc::Status status = ValidateApplySize(request);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("8192"));
