@@ -21,7 +21,7 @@ namespace ledger {
 inline constexpr size_t kMaxApplyInputOperations = 1'000'000;
 // The longest line read, in bytes: an operation with every id at its 128-byte maximum is under
 // 1 KiB, so a longer line is not an operation.
-inline constexpr size_t kMaxApplyInputLineBytes = 64 * 1024;
+inline constexpr size_t kMaxApplyInputLineBytes = size_t{64} * 1024;
 // How many bad lines an error lists (the count of the others follows).
 inline constexpr int kMaxReportedBadLines = 10;
 
