@@ -177,7 +177,7 @@ void ExpectOutcomes(const v1::ApplyResponse& response, const std::vector<v1::App
   ASSERT_EQ(response.results_size(), static_cast<int>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("operation ", i, ": ", operations[i].ShortDebugString()));
-    const v1::ApplyResult& got = response.results(i);
+    const v1::ApplyResult& got = response.results(static_cast<int>(i));
     EXPECT_EQ(got.code(), expected[i].code()) << got.message();
     EXPECT_EQ(got.balance(), expected[i].balance());
     EXPECT_EQ(got.to_balance(), expected[i].to_balance());
@@ -699,7 +699,7 @@ TEST_F(ApplySheddingTest, ATransferInARefusedPartMovesNothing) {
   ASSERT_EQ(call.response.results_size(), static_cast<int>(operations.size()));
   for (size_t i = 0; i <= kCapacity; ++i) {
     SCOPED_TRACE(absl::StrCat("operation ", i, ": ", operations[i].ShortDebugString()));
-    ExpectRefusedOnShard0(call.response.results(i));
+    ExpectRefusedOnShard0(call.response.results(static_cast<int>(i)));
   }
   EXPECT_EQ(call.response.results(kCapacity + 1).ShortDebugString(),
             Result(kOk, 80, false, 120).ShortDebugString());
