@@ -23,11 +23,11 @@ import signal
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 
-from bench_util import log, rotated, raise_keyboard_interrupt, read_loadtest_report
+from bench_util import (log, rotated, raise_keyboard_interrupt, read_loadtest_report,
+                        start_ledgerd)
 
 
 def parse_args():
@@ -51,26 +51,6 @@ def parse_args():
 
 def pinned(cpus, command):
     return (["taskset", "-c", cpus] if cpus else []) + command
-
-
-def start_ledgerd(args, durability, data_dir):
-    ledgerd = os.path.join(args.build, "server", "ledgerd")
-    if durability != "none":
-        subprocess.run([ledgerd, "init", f"--data_dir={data_dir}"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    process = subprocess.Popen(
-        pinned(args.server_cpu, [ledgerd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                                 "--shards=2", f"--durability={durability}",
-                                 f"--data_dir={data_dir}"]),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = ""
-    deadline = time.time() + 20
-    while "overdraft limit" not in output and time.time() < deadline:
-        output += process.stdout.readline()
-    port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", output).group(1))
-    metrics_port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)", output).group(1))
-    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
-    return process, port, metrics_port
 
 
 def server_counters(process, metrics_port):
@@ -104,7 +84,7 @@ def in_flight(args, batch):
 
 def run_one(args, durability, batch, scratch, rate=None):
     data_dir = tempfile.mkdtemp(dir=scratch)
-    process, port, metrics_port = start_ledgerd(args, durability, data_dir)
+    process, port, metrics_port = start_ledgerd(args.build, durability, data_dir, 2, args.server_cpu)
     json_path = os.path.join(scratch, "report.json")
     loop = [f"--rate={rate}"] if rate else [
         f"--concurrency={in_flight(args, batch)}"]

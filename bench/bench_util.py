@@ -1,9 +1,14 @@
 """Small pieces the benchmark scripts share: the --durability modes, logging, argument parsing of
-mode lists, rotation of run order across rounds, and turning SIGTERM into KeyboardInterrupt so
+mode lists, rotation of run order across rounds, starting a fresh ledgerd, and turning SIGTERM into KeyboardInterrupt so
 that every script cleans up its processes the same way."""
 import argparse
 import json
+import os
+import re
+import subprocess
 import sys
+import threading
+import time
 
 MODES = ("sync", "none", "async")
 
@@ -43,3 +48,26 @@ def read_loadtest_report(path):
 
 def raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def start_ledgerd(build, durability, data_dir, shards, cpus=""):
+    """A fresh ledgerd on ephemeral loopback ports (`ledgerd init` first unless in memory),
+    pinned to `cpus` if given; returns the process, its gRPC port and its metrics port once it
+    is serving. Its output is drained in the background so that it never blocks."""
+    ledgerd = os.path.join(build, "server", "ledgerd")
+    if durability != "none":
+        subprocess.run([ledgerd, "init", f"--data_dir={data_dir}"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        (["taskset", "-c", cpus] if cpus else []) +
+        [ledgerd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", f"--shards={shards}",
+         f"--durability={durability}", f"--data_dir={data_dir}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = ""
+    deadline = time.time() + 20
+    while "overdraft limit" not in output and time.time() < deadline:
+        output += process.stdout.readline()
+    port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", output).group(1))
+    metrics_port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)", output).group(1))
+    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+    return process, port, metrics_port

@@ -23,7 +23,8 @@ import threading
 import time
 import urllib.request
 
-from bench_util import log, rotated, raise_keyboard_interrupt, read_loadtest_report
+from bench_util import (log, rotated, raise_keyboard_interrupt, read_loadtest_report,
+                        start_ledgerd)
 
 WORKLOADS = {
     "deposit": ["--mix=deposit=1"],
@@ -46,26 +47,6 @@ def parse_args():
     parser.add_argument("--client_cpu", default="1")
     parser.add_argument("--json_out", default="")
     return parser.parse_args()
-
-
-def start_ledgerd(args, data_dir):
-    ledgerd = os.path.join(args.build, "server", "ledgerd")
-    if args.durability != "none":
-        subprocess.run([ledgerd, "init", f"--data_dir={data_dir}"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    process = subprocess.Popen(
-        ["taskset", "-c", args.server_cpu, ledgerd, "--listen=127.0.0.1:0",
-         "--metrics_listen=127.0.0.1:0", f"--shards={args.shards}",
-         f"--durability={args.durability}", f"--data_dir={data_dir}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = ""
-    deadline = time.time() + 20
-    while "overdraft limit" not in output and time.time() < deadline:
-        output += process.stdout.readline()
-    port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", output).group(1))
-    metrics_port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)", output).group(1))
-    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
-    return process, port, metrics_port
 
 
 def loadtest(args, port, extra, duration, warmup, json_path):
@@ -95,7 +76,8 @@ def sample_in_flight(metrics_port, stop, samples):
 
 def run_one(args, workload, scratch):
     data_dir = tempfile.mkdtemp(dir=scratch)
-    process, port, metrics_port = start_ledgerd(args, data_dir)
+    process, port, metrics_port = start_ledgerd(args.build, args.durability, data_dir, args.shards,
+                                                  args.server_cpu)
     try:
         # Every account funded, so that transfers are refused only when a balance runs out.
         # (Not before Deposits: they need no funds, and the funding's request_ids would collide
