@@ -10,7 +10,7 @@ FUZZ := $(BUILD_DIR)/fuzz
 CLANG := $(BUILD_DIR)/clang
 
 .PHONY: all deps build run test test-release test-tsan test-asan test-thread-safety test-image \
-	bench bench-durability bench-overload bench-transfers bench-apply simulate fuzz-build fuzz test-fuzz format tidy clean
+	bench bench-durability bench-overload bench-transfers bench-apply bench-replication simulate fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
@@ -125,6 +125,17 @@ bench-transfers: build
 APPLY_ARGS ?=
 bench-apply: build
 	python3 bench/apply_bench.py --build $(RELEASE) --rounds 3 $(APPLY_ARGS)
+
+# Issue 17's spike (docs/replication.md): libraft and NATS JetStream, three replicas, each in its
+# own network namespace with 0.5 ms each way between them (bench/replication/). Not part of the
+# server's build: a CMake project of its own, with its own packages. About 15 minutes; as root.
+REPLICATION_BUILD ?= $(BUILD_DIR)/replication
+bench-replication:
+	bash scripts/install-deps.sh --replication-spike
+	@cmake -S bench/replication -B $(REPLICATION_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(REPLICATION_BUILD)
+	LREP_BUILD=$(abspath $(REPLICATION_BUILD)) bash bench/replication/run_raft.sh
+	LREP_BUILD=$(abspath $(REPLICATION_BUILD)) bash bench/replication/run_nats.sh
 
 # The deterministic shard simulator (sim/, docs/architecture.md "The shard core"). With SEED it
 # replays that seed exactly (STEPS batches, default 1000); without, it explores new random seeds

@@ -7,6 +7,9 @@
 #   install-deps.sh --build-only  building the binaries and their unit tests, nothing else (the
 #                                 image's build stage: no PostgreSQL, Prometheus, Node.js or npm)
 #   install-deps.sh --image       a Docker engine and debootstrap for make test-image, only
+#   install-deps.sh --replication-spike
+#                                 the consensus engines that make bench-replication measures
+#                                 (issue 17, docs/replication.md), only
 set -euo pipefail
 
 # What compiling ledgerd, ledgerctl, ledger-loadtest and the unit tests needs.
@@ -45,12 +48,25 @@ image_packages=(
   python3
 )
 
+# make bench-replication (bench/replication/): the two candidate engines, their build tooling,
+# iproute2 for the network namespaces, and strace to see what each one syncs per write.
+replication_spike_packages=(
+  build-essential cmake ninja-build pkg-config
+  libraft-dev libuv1-dev
+  nats-server libnats-dev
+  iproute2 strace
+)
+
 mode="${1:-all}"
 case "$mode" in
   all) wanted=("${build_packages[@]}" "${packages[@]}") ;;
   --build-only) wanted=("${build_packages[@]}") ;;
   --image) wanted=("${image_packages[@]}") ;;
-  *) echo "install-deps: unknown mode '$mode' (none, --build-only or --image)" >&2; exit 2 ;;
+  --replication-spike) wanted=("${replication_spike_packages[@]}") ;;
+  *)
+    echo "install-deps: unknown mode '$mode' (none, --build-only, --image or --replication-spike)" >&2
+    exit 2
+    ;;
 esac
 
 # An engine already here (Docker's own docker-ce, say) is used as it is: docker.io would conflict.
