@@ -49,12 +49,14 @@ image_packages=(
 )
 
 # make bench-replication (bench/replication/): the two candidate engines, their build tooling,
-# iproute2 for the network namespaces, and strace to see what each one syncs per write.
+# iproute2 for the network namespaces, strace to see what each one syncs per write, and what
+# run_nats.sh reads the servers' monitoring endpoints and sums CPU with.
 replication_spike_packages=(
   build-essential cmake ninja-build pkg-config
   libraft-dev libuv1-dev
   nats-server libnats-dev
   iproute2 strace
+  curl jq bc python3
 )
 
 mode="${1:-all}"
