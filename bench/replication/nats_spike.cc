@@ -11,6 +11,8 @@
 //   nats_spike failover --servers ... --kill-file F [--pub-timeout-ms 250]
 //                                                     W=1 publisher that times the gap around a
 //                                                     leader kill (see run_nats.sh)
+//   nats_spike stepdown --servers U1,U2,U3         ask the stream's leader to step down; wait
+//                                                     for a successor with all replicas current
 //   nats_spike kill PID FILE                          SIGKILL PID, write the CLOCK_REALTIME ns of
 //                                                     the kill to FILE
 //
@@ -556,6 +558,29 @@ int Failover(const Args& a) {
   return first_ack_after ? 0 : 1;
 }
 
+// Moves the stream's leadership elsewhere (JetStream's own API: the leader steps down and the
+// stream's Raft group elects another member), so run_nats.sh can choose whether the server it
+// kills also leads the cluster's meta group.
+int StepDown(const Args& a) {
+  Client c = Connect(a, 5'000);
+  StreamState before;
+  if (!WaitHealthy(c, &before, 30)) return 1;
+  natsMsg* reply = nullptr;
+  const std::string subject = std::string("$JS.API.STREAM.LEADER.STEPDOWN.") + kStream;
+  Check("stepdown", natsConnection_Request(&reply, c.nc, subject.c_str(), nullptr, 0, 5'000));
+  natsMsg_Destroy(reply);
+  StreamState after;
+  const int64_t deadline = MonoNs() + 30'000'000'000;
+  while (MonoNs() < deadline) {
+    if (WaitHealthy(c, &after, 5) && after.leader != before.leader) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::printf("stepdown old_leader=%s new_leader=%s current=%d\n", before.leader.c_str(),
+              after.leader.c_str(), after.current);
+  natsConnection_Destroy(c.nc);
+  return after.leader != before.leader && after.current == 3 ? 0 : 1;
+}
+
 // The kill itself, so that its timestamp is taken immediately before kill(2) rather than by a
 // shell that forks `date` first.
 int Kill(int argc, char** argv) {
@@ -588,10 +613,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rc = 2;
-  if (a.command == "setup") rc = Setup(a);
-  if (a.command == "info") rc = Info(a);
-  if (a.command == "bench") rc = Bench(a);
-  if (a.command == "failover") rc = Failover(a);
+  if (a.command == "setup") {
+    rc = Setup(a);
+  } else if (a.command == "info") {
+    rc = Info(a);
+  } else if (a.command == "bench") {
+    rc = Bench(a);
+  } else if (a.command == "failover") {
+    rc = Failover(a);
+  } else if (a.command == "stepdown") {
+    rc = StepDown(a);
+  } else {
+    std::fprintf(stderr, "nats_spike: unknown command '%s' (see the top of nats_spike.cc)\n",
+                 a.command.c_str());
+  }
   std::fflush(stdout);
   nats_Close();
   return rc;

@@ -7,7 +7,8 @@
 # Three nats-server processes run in network namespaces lrep-r1..3 behind delay_proxy (0.5 ms each
 # way, see netns.sh); the client runs in lrep-c. Everything started here is stopped by PID, and the
 # namespaces removed, on any exit.
-# Knobs (environment): DELAY_US (500), RUN_SECONDS (3), WARMUP_S (1), REPEATS (3), FAILOVERS (3).
+# Knobs (environment): DELAY_US (500), RUN_SECONDS (3), WARMUP_S (1), REPEATS (3; 0 skips the
+# throughput runs), FAILOVERS (3 per placement), SKIP_STRACE (unset).
 set -euo pipefail
 
 readonly HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -134,43 +135,47 @@ echo "- windows: ${WARMUP_S} s warm-up + ${RUN_SECONDS} s measured, ${REPEATS} r
 echo
 
 # --- throughput and latency ---------------------------------------------------------------------
-echo "## Commit throughput and latency"
-echo
-echo "| W in flight | K ops/entry | client via | entry bytes | commits/s | ops/s | p50 commit us | p99 commit us | client CPU (cores) | servers CPU (cores, sum of 3) | proxies CPU (cores) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
-for w in 1 64; do
-  for k in 1 16 256; do
-    log "bench W=$w K=$k"
-    s0="$(cpu_sum "${SERVER_PID[@]}")"
-    p0="$(cpu_sum $(proxy_pids))"
-    t0="$(date +%s.%N)"
-    client bench --servers "$SERVERS" --window "$w" --ops "$k" --warmup-s "$WARMUP_S" \
-      --seconds "$RUN_SECONDS" --repeats "$REPEATS" >"$NATS_DIR/bench-w$w-k$k.txt"
-    t1="$(date +%s.%N)"
-    s1="$(cpu_sum "${SERVER_PID[@]}")"
-    p1="$(cpu_sum $(proxy_pids))"
-    # Server and proxy CPU is over the whole invocation (warm-ups included), per wall second.
-    scpu="$(echo "scale=2; ($s1 - $s0) / ($t1 - $t0)" | bc)"
-    pcpu="$(echo "scale=2; ($p1 - $p0) / ($t1 - $t0)" | bc)"
-    cat "$NATS_DIR/bench-w$w-k$k.txt" >&2
-    grep '^median' "$NATS_DIR/bench-w$w-k$k.txt" | sed 's/[a-zA-Z0-9_]*=//g' |
-      awk -v s="$scpu" -v p="$pcpu" -v via="$(sed -n 's/.*via=//p' "$NATS_DIR/bench-w$w-k$k.txt")" \
-        '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, via, $4, $5, $6, $7, $8, $9, s, p }'
+if ((REPEATS > 0)); then
+  echo "## Commit throughput and latency"
+  echo
+  echo "| W in flight | K ops/entry | client via | entry bytes | commits/s | ops/s | p50 commit us | p99 commit us | client CPU (cores) | servers CPU (cores, sum of 3) | proxies CPU (cores) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  for w in 1 64; do
+    for k in 1 16 256; do
+      log "bench W=$w K=$k"
+      s0="$(cpu_sum "${SERVER_PID[@]}")"
+      p0="$(cpu_sum $(proxy_pids))"
+      t0="$(date +%s.%N)"
+      client bench --servers "$SERVERS" --window "$w" --ops "$k" --warmup-s "$WARMUP_S" \
+        --seconds "$RUN_SECONDS" --repeats "$REPEATS" >"$NATS_DIR/bench-w$w-k$k.txt"
+      t1="$(date +%s.%N)"
+      s1="$(cpu_sum "${SERVER_PID[@]}")"
+      p1="$(cpu_sum $(proxy_pids))"
+      # Server and proxy CPU is over the whole invocation (warm-ups included), per wall second.
+      scpu="$(echo "scale=2; ($s1 - $s0) / ($t1 - $t0)" | bc)"
+      pcpu="$(echo "scale=2; ($p1 - $p0) / ($t1 - $t0)" | bc)"
+      cat "$NATS_DIR/bench-w$w-k$k.txt" >&2
+      grep '^median' "$NATS_DIR/bench-w$w-k$k.txt" | sed 's/[a-zA-Z0-9_]*=//g' |
+        awk -v s="$scpu" -v p="$pcpu" -v via="$(sed -n 's/.*via=//p' "$NATS_DIR/bench-w$w-k$k.txt")" \
+          '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, $3, via, $4, $5, $6, $7, $8, $9, s, p }'
+    done
   done
-done
-echo
-echo "<details><summary>per-repeat lines</summary>"
-echo
-echo '```'
-cat "$NATS_DIR"/bench-w*-k*.txt | grep '^repeat'
-echo '```'
-echo "</details>"
-echo
+  echo
+  echo "<details><summary>per-repeat lines</summary>"
+  echo
+  echo '```'
+  cat "$NATS_DIR"/bench-w*-k*.txt | grep '^repeat'
+  echo '```'
+  echo "</details>"
+  echo
+fi
 
 # --- durability: what a server does on disk per acked message ----------------------------------
 # strace every server during a short W=1, K=1 run and count the syscalls that write or sync.
 log "strace during a 2 s W=1 K=1 run"
-if command -v strace >/dev/null; then
+if [[ -n "${SKIP_STRACE:-}" ]]; then
+  echo "(SKIP_STRACE set: durability section skipped)"
+elif command -v strace >/dev/null; then
   for i in 1 2 3; do
     strace -f -qq -e trace=fsync,fdatasync,sync_file_range,msync,syncfs,write,pwrite64,writev \
       -o "$NATS_DIR/strace-r$i.txt" -p "${SERVER_PID[$i]}" &
@@ -211,43 +216,71 @@ else
 fi
 
 # --- failover -----------------------------------------------------------------------------------
+# Two placements, because they are two different failures: the killed server leads only the
+# stream's Raft group ("apart"), or it also leads the cluster-wide meta group ("together"), which
+# must then elect its own leader too. The stream's leadership is moved with JetStream's step-down
+# until the placement holds.
+place_stream_leader() {
+  local want="$1" leader meta
+  for _ in $(seq 1 10); do
+    leader="$(client info --servers "$SERVERS" | sed -n 's/.*leader=\(r[0-9]\).*/\1/p')"
+    meta="$(meta_leader)"
+    if [[ -n "$leader" && -n "$meta" ]] &&
+      { [[ "$want" == together && "$leader" == "$meta" ]] ||
+        [[ "$want" == apart && "$leader" != "$meta" ]]; }; then
+      return 0
+    fi
+    client stepdown --servers "$SERVERS" >&2 || true
+  done
+  log "could not place the stream leader $want with the meta leader"
+  return 1
+}
+
 echo "## Failover: kill -9 the stream leader during W=1 publishing"
 echo
-echo "| run | killed (stream leader) | meta leader | client connected to | kill -> first ack ms | last ack before kill ms | new leader | publish timeouts | no responders | other errors | client disconnected/reconnected after kill ms |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| run | stream leader vs meta leader | killed (stream leader) | meta leader | client connected to | kill -> first ack ms | last ack before kill ms | new leader | publish timeouts | no responders | other errors | client disconnected/reconnected after kill ms |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 kill_file="$NATS_DIR/kill_ns"
 for run in $(seq 1 "$FAILOVERS"); do
-  client info --servers "$SERVERS" >/dev/null  # waits until all three replicas are current
-  rm -f "$kill_file"
-  out="$NATS_DIR/failover-$run.txt"
-  client failover --servers "$SERVERS" --kill-file "$kill_file" --pub-timeout-ms 250 >"$out" &
-  fpid=$!
-  EXTRA_PIDS+=("$fpid")
-  for _ in $(seq 1 300); do
-    grep -q '^leader=' "$out" && break
-    sleep 0.1
+  for placement in apart together; do
+    place_stream_leader "$placement" || continue
+    rm -f "$kill_file"
+    out="$NATS_DIR/failover-$placement-$run.txt"
+    client failover --servers "$SERVERS" --kill-file "$kill_file" --pub-timeout-ms 250 >"$out" &
+    fpid=$!
+    EXTRA_PIDS+=("$fpid")
+    for _ in $(seq 1 300); do
+      grep -q '^leader=' "$out" && break
+      sleep 0.1
+    done
+    victim="$(sed -n 's/^leader=r\([0-9]\).*/\1/p' "$out")"
+    connected="$(sed -n 's/^leader=.* connected=\(.*\)/\1/p' "$out")"
+    meta="$(meta_leader)"
+    sleep 2  # steady publishing first
+    log "failover $placement $run: kill -9 r$victim (PID ${SERVER_PID[$victim]}), meta leader $meta"
+    "$SPIKE" kill "${SERVER_PID[$victim]}" "$kill_file" >&2
+    wait "${SERVER_PID[$victim]}" 2>/dev/null || true
+    wait "$fpid" || true
+    EXTRA_PIDS=()
+    cat "$out" >&2
+    r="$(tail -1 "$out")"
+    v() { echo "$r" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+    echo "| $run | $placement | r$victim | $meta | $connected | $(v kill_to_first_ack_ms) | $(v last_ack_before_to_kill_ms) | $(v new_leader) | $(v timeouts) | $(v no_responders) | $(v other_errors) | $(v disconnected_ms)/$(v reconnected_ms) |"
+    # Bring the killed server back on its data dir so the next run starts from three replicas.
+    start_server "$victim"
+    wait_ready
   done
-  victim="$(sed -n 's/^leader=r\([0-9]\).*/\1/p' "$out")"
-  connected="$(sed -n 's/^leader=.* connected=\(.*\)/\1/p' "$out")"
-  meta="$(meta_leader)"
-  sleep 2  # steady publishing first
-  log "failover $run: kill -9 r$victim (PID ${SERVER_PID[$victim]}), meta leader $meta"
-  "$SPIKE" kill "${SERVER_PID[$victim]}" "$kill_file" >&2
-  wait "${SERVER_PID[$victim]}" 2>/dev/null || true
-  wait "$fpid" || true
-  EXTRA_PIDS=()
-  cat "$out" >&2
-  r="$(tail -1 "$out")"
-  v() { echo "$r" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-  echo "| $run | r$victim | $meta | $connected | $(v kill_to_first_ack_ms) | $(v last_ack_before_to_kill_ms) | $(v new_leader) | $(v timeouts) | $(v no_responders) | $(v other_errors) | $(v disconnected_ms)/$(v reconnected_ms) |"
-  # Bring the killed server back on its data dir so the next run starts from three replicas.
-  start_server "$victim"
-  wait_ready
 done
 echo
-ms="$(grep -h -o 'kill_to_first_ack_ms=[0-9.-]*' "$NATS_DIR"/failover-*.txt | sed 's/.*=//' | sort -n)"
-n="$(echo "$ms" | wc -l)"
-echo "median kill -> first ack: $(echo "$ms" | sed -n "$(((n + 1) / 2))p") ms over $n runs (client: js_Publish MaxWait 250 ms, 1 ms pause after a failed publish, reconnect wait 50 ms, no jitter, ping 250 ms x2)"
+for placement in apart together; do
+  ms="$(cat "$NATS_DIR"/failover-$placement-*.txt 2>/dev/null | grep -o 'kill_to_first_ack_ms=[0-9.-]*' |
+    sed 's/.*=//' | sort -n)"
+  [[ -n "$ms" ]] || continue
+  n="$(echo "$ms" | wc -l)"
+  echo "- $placement: median kill -> first ack $(echo "$ms" | sed -n "$(((n + 1) / 2))p") ms over $n runs (each: $(echo $ms | tr ' ' ','))"
+done
+echo
+echo "Client: js_Publish MaxWait 250 ms, 1 ms pause after a failed publish, reconnect wait 50 ms, no jitter, ping 250 ms x2."
 echo
 echo "## Server CPU over the whole run"
 echo

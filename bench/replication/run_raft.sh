@@ -20,7 +20,8 @@ readonly HERE="$(cd "$(dirname "$0")" && pwd)"
 readonly BUILD="${LREP_BUILD:-$(cd "$HERE/../.." && pwd)/build/replication}"
 export LREP_RUN_DIR="${LREP_RUN_DIR:-/tmp/lrep}" # netns.sh keeps the proxies' PID files here too.
 readonly DATA_ROOT="$LREP_RUN_DIR"
-readonly LOGS="$DATA_ROOT/raft-logs"
+# Kept per invocation (they are small), so that a report's raw logs outlive the next run.
+readonly LOGS="$DATA_ROOT/raft-logs-$(date -u +%Y%m%dT%H%M%SZ)"
 readonly REPEATS="${REPEATS:-3}"
 readonly RUN_SECONDS="${RUN_SECONDS:-3}"
 readonly WARMUP_MS="${WARMUP_MS:-1000}"
@@ -202,7 +203,7 @@ strace_run() {
     rm -rf "$DATA_ROOT/raft-r$i"
     mkdir -p "$DATA_ROOT/raft-r$i"
     ip netns exec "lrep-r$i" strace -f -qq -o "$LOGS/strace.r$i.txt" \
-      -e trace=fsync,fdatasync,io_submit,io_getevents,pwrite64,pwritev,pwritev2,sync_file_range \
+      -e trace=fsync,fdatasync,io_submit,io_getevents,pwrite64,pwritev,pwritev2,sync_file_range,openat,fallocate,fcntl \
       "$BUILD/raft_spike" --id "$i" --data "$DATA_ROOT/raft-r$i" \
       --bind "127.0.0.1:${LOCAL_PORTS[$i]}" --peers "$PEERS" --entry-ops 16 --window 1 \
       --seconds 2 --warmup-ms 500 >"$LOGS/$tag.r$i.log" 2>&1 &
@@ -228,6 +229,9 @@ strace_run() {
       local t="$LOGS/strace.r$i.txt"
       echo "r$i: io_submit=$(grep -c 'io_submit(' "$t" || true)" \
         "io_submit_RWF_NOWAIT=$(grep -c 'io_submit(.*RWF_NOWAIT' "$t" || true)" \
+        "segments_opened_O_DSYNC=$(grep -c 'openat(.*/open-[0-9]*".*O_DSYNC' "$t" || true)" \
+        "fcntl_O_DIRECT=$(grep -c 'fcntl(.*O_DIRECT' "$t" || true)" \
+        "fallocate_8MiB=$(grep -c 'fallocate(.*, 8388608)' "$t" || true)" \
         "EAGAIN_fallbacks=$(grep -c 'res=-11' "$t" || true)" \
         "fsync=$(grep -c 'fsync(' "$t" || true) fdatasync=$(grep -c 'fdatasync(' "$t" || true)" \
         "pwrite64=$(grep -c 'pwrite64(' "$t" || true)" \
@@ -236,6 +240,20 @@ strace_run() {
     done
   } >"$LOGS/strace_summary.txt"
   log "strace: $(tr '\n' ';' <"$LOGS/strace_summary.txt")"
+}
+
+# The round trip through a relay (client namespace -> replica 1) and the disk's small-write sync
+# time, measured now, beside the figures that depend on them.
+probe() {
+  local echo_pid proxy_pid
+  ip netns exec lrep-r1 python3 "$HERE/probe.py" echo 9199 &
+  echo_pid=$!
+  proxy_pid="$(bash "$HERE/netns.sh" proxy 1 7199 9199 "$DELAY_US")"
+  ip netns exec lrep-c python3 "$HERE/probe.py" rtt 10.99.0.1 7199 >"$LOGS/probe.txt" || true
+  kill "$echo_pid" "$proxy_pid" 2>/dev/null || true
+  wait "$echo_pid" 2>/dev/null || true
+  python3 "$HERE/probe.py" fsync "$DATA_ROOT" >>"$LOGS/probe.txt" || true
+  log "probe: $(tr '\n' ' ' <"$LOGS/probe.txt")"
 }
 
 main() {
@@ -268,6 +286,7 @@ main() {
       "$DELAY_US")")
   done
   log "proxies ${PROXY_PIDS[*]} (delay ${DELAY_US} us each way)"
+  probe
 
   local started=$SECONDS k w rep
   for rep in $(seq 1 "$REPEATS"); do
@@ -292,10 +311,10 @@ main() {
 report() {
   local fs
   fs="$(df -T "$DATA_ROOT" | awk 'NR == 2 { print $2 " on " $1 }')"
-  python3 - "$LOGS/runs.tsv" "$LOGS/failovers.tsv" "$fs" "$SNAPSHOT_THRESHOLD" <<'EOF'
+  python3 - "$LOGS/runs.tsv" "$LOGS/failovers.tsv" "$fs" "$SNAPSHOT_THRESHOLD" "$LOGS/probe.txt" <<'EOF'
 import statistics, sys
 
-runs_path, failovers_path, fs, snapshot_threshold = sys.argv[1:5]
+runs_path, failovers_path, fs, snapshot_threshold, probe_path = sys.argv[1:6]
 
 def fields(text):
     return dict(w.split("=", 1) for w in text.split() if "=" in w)
@@ -308,7 +327,8 @@ for line in open(runs_path):
 
 print("## libraft 0.15, 3 replicas, 1 ms RTT (delay_proxy), data on " + fs
       + ", a snapshot every " + snapshot_threshold + " entries\n")
-print("Medians over repeats; latency = raft_apply -> apply callback on the leader.\n")
+print("Medians over repeats; latency = raft_apply -> apply callback on the leader. Measured now: "
+      + open(probe_path).read().replace("\n", "; ").strip("; ") + "\n")
 print("| K ops/entry | W in flight | runs | commits/s | ops/s | p50 ms | p99 ms | max ms "
       "| replicas CPU % | proxies CPU % | per-run commits/s |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
