@@ -128,7 +128,7 @@ bench-apply: build
 
 # Issue 17's spike (docs/replication.md): libraft and NATS JetStream, three replicas, each in its
 # own network namespace with 0.5 ms each way between them (bench/replication/). Not part of the
-# server's build: a CMake project of its own, with its own packages. About 6 minutes; as root.
+# server's build: a CMake project of its own, with its own packages. About 5 minutes; as root.
 REPLICATION_BUILD ?= $(BUILD_DIR)/replication
 bench-replication:
 	bash scripts/install-deps.sh --replication-spike
