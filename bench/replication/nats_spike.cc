@@ -69,8 +69,8 @@ int64_t RealNs() { return Nanos(CLOCK_REALTIME); }
 double CpuSeconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 [[noreturn]] void Die(const char* what, natsStatus s, jsErrCode jerr = static_cast<jsErrCode>(0)) {
@@ -290,7 +290,7 @@ std::vector<uint8_t> MakeEntry(int ops) {
     Deposit d{};
     d.account_id = 1000 + i;
     for (size_t b = 0; b < d.request_id.size(); ++b) d.request_id[b] = static_cast<uint8_t>(i + b);
-    d.amount_minor = 100 * (i + 1);
+    d.amount_minor = int64_t{100} * (i + 1);
     d.sequence = i;
     d.checksum = 0x9e3779b97f4a7c15ULL ^ i;
     std::memcpy(buf.data() + i * sizeof(Deposit), &d, sizeof d);
@@ -313,9 +313,9 @@ struct Sample {
 
 double Percentile(std::vector<int64_t>* v, double q) {
   if (v->empty()) return 0;
-  const size_t k = std::min(v->size() - 1, static_cast<size_t>(q * v->size()));
-  std::nth_element(v->begin(), v->begin() + k, v->end());
-  return (*v)[k] / 1e3;
+  const size_t k = std::min(v->size() - 1, static_cast<size_t>(q * static_cast<double>(v->size())));
+  std::nth_element(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(k), v->end());
+  return static_cast<double>((*v)[k]) / 1e3;
 }
 
 // Shared between the publishing thread and the library thread that delivers async PubAcks.
@@ -405,7 +405,7 @@ Sample RunWindow(const Args& a, const Client& c, Window* w) {
   }
   std::lock_guard<std::mutex> lock(w->mu);
   Sample s;
-  s.commits_per_s = w->latencies_ns.size() / a.seconds;
+  s.commits_per_s = static_cast<double>(w->latencies_ns.size()) / a.seconds;
   s.ops_per_s = s.commits_per_s * a.ops;
   s.p50_us = Percentile(&w->latencies_ns, 0.50);
   s.p99_us = Percentile(&w->latencies_ns, 0.99);
@@ -541,7 +541,7 @@ int Failover(const Args& a) {
   }
   StreamState after;
   GetState(c, &after);
-  const auto ms = [](int64_t d) { return d / 1e6; };
+  const auto ms = [](int64_t d) { return static_cast<double>(d) / 1e6; };
   std::printf("kill_ns=%" PRId64 " first_ack_after_ns=%" PRId64
               " kill_to_first_ack_ms=%.1f "
               "last_ack_before_to_kill_ms=%.1f max_gap_ms=%.1f acks=%" PRIu64 " timeouts=%" PRIu64

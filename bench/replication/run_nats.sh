@@ -172,10 +172,10 @@ fi
 
 # --- durability: what a server does on disk per acked message ----------------------------------
 # strace every server during a short W=1, K=1 run and count the syscalls that write or sync.
-log "strace during a 2 s W=1 K=1 run"
 if [[ -n "${SKIP_STRACE:-}" ]]; then
   echo "(SKIP_STRACE set: durability section skipped)"
 elif command -v strace >/dev/null; then
+  log "strace during a 2 s W=1 K=1 run"
   for i in 1 2 3; do
     strace -f -qq -e trace=fsync,fdatasync,sync_file_range,msync,syncfs,write,pwrite64,writev \
       -o "$NATS_DIR/strace-r$i.txt" -p "${SERVER_PID[$i]}" &
@@ -273,8 +273,9 @@ for run in $(seq 1 "$FAILOVERS"); do
 done
 echo
 for placement in apart together; do
+  # No runs (FAILOVERS=0) is no line, not a failure.
   ms="$(cat "$NATS_DIR"/failover-$placement-*.txt 2>/dev/null | grep -o 'kill_to_first_ack_ms=[0-9.-]*' |
-    sed 's/.*=//' | sort -n)"
+    sed 's/.*=//' | sort -n || true)"
   [[ -n "$ms" ]] || continue
   n="$(echo "$ms" | wc -l)"
   echo "- $placement: median kill -> first ack $(echo "$ms" | sed -n "$(((n + 1) / 2))p") ms over $n runs (each: $(echo $ms | tr ' ' ','))"
