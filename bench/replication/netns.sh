@@ -4,6 +4,7 @@
 # them, so no address, route or process touches the root namespace.
 #
 #   netns.sh up                                   lrep-r1..3 = 10.99.0.1..3, lrep-c = 10.99.0.100
+#                                                 (refused while any lrep-* namespace exists)
 #   netns.sh proxy I PUBLIC_PORT LOCAL_PORT [US]  in lrep-rI: 10.99.0.I:PUBLIC -> 127.0.0.1:LOCAL,
 #                                                 US microseconds each way (default 500)
 #   netns.sh down                                 stop the proxies, delete the namespaces
@@ -22,6 +23,14 @@ readonly HOSTS=(lrep-r1 lrep-r2 lrep-r3 lrep-c)
 readonly ADDRESSES=(10.99.0.1 10.99.0.2 10.99.0.3 10.99.0.100)
 
 up() {
+  # The names are fixed and shared by run_raft.sh and run_nats.sh: taking them over would tear down
+  # another run's hosts mid-measurement, so refuse instead. A run that was killed leaves them
+  # behind; `netns.sh down` clears them.
+  if ip netns list | grep -q '^lrep-'; then
+    echo "netns.sh: lrep-* namespaces exist (another spike running, or one was killed);" \
+      "netns.sh down first" >&2
+    exit 1
+  fi
   down_quietly
   mkdir -p "$RUN_DIR"
   ip netns add "$HUB"

@@ -29,6 +29,7 @@ declare -a EXTRA_PIDS=()  # background clients and tracers started here
 
 log() { echo "[$(date +%T)] $*" >&2; }
 
+# Installed once netns.sh up has succeeded: before that the namespaces may be another run's.
 cleanup() {
   set +e
   for pid in "${EXTRA_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
@@ -36,7 +37,6 @@ cleanup() {
   wait 2>/dev/null
   bash "$HERE/netns.sh" down >/dev/null 2>&1
 }
-trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 [[ -x "$SPIKE" && -x "$LREP_BUILD/delay_proxy" ]] || {
@@ -94,17 +94,10 @@ meta_leader() {
   done
 }
 
-# The namespaces have fixed names shared with run_raft.sh; running both at once would tear down
-# each other's hosts (netns.sh up starts with down). Refuse rather than corrupt both runs.
-if ip netns list | grep -q '^lrep-'; then
-  echo "run_nats.sh: lrep-* namespaces exist (another spike running?); netns.sh down first" >&2
-  trap - EXIT
-  exit 1
-fi
-
 # --- setup --------------------------------------------------------------------------------------
 log "namespaces and proxies (delay ${DELAY_US} us each way)"
-bash "$HERE/netns.sh" up >&2
+bash "$HERE/netns.sh" up >&2 # Refuses while another run holds the namespaces.
+trap cleanup EXIT
 for i in 1 2 3; do
   bash "$HERE/netns.sh" proxy "$i" "$CLIENT_PUBLIC" "$CLIENT_LOCAL" "$DELAY_US" >/dev/null
   bash "$HERE/netns.sh" proxy "$i" "$CLUSTER_PUBLIC" "$CLUSTER_LOCAL" "$DELAY_US" >/dev/null

@@ -3,13 +3,14 @@
 # network namespaces (netns.sh) with a 1 ms round trip between them (delay_proxy, 0.5 ms each
 # way). Prints a markdown report on stdout; progress goes to stderr.
 #
-#   bench/replication/run_raft.sh            # as root (namespaces); about 4-5 minutes
+#   bench/replication/run_raft.sh            # as root (namespaces); about 2-3 minutes
 #
 # What it runs, each on a fresh three-replica cluster (empty data dirs, bootstrapped):
 #   1. throughput/latency: entry sizes K = 1, 16, 256 ops (48 B each) x window W = 1, 64,
 #      REPEATS times each; the leader warms up, then measures for RUN_SECONDS.
 #   2. failover: the leader proposes continuously (K=16, W=1); we kill -9 it and time from the
-#      kill to the first entry committed by the new leader, for two timeout settings.
+#      kill to the first entry committed by the new leader, for three timeout settings.
+#   0. before both: the round trip through a relay and the disk's sync time (probe.py).
 #   3. syscalls: one short run under strace, to show what libraft does per append.
 # Environment knobs: LREP_BUILD (binaries), LREP_RUN_DIR (data dirs and logs, default /tmp/lrep),
 # REPEATS (3), RUN_SECONDS (3), WARMUP_MS (1000), DELAY_US (500), FAILOVERS (3),
@@ -51,25 +52,31 @@ kill_replicas() {
   done
 }
 
+# Installed once netns.sh up has succeeded: before that the namespaces may be another run's.
 cleanup() {
   local status=$?
   kill_replicas
   bash "$HERE/netns.sh" down >/dev/null 2>&1 || true
   exit "$status"
 }
-trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_cluster TAG FLAGS... : fresh data dirs, three replicas, each in its own namespace.
+# start_cluster TAG FLAGS... : fresh data dirs, three replicas, each in its own namespace. With
+# STRACE_SYSCALLS set, each replica runs under `strace -e trace=$STRACE_SYSCALLS` writing
+# $LOGS/strace.rN.txt, and REPLICA_PIDS holds strace's PID (the replica is its child).
 start_cluster() {
   local tag="$1"
   shift
+  local tracer=()
   for i in 1 2 3; do
     rm -rf "$DATA_ROOT/raft-r$i"
     mkdir -p "$DATA_ROOT/raft-r$i"
-    # `ip netns exec` execs the program, so $! is raft_spike's own PID.
-    ip netns exec "lrep-r$i" "$BUILD/raft_spike" --id "$i" --data "$DATA_ROOT/raft-r$i" \
-      --bind "127.0.0.1:${LOCAL_PORTS[$i]}" --peers "$PEERS" \
+    if [[ -n "${STRACE_SYSCALLS:-}" ]]; then
+      tracer=(strace -f -qq -o "$LOGS/strace.r$i.txt" -e "trace=$STRACE_SYSCALLS")
+    fi
+    # `ip netns exec` execs the program, so $! is its own PID.
+    ip netns exec "lrep-r$i" "${tracer[@]}" "$BUILD/raft_spike" --id "$i" \
+      --data "$DATA_ROOT/raft-r$i" --bind "127.0.0.1:${LOCAL_PORTS[$i]}" --peers "$PEERS" \
       --snapshot-threshold "$SNAPSHOT_THRESHOLD" "$@" >"$LOGS/$tag.r$i.log" 2>&1 &
     REPLICA_PIDS[$i]=$!
   done
@@ -83,7 +90,7 @@ wait_for() {
     if ((SECONDS >= deadline)); then return 1; fi
     if [[ ! -e /run/netns/lrep-r1 ]]; then
       # Someone else's netns.sh up/down: their namespaces now, so no `down` from us.
-      echo "run_raft.sh: the lrep namespaces vanished mid-run (another netns.sh up/down?)" >&2
+      echo "run_raft.sh: the lrep namespaces vanished mid-run (another netns.sh down?)" >&2
       kill_replicas
       trap - EXIT
       exit 1
@@ -199,16 +206,8 @@ failover() {
 # A short run with every replica under strace: which syscalls make an append durable.
 strace_run() {
   local tag="strace" i
-  for i in 1 2 3; do
-    rm -rf "$DATA_ROOT/raft-r$i"
-    mkdir -p "$DATA_ROOT/raft-r$i"
-    ip netns exec "lrep-r$i" strace -f -qq -o "$LOGS/strace.r$i.txt" \
-      -e trace=fsync,fdatasync,io_submit,io_getevents,pwrite64,pwritev,pwritev2,sync_file_range,openat,fallocate,fcntl \
-      "$BUILD/raft_spike" --id "$i" --data "$DATA_ROOT/raft-r$i" \
-      --bind "127.0.0.1:${LOCAL_PORTS[$i]}" --peers "$PEERS" --entry-ops 16 --window 1 \
-      --seconds 2 --warmup-ms 500 >"$LOGS/$tag.r$i.log" 2>&1 &
-    REPLICA_PIDS[$i]=$! # strace's PID; the replica is its child.
-  done
+  STRACE_SYSCALLS=fsync,fdatasync,io_submit,io_getevents,pwrite64,pwritev,pwritev2,sync_file_range,openat,fallocate,fcntl \
+    start_cluster "$tag" --entry-ops 16 --window 1 --seconds 2 --warmup-ms 500
   local logs=("$LOGS/$tag".r{1,2,3}.log) # Listed, not globbed: they may not exist yet.
   wait_for 30 '^result' "${logs[@]}" || log "strace: no result"
   # End each replica (strace's child, by PID) so strace sees it exit and flushes its output.
@@ -266,21 +265,8 @@ main() {
   : >"$LOGS/runs.tsv"
   : >"$LOGS/failovers.tsv"
 
-  # The namespaces are shared with the other spike's driver (run_nats.sh): `netns.sh up` first
-  # tears down whatever is there, which would kill the other run's proxies, and its `down` would
-  # kill ours. So wait until nobody else holds them rather than run side by side.
-  local waited=0
-  while ip netns list | grep -q '^lrep-'; do
-    if ((waited == 0)); then log "lrep-* namespaces in use (another spike running?); waiting"; fi
-    if ((waited >= 600)); then
-      echo "run_raft.sh: lrep-* namespaces still in use after 10 min; not starting" >&2
-      trap - EXIT
-      exit 1
-    fi
-    sleep 5
-    waited=$((waited + 5))
-  done
-  bash "$HERE/netns.sh" up >&2
+  bash "$HERE/netns.sh" up >&2 # Refuses while another run holds the namespaces.
+  trap cleanup EXIT
   for i in 1 2 3; do
     PROXY_PIDS+=("$(bash "$HERE/netns.sh" proxy "$i" "${PUBLIC_PORTS[$i]}" "${LOCAL_PORTS[$i]}" \
       "$DELAY_US")")
