@@ -12,11 +12,6 @@
 #include "shard/check.h"
 
 namespace ledger {
-namespace {
-
-NullShardObserver null_observer;
-
-}  // namespace
 
 absl::Status ValidateShardOptions(const ShardOptions& options) {
   if (options.mailbox_capacity < 1 || options.mailbox_capacity > kMailboxCapacityMax) {
@@ -76,7 +71,7 @@ std::unique_ptr<CommitPipeline> OwnPipeline(const ShardOptions& options) {
 
 Shard::Shard(ShardOptions options)
     : options_(std::move(options)),
-      observer_(options_.observer != nullptr ? options_.observer : &null_observer),
+      observer_(options_.observer != nullptr ? options_.observer : DiscardingShardObserver()),
       own_pipeline_(OwnPipeline(options_)),
       pipeline_(own_pipeline_ != nullptr ? own_pipeline_.get() : options_.pipeline),
       mailbox_(options_.mailbox_capacity),

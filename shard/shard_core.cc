@@ -11,8 +11,6 @@
 namespace ledger {
 namespace {
 
-NullShardObserver null_observer;
-
 // The money invariant of one applied change, checked independently of the rules' arithmetic:
 // the balance moved by exactly `amount`, without overflow, and a debit left it at or above the
 // overdraft floor.
@@ -39,7 +37,7 @@ bool IsCredit(EntryKind kind) {
 
 ShardCore::ShardCore(ShardCoreOptions options)
     : options_(std::move(options)),
-      observer_(options_.observer != nullptr ? options_.observer : &null_observer),
+      observer_(options_.observer != nullptr ? options_.observer : DiscardingShardObserver()),
       steady_clock_(options_.steady_clock != nullptr ? options_.steady_clock : &SteadyClock::now),
       transfers_(/*durable=*/options_.store != nullptr) {
   LEDGER_CHECK(options_.policy.overdraft_limit >= 0);

@@ -52,6 +52,12 @@ class NullShardObserver final : public ShardObserver {
   void OnStorageError() override {}
 };
 
+// The one observer of every shard that was given none. Thread-safe.
+inline ShardObserver* DiscardingShardObserver() {
+  static NullShardObserver observer;
+  return &observer;
+}
+
 }  // namespace ledger
 
 #endif  // LEDGER_SHARD_SHARD_OBSERVER_H_
