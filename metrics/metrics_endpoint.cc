@@ -1,7 +1,14 @@
 #include "metrics/metrics_endpoint.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,6 +23,38 @@ namespace {
 // answers in milliseconds; Prometheus waits up to its scrape timeout (10 s by default).
 constexpr int kHttpThreads = 8;
 constexpr int kRequestTimeoutMs = 3000;
+
+// How often the stopping endpoint is poked (see ~MetricsEndpoint).
+constexpr std::chrono::milliseconds kWakeInterval{5};
+
+// The host of a listening address ("127.0.0.1:9464", "[::1]:9464", "0.0.0.0:9464") that a
+// connection reaches it by: the host itself, or loopback for a wildcard.
+std::string WakeHost(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "::") return "::1";
+  return host;
+}
+
+// Opens a TCP connection to host:port and closes it at once; failures are ignored (the endpoint
+// may already have stopped listening).
+void ConnectAndClose(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  if (fd >= 0) {
+    (void)connect(fd, found->ai_addr, found->ai_addrlen);
+    close(fd);
+  }
+  freeaddrinfo(found);
+}
 
 }  // namespace
 
@@ -38,7 +77,25 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   }
   exposer->RegisterCollectable(collectable, "/metrics");
   const int port = ports.front();
-  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(exposer), port));
+  return std::unique_ptr<MetricsEndpoint>(
+      new MetricsEndpoint(std::move(exposer), port, WakeHost(address)));
+}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  // civetweb's listening thread waits in poll() with a 2 s timeout and sees the stop flag only
+  // when the poll returns, so stopping an idle endpoint took up to 2 s: every ledgerd shutdown
+  // waited that long after the drain. A connection wakes the poll; the poke repeats until the
+  // stop returns, since one made before civetweb sets its stop flag is served like any other.
+  std::atomic<bool> stopped{false};
+  std::thread waker([this, &stopped] {
+    while (!stopped.load(std::memory_order_relaxed)) {
+      ConnectAndClose(wake_host_, port_);
+      std::this_thread::sleep_for(kWakeInterval);
+    }
+  });
+  exposer_.reset();
+  stopped.store(true, std::memory_order_relaxed);
+  waker.join();
 }
 
 }  // namespace ledger

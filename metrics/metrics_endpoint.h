@@ -20,15 +20,23 @@ class MetricsEndpoint {
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address, const std::weak_ptr<prometheus::Collectable>& collectable);
 
+  // Stops serving; returns once no scrape is being served.
+  ~MetricsEndpoint();
+
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+
   // The port actually bound.
   int port() const { return port_; }
 
  private:
-  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port)
-      : exposer_(std::move(exposer)), port_(port) {}
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, int port, std::string wake_host)
+      : exposer_(std::move(exposer)), port_(port), wake_host_(std::move(wake_host)) {}
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_;
+  // Where a connection reaches the endpoint: its host, or loopback when it listens on all.
+  std::string wake_host_;
 };
 
 }  // namespace ledger
