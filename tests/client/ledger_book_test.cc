@@ -12,7 +12,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kNames = {"a", "b", "c"};
+const std::vector<std::string> kBookAccounts = {"a", "b", "c"};
 
 TEST(LedgerBookTest, ExactBalancesPassWhenNothingWasAmbiguous) {
   LedgerBook book(3);
@@ -21,7 +21,7 @@ TEST(LedgerBookTest, ExactBalancesPassWhenNothingWasAmbiguous) {
   book.Record(0, Op::kWithdraw, 500, grpc::StatusCode::FAILED_PRECONDITION);
   book.Record(1, Op::kDeposit, 7, grpc::StatusCode::RESOURCE_EXHAUSTED);  // Shed: not applied.
   book.Record(2, Op::kBalance, 0, grpc::StatusCode::OK);                  // Not recorded.
-  const VerificationResult result = book.Verify({70, std::nullopt, std::nullopt}, kNames);
+  const VerificationResult result = book.Verify({70, std::nullopt, std::nullopt}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.accounts_checked, 2);
   EXPECT_EQ(result.balance_sum, 70);
@@ -31,7 +31,7 @@ TEST(LedgerBookTest, ExactBalancesPassWhenNothingWasAmbiguous) {
 TEST(LedgerBookTest, ABalanceOffByOneFailsAndNamesTheAccount) {
   LedgerBook book(3);
   book.Record(0, Op::kDeposit, 100, grpc::StatusCode::OK);
-  const VerificationResult result = book.Verify({101, std::nullopt, std::nullopt}, kNames);
+  const VerificationResult result = book.Verify({101, std::nullopt, std::nullopt}, kBookAccounts);
   EXPECT_FALSE(result.pass);
   ASSERT_FALSE(result.mismatches.empty());
   EXPECT_THAT(result.mismatches[0], HasSubstr("a: server balance 101, expected 100"));
@@ -43,10 +43,10 @@ TEST(LedgerBookTest, AmbiguousCallsWidenTheAllowedRangeBothWays) {
   book.Record(0, Op::kDeposit, 50, grpc::StatusCode::DEADLINE_EXCEEDED);
   book.Record(0, Op::kWithdraw, 20, grpc::StatusCode::UNAVAILABLE);
   for (int64_t balance : {80, 100, 130, 150}) {
-    EXPECT_TRUE(book.Verify({balance, std::nullopt, std::nullopt}, kNames).pass) << balance;
+    EXPECT_TRUE(book.Verify({balance, std::nullopt, std::nullopt}, kBookAccounts).pass) << balance;
   }
   for (int64_t balance : {79, 151}) {
-    EXPECT_FALSE(book.Verify({balance, std::nullopt, std::nullopt}, kNames).pass) << balance;
+    EXPECT_FALSE(book.Verify({balance, std::nullopt, std::nullopt}, kBookAccounts).pass) << balance;
   }
 }
 
@@ -57,21 +57,21 @@ TEST(LedgerBookTest, ResolvedAmbiguousCallsMakeVerificationExactAgain) {
   book.Record(0, Op::kWithdraw, 20, grpc::StatusCode::UNAVAILABLE);
   book.Resolve(0, Op::kDeposit, 50, /*applied=*/true);
   book.Resolve(0, Op::kWithdraw, 20, /*applied=*/false);
-  const VerificationResult exact = book.Verify({150, std::nullopt, std::nullopt}, kNames);
+  const VerificationResult exact = book.Verify({150, std::nullopt, std::nullopt}, kBookAccounts);
   EXPECT_TRUE(exact.pass);
   EXPECT_EQ(exact.acknowledged_net, 150);
   EXPECT_EQ(exact.ambiguous_deposits, 0);
   EXPECT_EQ(exact.ambiguous_withdrawals, 0);
   // The range the ambiguity allowed (130 to 150) has closed to exactly 150.
-  EXPECT_FALSE(book.Verify({130, std::nullopt, std::nullopt}, kNames).pass);
+  EXPECT_FALSE(book.Verify({130, std::nullopt, std::nullopt}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTest, MissingAccountCountsAsZero) {
   LedgerBook book(3);
   book.Record(1, Op::kWithdraw, 5, grpc::StatusCode::NOT_FOUND);
-  EXPECT_TRUE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kNames).pass);
+  EXPECT_TRUE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kBookAccounts).pass);
   book.Record(1, Op::kDeposit, 5, grpc::StatusCode::OK);
-  EXPECT_FALSE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kNames).pass);
+  EXPECT_FALSE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kBookAccounts).pass);
 }
 
 // Transfers (issue 15): a, b and c start with 100 each.
@@ -85,17 +85,17 @@ TEST(LedgerBookTransferTest, AnOkTransferMovesTheAmountExactly) {
   LedgerBook book(3);
   DepositHundredEach(book);
   book.RecordTransfer(0, 1, 30, grpc::StatusCode::OK);
-  const VerificationResult result = book.Verify({70, 130, 100}, kNames);
+  const VerificationResult result = book.Verify({70, 130, 100}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.balance_sum, 300);
   EXPECT_EQ(result.acknowledged_net, 300);  // Transfers add nothing to the sum.
   EXPECT_EQ(result.ambiguous_transfers, 0);
   // Off by one on either side fails, naming the account.
-  const VerificationResult off = book.Verify({71, 130, 100}, kNames);
+  const VerificationResult off = book.Verify({71, 130, 100}, kBookAccounts);
   EXPECT_FALSE(off.pass);
   ASSERT_FALSE(off.mismatches.empty());
   EXPECT_THAT(off.mismatches[0], HasSubstr("a: server balance 71, expected 70"));
-  EXPECT_FALSE(book.Verify({70, 131, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({70, 131, 100}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTransferTest, ADefiniteErrorMovesNothing) {
@@ -106,24 +106,24 @@ TEST(LedgerBookTransferTest, ADefiniteErrorMovesNothing) {
                     grpc::StatusCode::ALREADY_EXISTS, grpc::StatusCode::RESOURCE_EXHAUSTED}) {
     book.RecordTransfer(0, 2, 500, code);
   }
-  EXPECT_TRUE(book.Verify({100, 100, 100}, kNames).pass);
-  EXPECT_FALSE(book.Verify({-400, 100, 600}, kNames).pass);
+  EXPECT_TRUE(book.Verify({100, 100, 100}, kBookAccounts).pass);
+  EXPECT_FALSE(book.Verify({-400, 100, 600}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTransferTest, AnAmbiguousTransferAllowsEitherOutcomeOrMoneyInFlight) {
   LedgerBook book(3);
   DepositHundredEach(book);
   book.RecordTransfer(0, 1, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_TRUE(book.Verify({100, 100, 100}, kNames).pass);  // Not applied.
-  EXPECT_TRUE(book.Verify({70, 130, 100}, kNames).pass);   // Applied.
-  EXPECT_TRUE(book.Verify({70, 100, 100}, kNames).pass);   // Pending: debited, in flight.
-  const VerificationResult widened = book.Verify({70, 100, 100}, kNames);
+  EXPECT_TRUE(book.Verify({100, 100, 100}, kBookAccounts).pass);  // Not applied.
+  EXPECT_TRUE(book.Verify({70, 130, 100}, kBookAccounts).pass);   // Applied.
+  EXPECT_TRUE(book.Verify({70, 100, 100}, kBookAccounts).pass);   // Pending: debited, in flight.
+  const VerificationResult widened = book.Verify({70, 100, 100}, kBookAccounts);
   EXPECT_EQ(widened.ambiguous_transfers, 30);
   // Never more than the amount, never a credit without its debit.
-  EXPECT_FALSE(book.Verify({69, 131, 100}, kNames).pass);
-  EXPECT_FALSE(book.Verify({100, 130, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({69, 131, 100}, kBookAccounts).pass);
+  EXPECT_FALSE(book.Verify({100, 130, 100}, kBookAccounts).pass);
   // Nor on the third account.
-  EXPECT_FALSE(book.Verify({70, 130, 99}, kNames).pass);
+  EXPECT_FALSE(book.Verify({70, 130, 99}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledCommittedIsExact) {
@@ -131,11 +131,11 @@ TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledCommittedIsExact) {
   DepositHundredEach(book);
   book.RecordTransfer(0, 1, 30, grpc::StatusCode::UNAVAILABLE);
   book.ResolveTransfer(0, 1, 30, /*applied=*/true);
-  const VerificationResult result = book.Verify({70, 130, 100}, kNames);
+  const VerificationResult result = book.Verify({70, 130, 100}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.ambiguous_transfers, 0);
-  EXPECT_FALSE(book.Verify({100, 100, 100}, kNames).pass);
-  EXPECT_FALSE(book.Verify({70, 100, 100}, kNames).pass);
+  EXPECT_FALSE(book.Verify({100, 100, 100}, kBookAccounts).pass);
+  EXPECT_FALSE(book.Verify({70, 100, 100}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledRefusedIsExact) {
@@ -143,9 +143,9 @@ TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledRefusedIsExact) {
   DepositHundredEach(book);
   book.RecordTransfer(2, 0, 50, grpc::StatusCode::CANCELLED);
   book.ResolveTransfer(2, 0, 50, /*applied=*/false);
-  EXPECT_TRUE(book.Verify({100, 100, 100}, kNames).pass);
-  EXPECT_FALSE(book.Verify({150, 100, 50}, kNames).pass);
-  EXPECT_FALSE(book.Verify({100, 100, 50}, kNames).pass);
+  EXPECT_TRUE(book.Verify({100, 100, 100}, kBookAccounts).pass);
+  EXPECT_FALSE(book.Verify({150, 100, 50}, kBookAccounts).pass);
+  EXPECT_FALSE(book.Verify({100, 100, 50}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTransferTest, ConservationCatchesMoneyInventedOnAnAmbiguousAccount) {
@@ -155,14 +155,14 @@ TEST(LedgerBookTransferTest, ConservationCatchesMoneyInventedOnAnAmbiguousAccoun
   DepositHundredEach(book);
   book.RecordTransfer(0, 1, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
   book.RecordTransfer(1, 2, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
-  const VerificationResult result = book.Verify({100, 130, 130}, kNames);
+  const VerificationResult result = book.Verify({100, 130, 130}, kBookAccounts);
   EXPECT_FALSE(result.pass);
   ASSERT_EQ(result.mismatches.size(), 1u);
   EXPECT_THAT(result.mismatches[0],
               HasSubstr("conservation: balances sum to 360, expected 240 to 300"));
   // Both applied, or both in flight, conserve.
-  EXPECT_TRUE(book.Verify({70, 100, 130}, kNames).pass);
-  EXPECT_TRUE(book.Verify({70, 70, 100}, kNames).pass);
+  EXPECT_TRUE(book.Verify({70, 100, 130}, kBookAccounts).pass);
+  EXPECT_TRUE(book.Verify({70, 70, 100}, kBookAccounts).pass);
 }
 
 TEST(LedgerBookTransferTest, ConservationHoldsWithDepositsWithdrawalsAndTransfers) {
@@ -173,7 +173,7 @@ TEST(LedgerBookTransferTest, ConservationHoldsWithDepositsWithdrawalsAndTransfer
   book.RecordTransfer(1, 0, 50, grpc::StatusCode::OK);
   book.Record(2, Op::kWithdraw, 20, grpc::StatusCode::OK);
   book.RecordTransfer(2, 1, 1000, grpc::StatusCode::FAILED_PRECONDITION);
-  const VerificationResult result = book.Verify({430, 150, 100}, kNames);
+  const VerificationResult result = book.Verify({430, 150, 100}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.accounts_checked, 3);
   EXPECT_EQ(result.balance_sum, 680);

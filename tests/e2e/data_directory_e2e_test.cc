@@ -22,6 +22,7 @@
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 
 namespace ledger {
 namespace {
@@ -38,7 +39,7 @@ struct Finished {
   std::string output;
 };
 Finished RunLedgerd(std::vector<std::string> args) {
-  args.insert(args.begin(), LEDGERD_PATH);
+  args.insert(args.begin(), testing_util::LedgerdPath());
   Subprocess ledgerd(args);
   Finished run;
   run.exit_code = ledgerd.WaitForExit();
@@ -87,7 +88,7 @@ TEST(LedgerdInitTest, CreatesANewLedgerThatTheServerThenServes) {
 
   Subprocess ledgerd([&] {
     std::vector<std::string> args = ServeFlags(data_dir);
-    args.insert(args.begin(), LEDGERD_PATH);
+    args.insert(args.begin(), testing_util::LedgerdPath());
     return args;
   }());
   ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
@@ -210,7 +211,7 @@ TEST(LedgerdDataDirectoryTest, PermissionDeniedIsNamedWithTheUid) {
   // that it may run wherever the build tree is.
   ScratchDir bin;
   const std::string ledgerd_copy = bin.Sub("ledgerd");
-  std::filesystem::copy_file(LEDGERD_PATH, ledgerd_copy);
+  std::filesystem::copy_file(testing_util::LedgerdPath(), ledgerd_copy);
   std::filesystem::permissions(
       bin.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
                       std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
@@ -229,7 +230,7 @@ TEST(LedgerdDataDirectoryTest, ADirectoryDeletedWhileServingRefusesWritesAndTurn
   const std::string data_dir = scratch.Sub("ledger");
   InitLedgerDir(data_dir);
   std::vector<std::string> args = ServeFlags(data_dir);
-  args.insert(args.begin(), LEDGERD_PATH);
+  args.insert(args.begin(), testing_util::LedgerdPath());
   Subprocess ledgerd(args);
   ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
   const int port = PortAfter(ledgerd.output(), "listening on 127.0.0.1:");

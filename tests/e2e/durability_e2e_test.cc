@@ -20,6 +20,7 @@
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -55,7 +56,7 @@ class CrashTest : public testing::Test {
   int StartLedgerd(int port) {
     for (int attempt = 0; attempt < 50; ++attempt) {
       ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-          LEDGERD_PATH, "--listen=127.0.0.1:" + std::to_string(port),
+          testing_util::LedgerdPath(), "--listen=127.0.0.1:" + std::to_string(port),
           "--metrics_listen=127.0.0.1:0", "--shards=2", "--data_dir=" + scratch_.Sub("data")});
       if (ledgerd_->WaitForOutput("overdraft limit")) {
         metrics_port_ = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
@@ -115,8 +116,8 @@ void CrashTest::KillUnderLoad(const std::vector<std::string>& load_flags, int64_
     const int64_t acknowledged_before = AcknowledgedWrites();
     const std::string json_path = scratch_.Sub("report-" + std::to_string(cycle) + ".json");
     std::vector<std::string> command = {
-        LOADTEST_PATH, "--target=127.0.0.1:" + std::to_string(port), "--duration=3s", "--warmup=0s",
-        "--accounts=300", "--deadline=2s", "--resolve_for=60s",
+        testing_util::LoadtestPath(), "--target=127.0.0.1:" + std::to_string(port), "--duration=3s",
+        "--warmup=0s", "--accounts=300", "--deadline=2s", "--resolve_for=60s",
         // Transfers too: the kill lands between their steps as well.
         "--mix=deposit=45,withdraw=20,balance=5,transfer=30",
         "--run_id=crash" + std::to_string(cycle), "--json_file=" + json_path};
@@ -163,8 +164,8 @@ TEST_F(CrashTest, EveryAcknowledgedOperationOfABatchSurvivesSigkillAndNothingIsA
 TEST(DataDirectoryTest, LedgerdRefusesADirectoryThatIsNotItsOwnAndLeavesItAlone) {
   ScratchDir scratch;
   std::ofstream(scratch.Sub("accounts.csv")) << "alice,100\n";
-  Subprocess ledgerd(
-      {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--data_dir=" + scratch.path()});
+  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                      "--metrics_listen=", "--data_dir=" + scratch.path()});
   EXPECT_EQ(ledgerd.WaitForExit(), 1);
   EXPECT_THAT(ledgerd.output(),
               HasSubstr("ledgerd: data directory " + scratch.path() +
@@ -178,8 +179,8 @@ TEST(DataDirectoryTest, LedgerdRefusesACorruptDatabase) {
   const std::string data_dir = scratch.Sub("data");
   testing_util::InitLedgerDir(data_dir);
   std::ofstream(data_dir + "/CURRENT", std::ios::trunc) << "MANIFEST-999999\n";
-  Subprocess ledgerd(
-      {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--data_dir=" + data_dir});
+  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                      "--metrics_listen=", "--data_dir=" + data_dir});
   EXPECT_EQ(ledgerd.WaitForExit(), 1);
   EXPECT_THAT(ledgerd.output(), HasSubstr("ledgerd: refusing data directory " + data_dir +
                                           ": RocksDB cannot open it; it may be corrupt or "

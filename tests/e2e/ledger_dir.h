@@ -1,5 +1,5 @@
 // Test helper for end-to-end tests: data directories made the way an operator makes them, by
-// running `ledgerd init`. Needs LEDGERD_PATH, which every e2e test target defines.
+// running `ledgerd init`. Needs testing_util::LedgerdPath(), which every e2e test target defines.
 #ifndef LEDGER_TESTS_E2E_LEDGER_DIR_H_
 #define LEDGER_TESTS_E2E_LEDGER_DIR_H_
 
@@ -8,12 +8,13 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 
 namespace ledger::testing_util {
 
 // Runs `ledgerd init --data_dir=DIR`; a failed init fails the test that called it.
 inline void InitLedgerDir(const std::string& dir) {
-  Subprocess init({LEDGERD_PATH, "init", "--data_dir=" + dir});
+  Subprocess init({testing_util::LedgerdPath(), "init", "--data_dir=" + dir});
   const std::optional<int> exit_code = init.WaitForExit();
   EXPECT_EQ(exit_code, 0) << init.output();
 }

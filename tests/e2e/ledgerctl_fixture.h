@@ -14,6 +14,7 @@
 #include "tests/e2e/fake_ledger.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/test_paths.h"
 
 namespace ledger::testing_util {
 
@@ -27,7 +28,7 @@ struct LedgerctlResult {
 class LedgerctlTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags = {}) {
-    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
+    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
                                  "--metrics_listen=", "--shards=2", NewLedgerDirFlag()});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
@@ -45,7 +46,7 @@ class LedgerctlTest : public testing::Test {
   // `stdin_path`, when set, is its standard input.
   LedgerctlResult Run(std::vector<std::string> args, bool stdout_only = false,
                       const std::optional<std::string>& stdin_path = std::nullopt) {
-    std::string command = std::string(LEDGERCTL_PATH) + " " + target_;
+    std::string command = testing_util::LedgerctlPath() + " " + target_;
     for (const std::string& arg : args) command += " '" + arg + "'";
     if (stdin_path.has_value()) command += " < '" + *stdin_path + "'";
     if (stdout_only) command += " 2>/dev/null";

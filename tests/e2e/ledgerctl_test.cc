@@ -23,6 +23,7 @@
 #include "tests/e2e/ledgerctl_fixture.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -221,7 +222,8 @@ TEST_F(LedgerctlTest, TargetWithOnlyAPortIsLocalhost) {
   StartLedgerd();
   // The name "localhost" goes through gRPC's c-ares resolver, which leaks 10 bytes once
   // (libcares.so.2) under LeakSanitizer: not ledgerctl's, so leak checking is off for this call.
-  Subprocess ledgerctl({"/usr/bin/env", "LSAN_OPTIONS=detect_leaks=0", LEDGERCTL_PATH,
+  Subprocess ledgerctl({"/usr/bin/env", "LSAN_OPTIONS=detect_leaks=0",
+                        testing_util::LedgerctlPath(),
                         "--target=:" + target_.substr(target_.rfind(':') + 1), "health"});
   EXPECT_EQ(ledgerctl.WaitForExit(), kExitOk) << ledgerctl.output();
   EXPECT_EQ(ledgerctl.output(), "SERVING\n");
@@ -236,7 +238,7 @@ class LedgerctlCommandLineTest : public testing::TestWithParam<CommandLineCase> 
 
 // Nothing listens on the target: a usage error is found before any call.
 TEST_P(LedgerctlCommandLineTest, IsRefusedWithExitTwoBeforeAnythingIsSent) {
-  std::vector<std::string> argv = {LEDGERCTL_PATH, "--target=127.0.0.1:1"};
+  std::vector<std::string> argv = {testing_util::LedgerctlPath(), "--target=127.0.0.1:1"};
   argv.insert(argv.end(), GetParam().args.begin(), GetParam().args.end());
   Subprocess ledgerctl(argv);
   EXPECT_EQ(ledgerctl.WaitForExit(), kExitUsage) << ledgerctl.output();
@@ -287,7 +289,7 @@ INSTANTIATE_TEST_SUITE_P(
                         "\"127.0.0.1:65536\": port 65536 is out of range (1 to 65535)"}));
 
 TEST(LedgerctlHelpTest, HelpAndHListTheFlagsAndExitZero) {
-  Subprocess help({LEDGERCTL_PATH, "--help"});
+  Subprocess help({testing_util::LedgerctlPath(), "--help"});
   EXPECT_EQ(help.WaitForExit(), 0);
   for (const char* flag :
        {"  --target=STRING  (default: localhost:50051)", "  --json  (default: false)",
@@ -298,10 +300,10 @@ TEST(LedgerctlHelpTest, HelpAndHListTheFlagsAndExitZero) {
     EXPECT_THAT(help.output(), HasSubstr(flag)) << flag;
   }
   EXPECT_THAT(help.output(), ::testing::Not(HasSubstr("Flags from")));
-  Subprocess short_form({LEDGERCTL_PATH, "-h"});
+  Subprocess short_form({testing_util::LedgerctlPath(), "-h"});
   EXPECT_EQ(short_form.WaitForExit(), 0);
   EXPECT_EQ(short_form.output(), help.output());
-  Subprocess version({LEDGERCTL_PATH, "--version"});
+  Subprocess version({testing_util::LedgerctlPath(), "--version"});
   EXPECT_EQ(version.WaitForExit(), 0);
   EXPECT_THAT(version.output(),
               ::testing::MatchesRegex("ledgerctl [0-9.]+ \\(commit ([0-9a-f]+|unknown), "
@@ -362,7 +364,7 @@ std::string WithoutRunSpecifics(std::string text) {
 
 // The lines of the `index`-th ```console block after "## ledgerctl" in README.md (0: the first).
 std::vector<std::string> ReadmeLedgerctlBlock(int index) {
-  std::ifstream file(LEDGER_SOURCE_DIR "/README.md");
+  std::ifstream file(testing_util::SourceDir() + "/README.md");
   const std::string readme{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
   size_t end = readme.find("\n## ledgerctl\n");
   EXPECT_NE(end, std::string::npos);

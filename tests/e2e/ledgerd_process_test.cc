@@ -22,6 +22,7 @@
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -32,8 +33,8 @@ using testing_util::Subprocess;
 
 // ledgerd with `flags`, serving metrics on a free port so that tests can run side by side.
 std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
-  flags.insert(flags.begin(),
-               {LEDGERD_PATH, "--metrics_listen=127.0.0.1:0", testing_util::NewLedgerDirFlag()});
+  flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--metrics_listen=127.0.0.1:0",
+                               testing_util::NewLedgerDirFlag()});
   return flags;
 }
 
@@ -126,8 +127,9 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   // Each handler takes 100 ms, so the calls are still queued when the signal arrives (2 s of
   // work for the one account's shard, well within the 10 s grace); max batch 1 keeps them in
   // the mailbox, where the metrics count them.
-  Subprocess ledgerd({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                      data_dir_flag, "--shards=2", "--max_batch=1", "--debug_handler_delay=100ms"});
+  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                      "--metrics_listen=127.0.0.1:0", data_dir_flag, "--shards=2", "--max_batch=1",
+                      "--debug_handler_delay=100ms"});
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   const int metrics_port = MetricsPort(ledgerd);
@@ -157,7 +159,8 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   const int ok = CountOkRestRefusedUnapplied(outcomes);
   EXPECT_GE(ok, arrived);  // Every call the shard had accepted was applied and answered OK.
   // And exactly those are in the ledger after a restart.
-  Subprocess restarted({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  Subprocess restarted(
+      {testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
   const int restarted_port = StartAndReadPort(restarted);
   ASSERT_GT(restarted_port, 0) << restarted.output();
   EXPECT_EQ(BalanceOf(*StubFor(restarted_port), "drain"), ok);
@@ -185,9 +188,9 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
   testing_util::InitLedgerDir(data_dir);
   // 150 ms a call, about 20 calls a shard: far more work than the 1 s grace. Max batch 1 keeps
   // the queued calls in the mailboxes, where the metrics count them.
-  Subprocess ledgerd({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                      "--data_dir=" + data_dir, "--shards=2", "--max_batch=1",
-                      "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
+  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                      "--metrics_listen=127.0.0.1:0", "--data_dir=" + data_dir, "--shards=2",
+                      "--max_batch=1", "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
   const int port = StartAndReadPort(ledgerd);
   ASSERT_GT(port, 0) << ledgerd.output();
   const int metrics_port = MetricsPort(ledgerd);
@@ -227,7 +230,7 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
   EXPECT_GT(refused, 0);  // The grace ran out before the queue did.
 
   // Exactly the OK calls were applied.
-  Subprocess restarted({LEDGERD_PATH, "--listen=127.0.0.1:0",
+  Subprocess restarted({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
                         "--metrics_listen=", "--data_dir=" + data_dir, "--shards=2"});
   const int restarted_port = StartAndReadPort(restarted);
   ASSERT_GT(restarted_port, 0) << restarted.output();
@@ -365,9 +368,11 @@ TEST(LedgerdProcessTest, RefusesAPortInUse) {
 
 TEST(LedgerdProcessTest, ALedgerInUseIsRefusedWithOnlyLedgerdsOwnLine) {
   const std::string data_dir_flag = testing_util::NewLedgerDirFlag();
-  Subprocess first({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  Subprocess first(
+      {testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
   ASSERT_GT(StartAndReadPort(first), 0) << first.output();
-  Subprocess second({LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
+  Subprocess second(
+      {testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
   EXPECT_EQ(second.WaitForExit(), 1) << second.output();
   // One line, ledgerd's: RocksDB's own "DB::Open() failed" warning is not printed before it.
   EXPECT_THAT(second.output(), ::testing::StartsWith("ledgerd: data directory "));
@@ -489,13 +494,13 @@ TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   EXPECT_THAT(ledgerd.output(), HasSubstr("  --listen=STRING  (default: 0.0.0.0:50051)\n"));
   EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("Flags from")));
   EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("No flags matched")));
-  Subprocess short_form({LEDGERD_PATH, "-h"});
+  Subprocess short_form({testing_util::LedgerdPath(), "-h"});
   EXPECT_EQ(short_form.WaitForExit(), 0);
   EXPECT_EQ(short_form.output(), ledgerd.output());
 }
 
 TEST(LedgerdProcessTest, VersionNamesTheCommitAndBuildType) {
-  Subprocess ledgerd({LEDGERD_PATH, "--version"});
+  Subprocess ledgerd({testing_util::LedgerdPath(), "--version"});
   EXPECT_EQ(ledgerd.WaitForExit(), 0);
   EXPECT_THAT(ledgerd.output(),
               ::testing::MatchesRegex("ledgerd [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit "
@@ -549,8 +554,8 @@ TEST(LedgerdProcessTest, AStartRefusedForABusyPortTouchesNoDataDirectory) {
            ": the port is in use (--metrics_listen)\n"},
   };
   for (const auto& c : cases) {
-    Subprocess second({LEDGERD_PATH, "--listen=" + c.listen, "--metrics_listen=" + c.metrics_listen,
-                       "--data_dir=" + c.data_dir});
+    Subprocess second({testing_util::LedgerdPath(), "--listen=" + c.listen,
+                       "--metrics_listen=" + c.metrics_listen, "--data_dir=" + c.data_dir});
     EXPECT_EQ(second.WaitForExit(), 1) << second.output();
     // Only ledgerd's own line: no gRPC, RocksDB or civetweb noise before it.
     EXPECT_EQ(second.output(), c.message);

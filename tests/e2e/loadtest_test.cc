@@ -23,6 +23,7 @@
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 
 namespace ledger {
 namespace {
@@ -65,7 +66,7 @@ long long Total(const google::protobuf::Map<std::string, int64_t>& counts) {
 class LoadtestTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
+    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
                                  "--metrics_listen=", testing_util::NewLedgerDirFlag()});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
@@ -82,8 +83,8 @@ class LoadtestTest : public testing::Test {
 
   // Starts the load test against target_ with a JSON report (see ReadJson).
   std::unique_ptr<Subprocess> StartLoadtest(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
-                                 "--server_shards=2", "--warmup=0s"});
+    flags.insert(flags.begin(), {testing_util::LoadtestPath(), "--target=" + target_,
+                                 "--json_file=" + json_path_, "--server_shards=2", "--warmup=0s"});
     return std::make_unique<Subprocess>(flags);
   }
   // Waits up to `timeout` for the load test to exit; returns its exit code (-1: still running or
@@ -465,7 +466,7 @@ TEST_F(LoadtestTest, BadFlagsExitWithUsageCode) {
 TEST_F(LoadtestTest, JsonPrintsTheReportAsJsonOnStdoutInsteadOfText) {
   StartLedgerd({"--shards=2"});
   Subprocess loadtest({"/bin/sh", "-c",
-                       std::string(LOADTEST_PATH) + " --target=" + target_ +
+                       testing_util::LoadtestPath() + " --target=" + target_ +
                            " --json --requests=200 --duration=0s --warmup=0s --server_shards=2 "
                            "--accounts=20 2>/dev/null"});
   ASSERT_EQ(loadtest.WaitForExit(std::chrono::seconds(60)), 0) << loadtest.output();
@@ -486,7 +487,7 @@ struct FlagCase {
 class LoadtestFlagTest : public testing::TestWithParam<FlagCase> {};
 
 TEST_P(LoadtestFlagTest, IsRefusedWithExitTwoAndAHint) {
-  std::vector<std::string> argv = {LOADTEST_PATH, "--target=127.0.0.1:1"};
+  std::vector<std::string> argv = {testing_util::LoadtestPath(), "--target=127.0.0.1:1"};
   argv.insert(argv.end(), GetParam().args.begin(), GetParam().args.end());
   Subprocess loadtest(argv);
   EXPECT_EQ(loadtest.WaitForExit(std::chrono::seconds(30)), 2) << loadtest.output();
@@ -529,7 +530,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "transfers need at least 2 accounts (--accounts)"}));
 
 TEST(LoadtestHelpTest, HelpListsItsOwnFlagsAndExitsZero) {
-  Subprocess help({LOADTEST_PATH, "--help"});
+  Subprocess help({testing_util::LoadtestPath(), "--help"});
   EXPECT_EQ(help.WaitForExit(), 0);
   for (const char* flag :
        {"  --json  (default: false)", "  --json_file=STRING", "--server_shards",

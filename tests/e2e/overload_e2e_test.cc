@@ -20,6 +20,7 @@
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
+#include "tests/test_paths.h"
 
 namespace ledger {
 namespace {
@@ -40,9 +41,9 @@ long long JsonNumber(const std::string& json, const std::string& key) {
 class OverloadTest : public testing::Test {
  protected:
   void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(),
-                 {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                  testing_util::NewLedgerDirFlag(), "--shards=2", "--debug_handler_delay=2ms"});
+    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                                 "--metrics_listen=127.0.0.1:0", testing_util::NewLedgerDirFlag(),
+                                 "--shards=2", "--debug_handler_delay=2ms"});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
     target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),
@@ -62,9 +63,10 @@ class OverloadTest : public testing::Test {
   // verification's balance reads can be refused too, and are read again.) Returns its exit code
   // and leaves its JSON report in json_.
   int RunLoadtest() {
-    Subprocess loadtest({LOADTEST_PATH, "--target=" + target_, "--json_file=" + json_path_,
-                         "--server_shards=2", "--warmup=0s", "--duration=2s", "--concurrency=64",
-                         "--distribution=zipf:1.1", "--max_retries=0"});
+    Subprocess loadtest({testing_util::LoadtestPath(), "--target=" + target_,
+                         "--json_file=" + json_path_, "--server_shards=2", "--warmup=0s",
+                         "--duration=2s", "--concurrency=64", "--distribution=zipf:1.1",
+                         "--max_retries=0"});
     const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
     output_ = loadtest.output();
     std::ifstream file(json_path_);

@@ -30,6 +30,7 @@
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -119,8 +120,8 @@ class PrometheusEndToEndTest : public testing::Test {
 TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall) {
   constexpr int kMaxCalls = 20'000;
   ledgerd_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                               NewLedgerDirFlag(), "--shards=2"});
+      std::vector<std::string>{testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                               "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag(), "--shards=2"});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
   const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
   const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
@@ -133,7 +134,7 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
                         << "scrape_configs:\n  - job_name: ledgerd\n    static_configs:\n"
                         << "      - targets: ['127.0.0.1:" << metrics_port << "']\n";
   prometheus_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      PROMETHEUS_PATH, "--config.file=" + config.string(),
+      testing_util::PrometheusPath(), "--config.file=" + config.string(),
       "--storage.tsdb.path=" + (data_dir_ / "tsdb").string(),
       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port)});
   ASSERT_TRUE(prometheus_->WaitForOutput("Server is ready to receive web requests"))
@@ -176,8 +177,9 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
 }
 
 TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
-  ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
+  ledgerd_ = std::make_unique<Subprocess>(
+      std::vector<std::string>{testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                               "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
   const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
   const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
@@ -211,7 +213,7 @@ TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
   const std::filesystem::path file = data_dir_ / "scrape.txt";
   std::ofstream(file) << scrape->body;
   Subprocess promtool(
-      {"/bin/sh", "-c", std::string(PROMTOOL_PATH) + " check metrics < " + file.string()});
+      {"/bin/sh", "-c", testing_util::PromtoolPath() + " check metrics < " + file.string()});
   EXPECT_EQ(promtool.WaitForExit(), 0) << promtool.output();
   EXPECT_EQ(promtool.output(), "") << "promtool lint findings";
 }
@@ -266,12 +268,13 @@ std::set<std::string> RecordedNames(const std::string& text, bool definitions) {
 
 // A rename in ledgerd must break the build, not silently empty a dashboard panel or an alert.
 TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports) {
-  ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
+  ledgerd_ = std::make_unique<Subprocess>(
+      std::vector<std::string>{testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+                               "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
   ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
   auto scrape = HttpGet(PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:"), "/metrics");
   ASSERT_TRUE(scrape.has_value());
-  const std::filesystem::path deploy = std::filesystem::path(LEDGER_SOURCE_DIR) / "deploy";
+  const std::filesystem::path deploy = std::filesystem::path(testing_util::SourceDir()) / "deploy";
   const std::string rules = ReadFile(deploy / "prometheus" / "rules.yml");
   const std::string alerts = ReadFile(deploy / "prometheus" / "alerts.yml");
   const std::string dashboard = ReadFile(deploy / "grafana" / "ledger-dashboard.json");

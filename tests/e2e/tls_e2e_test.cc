@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/test_pki.h"
 
 namespace ledger {
@@ -41,14 +42,14 @@ class TlsE2eTest : public testing::Test {
   }
 
   std::vector<std::string> ServerTlsFlags() const {
-    return {"--tls_cert_file=" + pki_.Cert("server"), "--tls_key_file=" + pki_.Key("server"),
-            "--tls_client_ca_file=" + pki_.Cert("ca"),
-            std::string("--authz_policy_file=") + LEDGER_SOURCE_DIR +
-                "/deploy/authz/policy.example.json"};
+    return {
+        "--tls_cert_file=" + pki_.Cert("server"), "--tls_key_file=" + pki_.Key("server"),
+        "--tls_client_ca_file=" + pki_.Cert("ca"),
+        "--authz_policy_file=" + testing_util::SourceDir() + "/deploy/authz/policy.example.json"};
   }
 
   void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {LEDGERD_PATH, "--listen=127.0.0.1:0",
+    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
                                  "--metrics_listen=", "--shards=2", "--durability=none"});
     ledgerd_ = std::make_unique<Subprocess>(flags);
     ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
@@ -66,7 +67,8 @@ class TlsE2eTest : public testing::Test {
   }
 
   Result Ledgerctl(std::vector<std::string> args) {
-    args.insert(args.begin(), {LEDGERCTL_PATH, "--target=127.0.0.1:" + std::to_string(port_)});
+    args.insert(args.begin(),
+                {testing_util::LedgerctlPath(), "--target=127.0.0.1:" + std::to_string(port_)});
     Subprocess ledgerctl(args);
     const std::optional<int> exit_code = ledgerctl.WaitForExit();
     return {exit_code.value_or(-1), ledgerctl.output()};
@@ -147,9 +149,9 @@ TEST_F(TlsE2eTest, LedgerctlNamesAClientFlagThatCannotWork) {
 }
 
 TEST_F(TlsE2eTest, LedgerdRefusesAMissingCertificateAtStart) {
-  Subprocess ledgerd(
-      {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--durability=none",
-       "--tls_cert_file=" + pki_.Path("typo.pem"), "--tls_key_file=" + pki_.Key("server")});
+  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=",
+                      "--durability=none", "--tls_cert_file=" + pki_.Path("typo.pem"),
+                      "--tls_key_file=" + pki_.Key("server")});
   EXPECT_EQ(ledgerd.WaitForExit(), 1);
   EXPECT_EQ(ledgerd.output(), "ledgerd: --tls_cert_file: cannot read " + pki_.Path("typo.pem") +
                                   ": No such file or directory\n");
@@ -157,10 +159,10 @@ TEST_F(TlsE2eTest, LedgerdRefusesAMissingCertificateAtStart) {
 
 TEST_F(TlsE2eTest, LedgerdRefusesAPolicyWithoutMutualTls) {
   Subprocess ledgerd(
-      {LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=", "--durability=none",
-       "--tls_cert_file=" + pki_.Cert("server"), "--tls_key_file=" + pki_.Key("server"),
-       std::string("--authz_policy_file=") + LEDGER_SOURCE_DIR +
-           "/deploy/authz/policy.example.json"});
+      {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
+       "--metrics_listen=", "--durability=none", "--tls_cert_file=" + pki_.Cert("server"),
+       "--tls_key_file=" + pki_.Key("server"),
+       "--authz_policy_file=" + testing_util::SourceDir() + "/deploy/authz/policy.example.json"});
   EXPECT_EQ(ledgerd.WaitForExit(), 1);
   EXPECT_THAT(ledgerd.output(),
               HasSubstr("ledgerd: --authz_policy_file needs mutual TLS (--tls_client_ca_file)"));
@@ -168,9 +170,12 @@ TEST_F(TlsE2eTest, LedgerdRefusesAPolicyWithoutMutualTls) {
 
 TEST_F(TlsE2eTest, LoadtestRunsOverMutualTlsAndVerifiesEveryBalance) {
   StartLedgerd(ServerTlsFlags());
-  std::vector<std::string> args = {LOADTEST_PATH,     "--target=127.0.0.1:" + std::to_string(port_),
-                                   "--duration=1s",   "--warmup=0s",
-                                   "--concurrency=8", "--accounts=50",
+  std::vector<std::string> args = {testing_util::LoadtestPath(),
+                                   "--target=127.0.0.1:" + std::to_string(port_),
+                                   "--duration=1s",
+                                   "--warmup=0s",
+                                   "--concurrency=8",
+                                   "--accounts=50",
                                    "--channels=2"};
   for (const std::string& flag : ClientTlsFlags("payments")) args.push_back(flag);
   Subprocess loadtest(args);
@@ -179,9 +184,12 @@ TEST_F(TlsE2eTest, LoadtestRunsOverMutualTlsAndVerifiesEveryBalance) {
   EXPECT_THAT(loadtest.output(), ::testing::Not(HasSubstr("PERMISSION_DENIED")));
 
   // The reporting certificate may not write: every Deposit and Withdraw is refused.
-  args = {LOADTEST_PATH,   "--target=127.0.0.1:" + std::to_string(port_),
-          "--requests=50", "--duration=0s",
-          "--warmup=0s",   "--concurrency=4",
+  args = {testing_util::LoadtestPath(),
+          "--target=127.0.0.1:" + std::to_string(port_),
+          "--requests=50",
+          "--duration=0s",
+          "--warmup=0s",
+          "--concurrency=4",
           "--verify=false"};
   for (const std::string& flag : ClientTlsFlags("reporting")) args.push_back(flag);
   Subprocess reporting(args);

@@ -19,6 +19,7 @@
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -64,7 +65,7 @@ class TransferCrashTest : public testing::TestWithParam<Scenario> {
   // Starts ledgerd with `extra` flags; false when it did not start.
   bool Start(const std::vector<std::string>& extra) {
     std::vector<std::string> args = {
-        LEDGERD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+        testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
         absl::StrCat("--shards=", kShards), "--data_dir=" + scratch_.Sub("data")};
     args.insert(args.end(), extra.begin(), extra.end());
     ledgerd_ = std::make_unique<Subprocess>(args);

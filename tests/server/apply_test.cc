@@ -41,6 +41,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 using testing_util::Balance;
+using testing_util::BalanceOf;
 using testing_util::BalanceOp;
 using testing_util::Deposit;
 using testing_util::DepositOp;
@@ -50,7 +51,7 @@ using testing_util::TestServer;
 using testing_util::TransferOp;
 using testing_util::WithdrawOp;
 
-constexpr int32_t kShards = 2;
+constexpr int32_t kApplyShards = 2;
 constexpr int kMaxOperations = 8192;  // The contract's limit per ApplyRequest.
 constexpr int32_t kOk = static_cast<int32_t>(grpc::StatusCode::OK);
 constexpr int32_t kInvalidArgument = static_cast<int32_t>(grpc::StatusCode::INVALID_ARGUMENT);
@@ -67,7 +68,7 @@ constexpr int64_t kMaxBalance = std::numeric_limits<int64_t>::max();
 // deduplication of request_ids).
 ServerOptions ApplyOptions(const std::string& data_dir = "") {
   ServerOptions options = testing_util::LoopbackOptions();
-  options.router.num_shards = kShards;
+  options.router.num_shards = kApplyShards;
   options.router.shard.mailbox_capacity = 16384;
   if (!data_dir.empty()) {
     options.storage.durability = storage::Durability::kSync;
@@ -76,14 +77,9 @@ ServerOptions ApplyOptions(const std::string& data_dir = "") {
   return options;
 }
 
-// An account id named after `prefix` that lives on shard `shard` of kShards.
+// An account id named after `prefix` that lives on shard `shard` of kApplyShards.
 std::string OnShard(const std::string& prefix, int32_t shard) {
-  for (int i = 0; i < 10000; ++i) {
-    std::string id = absl::StrCat(prefix, "-", i);
-    if (ShardOf(id, kShards) == shard) return id;
-  }
-  ADD_FAILURE() << "no account id for shard " << shard;
-  return prefix;
+  return testing_util::AccountOnShard(prefix, shard, kApplyShards);
 }
 
 v1::ApplyResult Result(int32_t code, int64_t balance = 0, bool replayed = false,
@@ -188,12 +184,6 @@ void ExpectOutcomes(const v1::ApplyResponse& response, const std::vector<v1::App
       EXPECT_THAT(got.message(), Not(IsEmpty()));
     }
   }
-}
-
-int64_t BalanceOf(v1::Ledger::Stub& stub, const std::string& account) {
-  testing_util::CallResult result = Balance(stub, account);
-  EXPECT_TRUE(result.status.ok()) << account << ": " << result.status.error_message();
-  return result.balance;
 }
 
 grpc::StatusCode BalanceCode(v1::Ledger::Stub& stub, const std::string& account) {

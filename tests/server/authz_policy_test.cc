@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 
 namespace ledger {
 namespace {
@@ -101,7 +102,7 @@ TEST(AuthzPolicyTest, RefusalsSayWhoMayNotCallWhatAndWhichRuleDecided) {
 
 TEST(AuthzPolicyTest, TheExampleInDeployParses) {
   absl::StatusOr<std::string> example =
-      ReadConfigFile(std::string(LEDGER_SOURCE_DIR) + "/deploy/authz/policy.example.json");
+      ReadConfigFile(testing_util::SourceDir() + "/deploy/authz/policy.example.json");
   ASSERT_TRUE(example.ok()) << example.status();
   absl::StatusOr<AuthzPolicy> policy = AuthzPolicy::Parse(*example);
   ASSERT_TRUE(policy.ok()) << policy.status();

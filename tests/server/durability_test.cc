@@ -30,19 +30,12 @@ namespace {
 using ::testing::HasSubstr;
 using testing_util::Balance;
 using testing_util::Deposit;
+using testing_util::DurableOptions;
 using testing_util::History;
 using testing_util::ScratchDir;
 using testing_util::ScratchLedger;
 using testing_util::TestServer;
 using testing_util::Withdraw;
-
-ServerOptions DurableOptions(const std::string& data_dir, int32_t shards = 2) {
-  ServerOptions options = testing_util::LoopbackOptions();
-  options.router.num_shards = shards;
-  options.storage.durability = storage::Durability::kSync;
-  options.storage.data_dir = data_dir;
-  return options;
-}
 
 // Every account's balance and the sequence numbers of its history, newest first.
 struct AccountView {

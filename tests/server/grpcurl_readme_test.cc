@@ -37,6 +37,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
+#include "tests/test_paths.h"
 
 namespace ledger {
 namespace {
@@ -114,7 +115,10 @@ std::string IndentLikeGo(const std::string& compact) {
   std::string out;
   int depth = 0;
   bool in_string = false, escaped = false;
-  auto newline = [&] { out += "\n" + std::string(2 * depth, ' '); };
+  auto newline = [&] {
+    out += '\n';
+    out.append(2 * depth, ' ');
+  };
   for (size_t i = 0; i < compact.size(); ++i) {
     const char c = compact[i];
     if (in_string) {
@@ -367,7 +371,8 @@ TEST(GrpcurlReadmeTest, IndentLikeGoMatchesEncodingJsonIndent) {
 }
 
 TEST(GrpcurlReadmeTest, EveryReadmeGrpcurlOutputIsWhatTheServerAnswers) {
-  const std::vector<Example> examples = ReadTranscript(ReadFile(LEDGER_SOURCE_DIR "/README.md"));
+  const std::vector<Example> examples =
+      ReadTranscript(ReadFile(testing_util::SourceDir() + "/README.md"));
   ASSERT_GE(examples.size(), 10u) << "the README's grpcurl transcript (after the marker) is gone";
 
   testing_util::ScratchLedger data;

@@ -30,7 +30,7 @@ using testing_util::LoopbackOptions;
 using testing_util::TestServer;
 using testing_util::Withdraw;
 
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 TEST(LedgerServiceTest, DepositWithdrawAndBalanceReturnTheBalanceAfterEachCall) {
   TestServer server;
@@ -87,12 +87,12 @@ TEST(LedgerServiceTest, UnknownAccountIsNotFoundForBalanceAndWithdraw) {
 TEST(LedgerServiceTest, DepositThatWouldOverflowIsOutOfRangeAndChangesNothing) {
   TestServer server;
   auto stub = server.NewStub();
-  ASSERT_TRUE(Deposit(*stub, "rich", kMax).status.ok());
-  CallResult overflow = Deposit(*stub, "rich", kMax);
+  ASSERT_TRUE(Deposit(*stub, "rich", kInt64Max).status.ok());
+  CallResult overflow = Deposit(*stub, "rich", kInt64Max);
   EXPECT_EQ(overflow.status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
   EXPECT_THAT(overflow.status.error_message(),
               HasSubstr("deposit would overflow the balance: balance 9223372036854775807"));
-  EXPECT_EQ(Balance(*stub, "rich").balance, kMax);
+  EXPECT_EQ(Balance(*stub, "rich").balance, kInt64Max);
 }
 
 TEST(LedgerServiceTest, HandlerFaultIsInternalForThatCallAndTheServerKeepsServing) {

@@ -18,6 +18,7 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_server.h"
+#include "tests/test_paths.h"
 
 namespace ledger {
 namespace {
@@ -136,7 +137,7 @@ TEST(ReflectionServiceTest, ResolvesTheBuiltInHealthService) {
 
 // Issue 10, item 13: `grpcurl describe` shows the .proto's documentation.
 TEST(ReflectionServiceTest, ServesTheLedgerProtoWithItsComments) {
-  std::ifstream in(LEDGER_SOURCE_DIR "/proto/ledger/v1/ledger.proto");
+  std::ifstream in(testing_util::SourceDir() + "/proto/ledger/v1/ledger.proto");
   std::stringstream source;
   source << in.rdbuf();
   ASSERT_FALSE(source.str().empty());

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "server/ledger_server.h"
+#include "shard/stable_hash.h"
 
 namespace ledger::testing_util {
 
@@ -95,6 +96,32 @@ inline CallResult Balance(v1::Ledger::Stub& stub, const std::string& account_id)
   v1::BalanceResponse response;
   grpc::Status status = stub.Balance(ContextWithDeadline().get(), request, &response);
   return {status, response.balance()};
+}
+
+// The balance of `account_id`; a failed call fails the test (and reads as 0).
+inline int64_t BalanceOf(v1::Ledger::Stub& stub, const std::string& account_id) {
+  const CallResult result = Balance(stub, account_id);
+  EXPECT_TRUE(result.status.ok()) << account_id << ": " << result.status.error_message();
+  return result.balance;
+}
+
+// Options for a server on loopback with `shards` shards that syncs every write to `data_dir`.
+inline ServerOptions DurableOptions(const std::string& data_dir, int32_t shards = 2) {
+  ServerOptions options = LoopbackOptions();
+  options.router.num_shards = shards;
+  options.storage.durability = storage::Durability::kSync;
+  options.storage.data_dir = data_dir;
+  return options;
+}
+
+// An account id named after `prefix` that lives on shard `shard` of `shards`.
+inline std::string AccountOnShard(const std::string& prefix, int32_t shard, int32_t shards) {
+  for (int i = 0; i < 10000; ++i) {
+    std::string id = absl::StrCat(prefix, "-", i);
+    if (ShardOf(id, shards) == shard) return id;
+  }
+  ADD_FAILURE() << "no account id for shard " << shard << " of " << shards;
+  return prefix;
 }
 
 struct HistoryResult {

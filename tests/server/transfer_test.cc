@@ -21,13 +21,15 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::Balance;
+using testing_util::BalanceOf;
 using testing_util::ContextWithDeadline;
 using testing_util::Deposit;
+using testing_util::DurableOptions;
 using testing_util::History;
 using testing_util::ScratchLedger;
 using testing_util::TestServer;
 
-constexpr int32_t kShards = 4;
+constexpr int32_t kTransferShards = 4;
 
 struct TransferResult {
   grpc::Status status;
@@ -59,36 +61,19 @@ GetTransferResult GetTransfer(v1::Ledger::Stub& stub, const std::string& transfe
   return result;
 }
 
-ServerOptions DurableOptions(const std::string& dir) {
-  ServerOptions options = testing_util::LoopbackOptions();
-  options.router.num_shards = kShards;
-  options.storage.durability = storage::Durability::kSync;
-  options.storage.data_dir = dir;
-  return options;
-}
-
-// An account id named after `prefix` that lives on shard `shard`.
-std::string OnShard(const std::string& prefix, int32_t shard) {
-  for (int i = 0;; ++i) {
-    std::string id = absl::StrCat(prefix, "-", i);
-    if (ShardOf(id, kShards) == shard) return id;
-  }
-}
-
-int64_t BalanceOf(v1::Ledger::Stub& stub, const std::string& account) {
-  testing_util::CallResult result = Balance(stub, account);
-  EXPECT_TRUE(result.status.ok()) << account << ": " << result.status.error_message();
-  return result.balance;
+// An account id named after `prefix` that lives on shard `shard` of kTransferShards.
+std::string ShardAccount(const std::string& prefix, int32_t shard) {
+  return testing_util::AccountOnShard(prefix, shard, kTransferShards);
 }
 
 class TransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<TestServer>(DurableOptions(dir_.path()));
+    server_ = std::make_unique<TestServer>(DurableOptions(dir_.path(), kTransferShards));
     stub_ = server_->NewStub();
-    a0_ = OnShard("a", 0);
-    b0_ = OnShard("b", 0);
-    c1_ = OnShard("c", 1);
+    a0_ = ShardAccount("a", 0);
+    b0_ = ShardAccount("b", 0);
+    c1_ = ShardAccount("c", 1);
     for (const std::string& account : {a0_, b0_, c1_}) {
       ASSERT_TRUE(Deposit(*stub_, account, 1000, "open-" + account).status.ok());
     }
@@ -210,9 +195,9 @@ TEST_F(TransferTest, EveryRuleRefusesWithItsCodeAndAppliesNothing) {
       {"order of checks", "r6", "A", "A", 0, grpc::StatusCode::INVALID_ARGUMENT, "amount must be"},
       {"from never opened", "r7", "ghost", "C", 1, grpc::StatusCode::NOT_FOUND,
        "from_account_id ghost not found"},
-      {"to never opened, same shard", "r8", "A", OnShard("ghost", 0), 1,
+      {"to never opened, same shard", "r8", "A", ShardAccount("ghost", 0), 1,
        grpc::StatusCode::NOT_FOUND, "to_account_id"},
-      {"to never opened, across shards", "r9", "A", OnShard("ghost", 1), 1,
+      {"to never opened, across shards", "r9", "A", ShardAccount("ghost", 1), 1,
        grpc::StatusCode::NOT_FOUND, "to_account_id"},
       {"both never opened names from", "r10", "ghost", "ghost2", 1, grpc::StatusCode::NOT_FOUND,
        "from_account_id ghost"},
@@ -286,7 +271,7 @@ TEST_F(TransferTest, ARestartKeepsBalancesRecordsAndReplays) {
   ASSERT_TRUE(Transfer(*stub_, "k-same", b0_, a0_, 15).status.ok());
   stub_.reset();
   server_.reset();  // Closes the store, so that the next server can open it.
-  server_ = std::make_unique<TestServer>(DurableOptions(dir_.path()));
+  server_ = std::make_unique<TestServer>(DurableOptions(dir_.path(), kTransferShards));
   stub_ = server_->NewStub();
   EXPECT_EQ(Balances(), (std::vector<int64_t>{975, 985, 1040}));
   TransferResult replay = Transfer(*stub_, "k-cross", a0_, c1_, 40);
@@ -302,7 +287,7 @@ TEST_F(TransferTest, ARestartKeepsBalancesRecordsAndReplays) {
 // start; afterwards every balance and the sum agree with what was answered.
 TEST(TransferShutdownTest, TransfersInFlightFinishBeforeTheShardsStop) {
   ScratchLedger dir;
-  auto server = std::make_unique<TestServer>(DurableOptions(dir.path()));
+  auto server = std::make_unique<TestServer>(DurableOptions(dir.path(), kTransferShards));
   constexpr int kAccounts = 40;
   constexpr int kThreads = 4;
   std::vector<std::string> accounts;
@@ -355,7 +340,7 @@ TEST(TransferShutdownTest, TransfersInFlightFinishBeforeTheShardsStop) {
                     .ok());
     EXPECT_EQ(pending, 0);
   }
-  server = std::make_unique<TestServer>(DurableOptions(dir.path()));
+  server = std::make_unique<TestServer>(DurableOptions(dir.path(), kTransferShards));
   std::unique_ptr<v1::Ledger::Stub> stub = server->NewStub();
   int64_t total = 0;
   for (const std::string& account : accounts) total += BalanceOf(*stub, account);
@@ -364,18 +349,18 @@ TEST(TransferShutdownTest, TransfersInFlightFinishBeforeTheShardsStop) {
 
 TEST(TransferMemoryOnlyTest, TransfersWorkWithoutAStoreButGetTransferIsRefused) {
   ServerOptions options = testing_util::LoopbackOptions();
-  options.router.num_shards = kShards;
+  options.router.num_shards = kTransferShards;
   TestServer server(options);
   std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
-  const std::string a = OnShard("m", 0);
-  const std::string c = OnShard("n", 1);
+  const std::string a = ShardAccount("m", 0);
+  const std::string c = ShardAccount("n", 1);
   ASSERT_TRUE(Deposit(*stub, a, 100).status.ok());
   ASSERT_TRUE(Deposit(*stub, c, 100).status.ok());
   TransferResult moved = Transfer(*stub, "m1", a, c, 30);
   ASSERT_TRUE(moved.status.ok()) << moved.status.error_message();
   EXPECT_EQ(moved.response.from_balance(), 70);
   EXPECT_EQ(moved.response.to_balance(), 130);
-  EXPECT_EQ(Transfer(*stub, "m2", a, OnShard("ghost", 2), 30).status.error_code(),
+  EXPECT_EQ(Transfer(*stub, "m2", a, ShardAccount("ghost", 2), 30).status.error_code(),
             grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(BalanceOf(*stub, a), 70);
   GetTransferResult got = GetTransfer(*stub, "m1");

@@ -30,7 +30,7 @@ using testing_util::TestPki;
 using testing_util::TestServer;
 
 // Reporting reads, payments reads and writes, both may check health and use reflection.
-constexpr char kPolicy[] = R"json({
+constexpr char kServerPolicy[] = R"json({
   "name": "ledger",
   "allow_rules": [
     {"name": "health-and-reflection", "source": {"principals": ["*"]},
@@ -158,7 +158,7 @@ TEST_F(TransportSecurityTest, MutualTlsRefusesACertificateFromAnotherCa) {
 }
 
 TEST_F(TransportSecurityTest, PolicyLetsReportingReadButNotWrite) {
-  StartServer(WithPolicy(kPolicy));
+  StartServer(WithPolicy(kServerPolicy));
   auto payments = Stub("ca", "payments");
   auto reporting = Stub("ca", "reporting");
   EXPECT_EQ(testing_util::Deposit(*payments, "alice", 300).balance, 300);
@@ -190,7 +190,7 @@ TEST_F(TransportSecurityTest, PolicyLetsReportingReadButNotWrite) {
 }
 
 TEST_F(TransportSecurityTest, PolicyKeepsHealthAndReflectionForAllowedClients) {
-  StartServer(WithPolicy(kPolicy));
+  StartServer(WithPolicy(kServerPolicy));
   auto health = grpc::health::v1::Health::NewStub(Channel("ca", "reporting"));
   grpc::health::v1::HealthCheckRequest request;
   request.set_service("ledger.v1.Ledger");
@@ -213,12 +213,12 @@ TEST_F(TransportSecurityTest, PolicyKeepsHealthAndReflectionForAllowedClients) {
 }
 
 TEST_F(TransportSecurityTest, PolicyChangedOnDiskTakesEffectWithoutARestart) {
-  StartServer(WithPolicy(kPolicy));
+  StartServer(WithPolicy(kServerPolicy));
   auto reporting = Stub("ca", "reporting");
   ASSERT_EQ(testing_util::Deposit(*reporting, "bob", 5).status.error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
 
-  std::string everyone_writes = kPolicy;
+  std::string everyone_writes = kServerPolicy;
   everyone_writes.replace(everyone_writes.find("[\"payments\"]"), 12,
                           "[\"payments\", \"reporting\"]");
   std::ofstream(pki_.Path("policy.json.new")) << everyone_writes;
@@ -236,7 +236,7 @@ TEST_F(TransportSecurityTest, PolicyChangedOnDiskTakesEffectWithoutARestart) {
 }
 
 TEST_F(TransportSecurityTest, PolicyThatStopsParsingKeepsThePreviousOne) {
-  StartServer(WithPolicy(kPolicy));
+  StartServer(WithPolicy(kServerPolicy));
   const AuthzPolicyWatcher& watcher = *server_->server().transport_security().policy_watcher();
   std::ofstream(pki_.Path("policy.json")) << "{\"name\": \"broken\", \"allow_rules\": [";
   const auto deadline = std::chrono::steady_clock::now() + kReloadWaitMax;
@@ -355,7 +355,7 @@ TEST_F(TransportSecurityTest, DescriptionSaysWhatIsOn) {
   EXPECT_EQ(describe({}), "plaintext (no TLS)");
   EXPECT_EQ(describe(Tls()), "TLS, no authorization policy (files re-read every 1s)");
   EXPECT_EQ(describe(MutualTls()), "mutual TLS, no authorization policy (files re-read every 1s)");
-  EXPECT_EQ(describe(WithPolicy(kPolicy)),
+  EXPECT_EQ(describe(WithPolicy(kServerPolicy)),
             "mutual TLS, authorization policy \"ledger\" (files re-read every 1s)");
 }
 

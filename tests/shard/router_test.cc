@@ -14,21 +14,9 @@
 namespace ledger {
 namespace {
 
+using testing_util::CallShard;
 using testing_util::CountingObserver;
 using testing_util::RecordingCompletion;
-
-Reply Call(Router& router, Op op, absl::string_view account_id, int64_t amount) {
-  RecordingCompletion completion;
-  Message message{.op = op,
-                  .amount = amount,
-                  .account_id = account_id,
-                  .completion = &completion,
-                  .enqueued_at = {},
-                  .request_id = {}};
-  EXPECT_EQ(router.TrySend(router.ShardFor(account_id), std::move(message)),
-            SendOutcome::kAccepted);
-  return completion.WaitForReply();
-}
 
 std::unique_ptr<Router> StartRouter(int32_t shards, bool inline_execution,
                                     std::vector<ShardObserver*> observers = {}) {
@@ -58,7 +46,7 @@ TEST_P(RouterTest, SendsEachAccountToTheShardItsStableHashNames) {
   std::vector<int> expected(4, 0);
   for (int i = 0; i < 200; ++i) {
     const std::string id = absl::StrCat("acct-", i);
-    ASSERT_EQ(Call(*router, Op::kDeposit, id, 1).outcome, Outcome::kOk);
+    ASSERT_EQ(CallShard(*router, Op::kDeposit, id, 1).outcome, Outcome::kOk);
     ++expected[ShardOf(id, 4)];
   }
   router->Stop();
@@ -75,7 +63,7 @@ TEST_P(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
   int rounds_with_one_success = 0;
   for (int round = 0; round < kRounds; ++round) {
     const std::string id = absl::StrCat("race-", round);
-    ASSERT_EQ(Call(*router, Op::kDeposit, id, 1000).balance, 1000);
+    ASSERT_EQ(CallShard(*router, Op::kDeposit, id, 1000).balance, 1000);
     std::atomic<int> ready{0};
     Reply replies[2];
     std::vector<std::thread> threads;
@@ -84,7 +72,7 @@ TEST_P(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
         ready.fetch_add(1);
         while (ready.load() < 2) {
         }
-        replies[t] = Call(*router, Op::kWithdraw, id, 700);
+        replies[t] = CallShard(*router, Op::kWithdraw, id, 700);
       });
     }
     for (std::thread& thread : threads) thread.join();
@@ -93,7 +81,7 @@ TEST_P(RouterTest, OfTwoConcurrentWithdrawalsOf700From1000ExactlyOneSucceeds) {
     const int refusals = (replies[0].outcome == Outcome::kInsufficientFunds) +
                          (replies[1].outcome == Outcome::kInsufficientFunds);
     if (successes == 1 && refusals == 1) ++rounds_with_one_success;
-    ASSERT_EQ(Call(*router, Op::kBalance, id, 0).balance, 300) << "round " << round;
+    ASSERT_EQ(CallShard(*router, Op::kBalance, id, 0).balance, 300) << "round " << round;
   }
   router->Stop();
   EXPECT_EQ(rounds_with_one_success, kRounds);
@@ -106,11 +94,11 @@ TEST_P(RouterTest, ConcurrentDepositsFromManyThreadsAreAllApplied) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
-      for (int i = 0; i < kPerThread; ++i) Call(*router, Op::kDeposit, "shared", 1);
+      for (int i = 0; i < kPerThread; ++i) CallShard(*router, Op::kDeposit, "shared", 1);
     });
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(Call(*router, Op::kBalance, "shared", 0).balance, kThreads * kPerThread);
+  EXPECT_EQ(CallShard(*router, Op::kBalance, "shared", 0).balance, kThreads * kPerThread);
   router->Stop();
 }
 

@@ -9,9 +9,12 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "gtest/gtest.h"
 #include "shard/ledger_rules.h"
 #include "shard/message.h"
+#include "shard/router.h"
 #include "shard/shard_observer.h"
+#include "tests/wait_until.h"
 
 namespace ledger::testing_util {
 
@@ -93,6 +96,26 @@ inline Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
                  .completion = completion,
                  .enqueued_at = {},
                  .request_id = request_id};
+}
+
+// Waits, bounded, for a completion's one reply. A reply that never comes fails the test (and
+// reads as kInternal); the completion must then outlive the router, which the callers'
+// declaration order ensures.
+inline Reply AwaitReply(RecordingCompletion& completion) {
+  EXPECT_TRUE(WaitUntil([&] { return completion.HasReply(); }, "the call is answered"));
+  if (!completion.HasReply()) return {.outcome = Outcome::kInternal};
+  EXPECT_EQ(completion.completions(), 1);
+  return completion.WaitForReply();
+}
+
+// Sends one message to the shard of `account_id` and waits (bounded) for its reply; a refused
+// send fails the test.
+inline Reply CallShard(Router& router, Op op, absl::string_view account_id, int64_t amount) {
+  RecordingCompletion completion;
+  EXPECT_EQ(
+      router.TrySend(router.ShardFor(account_id), MakeMessage(op, account_id, amount, &completion)),
+      SendOutcome::kAccepted);
+  return AwaitReply(completion);
 }
 
 }  // namespace ledger::testing_util

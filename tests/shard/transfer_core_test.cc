@@ -26,13 +26,15 @@
 namespace ledger {
 namespace {
 
+using testing_util::AwaitReply;
+using testing_util::CallShard;
 using testing_util::MakeMessage;
 using testing_util::MemoryStore;
 using testing_util::RecordingCompletion;
 using testing_util::WaitUntil;
 
 constexpr int32_t kShards = 2;
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 const absl::Time kNow = absl::FromUnixSeconds(1000);
 
 // An account id that a router of `shards` places on `shard`.
@@ -41,15 +43,6 @@ std::string IdOn(int32_t shard, absl::string_view prefix, int32_t shards = kShar
     std::string id = absl::StrCat(prefix, "-", i);
     if (ShardOf(id, shards) == shard) return id;
   }
-}
-
-// Waits, bounded, for a completion's one reply. A reply that never comes fails the test; the
-// completion must then outlive the router, which the callers' declaration order ensures.
-Reply Await(RecordingCompletion& completion) {
-  EXPECT_TRUE(WaitUntil([&] { return completion.HasReply(); }, "the call is answered"));
-  if (!completion.HasReply()) return {.outcome = Outcome::kInternal};
-  EXPECT_EQ(completion.completions(), 1);
-  return completion.WaitForReply();
 }
 
 std::unique_ptr<Router> MakeRouter(LedgerStore* store, size_t mailbox_capacity = 64,
@@ -66,17 +59,9 @@ std::unique_ptr<Router> MakeRouter(LedgerStore* store, size_t mailbox_capacity =
   return *std::move(router);
 }
 
-Reply Call(Router& router, Op op, absl::string_view account_id, int64_t amount) {
-  RecordingCompletion completion;
-  EXPECT_EQ(
-      router.TrySend(router.ShardFor(account_id), MakeMessage(op, account_id, amount, &completion)),
-      SendOutcome::kAccepted);
-  return Await(completion);
-}
-
 // The balance, or nullopt when the account does not exist.
 std::optional<int64_t> BalanceOf(Router& router, absl::string_view account_id) {
-  const Reply reply = Call(router, Op::kBalance, account_id, 0);
+  const Reply reply = CallShard(router, Op::kBalance, account_id, 0);
   if (reply.outcome == Outcome::kAccountNotFound) return std::nullopt;
   EXPECT_EQ(reply.outcome, Outcome::kOk);
   return reply.balance;
@@ -87,7 +72,7 @@ Reply Transfer(Router& router, absl::string_view transfer_id, absl::string_view 
   RecordingCompletion completion;
   EXPECT_EQ(router.transfers().Submit(transfer_id, from, to, amount, &completion),
             SendOutcome::kAccepted);
-  return Await(completion);
+  return AwaitReply(completion);
 }
 
 // The journal entries a transfer wrote, in the order they were written.
@@ -109,7 +94,7 @@ std::optional<TransferRecord> RecordOf(const MemoryStore& store, const std::stri
 // ---------------------------------------------------------------------------------------------
 // The rules table.
 
-struct RuleCase {
+struct TransferRuleCase {
   const char* name;
   std::optional<int64_t> from_opening;  // Deposited before; nullopt: never opened.
   std::optional<int64_t> to_opening;
@@ -121,7 +106,7 @@ struct RuleCase {
   std::optional<Outcome> cross_outcome = std::nullopt;
 };
 
-const RuleCase kRuleCases[] = {
+const TransferRuleCase kTransferRuleCases[] = {
     {"Ok", 100, 50, 30, Outcome::kOk, false},
     {"OkWholeBalance", 100, 50, 100, Outcome::kOk, false},
     {"SourceNotFound", std::nullopt, 50, 30, Outcome::kAccountNotFound, false},
@@ -129,10 +114,10 @@ const RuleCase kRuleCases[] = {
     {"NeitherExists", std::nullopt, std::nullopt, 30, Outcome::kAccountNotFound, false},
     {"DestinationNotFound", 100, std::nullopt, 30, Outcome::kCounterpartyNotFound, true},
     {"InsufficientFunds", 100, 50, 101, Outcome::kInsufficientFunds, false},
-    {"DestinationOverflows", 100, kMax - 10, 11, Outcome::kOverflow, true},
-    {"DestinationFillsToTheMax", 100, kMax - 10, 10, Outcome::kOk, false},
+    {"DestinationOverflows", 100, kInt64Max - 10, 11, Outcome::kOverflow, true},
+    {"DestinationFillsToTheMax", 100, kInt64Max - 10, 10, Outcome::kOk, false},
     // Funds are checked before the destination's overflow.
-    {"InsufficientFundsAndOverflow", 100, kMax - 10, 101, Outcome::kInsufficientFunds, false},
+    {"InsufficientFundsAndOverflow", 100, kInt64Max - 10, 101, Outcome::kInsufficientFunds, false},
     // Both opened comes before funds; across shards the source cannot know the destination.
     {"InsufficientFundsAndDestinationNotFound", 100, std::nullopt, 101,
      Outcome::kCounterpartyNotFound, false, Outcome::kInsufficientFunds},
@@ -153,16 +138,16 @@ TEST_P(TransferRulesTest, EachRuleGivesItsOutcomeBalancesEntriesAndRecord) {
   std::unique_ptr<MemoryStore> store = durable ? std::make_unique<MemoryStore>() : nullptr;
   auto router = MakeRouter(store.get());
   router->Start();
-  for (const RuleCase& rule : kRuleCases) {
+  for (const TransferRuleCase& rule : kTransferRuleCases) {
     SCOPED_TRACE(rule.name);
     const std::string from = IdOn(0, absl::StrCat(rule.name, "-from"));
     const std::string to = IdOn(cross ? 1 : 0, absl::StrCat(rule.name, "-to"));
     const std::string id = absl::StrCat("t-", rule.name);
     if (rule.from_opening) {
-      ASSERT_EQ(Call(*router, Op::kDeposit, from, *rule.from_opening).outcome, Outcome::kOk);
+      ASSERT_EQ(CallShard(*router, Op::kDeposit, from, *rule.from_opening).outcome, Outcome::kOk);
     }
     if (rule.to_opening) {
-      ASSERT_EQ(Call(*router, Op::kDeposit, to, *rule.to_opening).outcome, Outcome::kOk);
+      ASSERT_EQ(CallShard(*router, Op::kDeposit, to, *rule.to_opening).outcome, Outcome::kOk);
     }
     const Outcome outcome = cross && rule.cross_outcome ? *rule.cross_outcome : rule.outcome;
     const Reply reply = Transfer(*router, id, from, to, rule.amount);
@@ -255,8 +240,8 @@ TEST(TransferReplayTest, TheSameIdWithSwappedAccountsIsReused) {
   router->Start();
   const std::string a = IdOn(0, "swap-a");
   const std::string b = IdOn(1, "swap-b");
-  ASSERT_EQ(Call(*router, Op::kDeposit, a, 100).outcome, Outcome::kOk);
-  ASSERT_EQ(Call(*router, Op::kDeposit, b, 100).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, a, 100).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, b, 100).outcome, Outcome::kOk);
   ASSERT_EQ(Transfer(*router, "swap", a, b, 10).outcome, Outcome::kOk);
   // The reversed transfer goes to b's shard, which never saw the id: its record lives with a's.
   const Reply reversed = Transfer(*router, "swap", b, a, 10);
@@ -290,7 +275,7 @@ TEST(TransferIdRaceTest, TheSameIdFromTwoSourceShardsAtOnceMovesMoneyOnce) {
   auto router = *Router::Create(options);
   router->Start();
   for (const std::string& account : {a, b, c}) {
-    ASSERT_EQ(Call(*router, Op::kDeposit, account, 100).outcome, Outcome::kOk);
+    ASSERT_EQ(CallShard(*router, Op::kDeposit, account, 100).outcome, Outcome::kOk);
   }
   // Holds a's debit in the journal thread, so that b's shard cannot find it in the store.
   std::atomic<bool> armed{true};
@@ -308,8 +293,8 @@ TEST(TransferIdRaceTest, TheSameIdFromTwoSourceShardsAtOnceMovesMoneyOnce) {
   ASSERT_EQ(router->transfers().Submit("dup", b, c, 30, &from_b), SendOutcome::kAccepted);
   second_decided.WaitForNotification();
   release_first_write.Notify();
-  const Reply reply_a = Await(from_a);
-  const Reply reply_b = Await(from_b);
+  const Reply reply_a = AwaitReply(from_a);
+  const Reply reply_b = AwaitReply(from_b);
   store.OnWrite(nullptr);
   const int oks = (reply_a.outcome == Outcome::kOk) + (reply_b.outcome == Outcome::kOk);
   EXPECT_EQ(oks, 1) << "a: " << OutcomeName(reply_a.outcome)
@@ -379,9 +364,9 @@ TEST_P(TransferFailedWriteTest, TheTransferEndsExactlyOnceWithExactBalances) {
     const std::string from = IdOn(0, "fail-from");
     const std::string to = IdOn(param.cross ? 1 : 0, "fail-to");
     const std::string id = "fail-t";
-    ASSERT_EQ(Call(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
+    ASSERT_EQ(CallShard(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
     if (destination_exists) {
-      ASSERT_EQ(Call(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
+      ASSERT_EQ(CallShard(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
     }
     std::atomic<bool> armed{true};
     store.LandFailedWrites(param.lands);
@@ -450,8 +435,8 @@ TEST(TransferFailedDebitTest, ADebitWhoseFailedWriteLandedStillEndsWithoutAResta
   router->Start();
   const std::string from = IdOn(0, "landed-from");
   const std::string to = IdOn(1, "landed-to");
-  ASSERT_EQ(Call(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
-  ASSERT_EQ(Call(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
   store.LandFailedWrites(true);
   store.FailNextWrites(1);
   EXPECT_EQ(Transfer(*router, "landed", from, to, 30).outcome, Outcome::kStorageFailed);
@@ -489,8 +474,8 @@ TEST(TransferPendingRetryTest, ARetryWhileTheCreditIsHeldIsAnsweredPending) {
   router->Start();
   const std::string from = IdOn(0, "held-from");
   const std::string to = IdOn(1, "held-to");
-  ASSERT_EQ(Call(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
-  ASSERT_EQ(Call(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
   RecordingCompletion first;
   ASSERT_EQ(router->transfers().Submit("held", from, to, 30, &first), SendOutcome::kAccepted);
   ASSERT_TRUE(WaitUntil([&] { return router->transfers().in_flight_count() == 1; },
@@ -502,7 +487,7 @@ TEST(TransferPendingRetryTest, ARetryWhileTheCreditIsHeldIsAnsweredPending) {
   EXPECT_FALSE(first.HasReply());
   EXPECT_EQ(BalanceOf(*router, from), 70);
   release.Notify();
-  const Reply reply = Await(first);
+  const Reply reply = AwaitReply(first);
   EXPECT_EQ(reply.outcome, Outcome::kOk);
   EXPECT_EQ(reply.balance, 70);
   EXPECT_EQ(reply.to_balance, 80);
@@ -520,8 +505,8 @@ TEST(TransferFailedLookupTest, TheCreditIsRetriedUntilTheStoreAnswers) {
   router->Start();
   const std::string from = IdOn(0, "lookup-from");
   const std::string to = IdOn(1, "lookup-to");
-  ASSERT_EQ(Call(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
-  ASSERT_EQ(Call(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, from, 100).outcome, Outcome::kOk);
+  ASSERT_EQ(CallShard(*router, Op::kDeposit, to, 50).outcome, Outcome::kOk);
   // From the debit's write on, every lookup fails: the credit's receipt lookup first of all.
   store.OnWrite([&](const BatchWrite& batch) {
     if (!batch.transfers.empty()) store.FailLookups(true);
@@ -535,7 +520,7 @@ TEST(TransferFailedLookupTest, TheCreditIsRetriedUntilTheStoreAnswers) {
   EXPECT_EQ(router->transfers().in_flight_count(), 1);
   store.OnWrite(nullptr);
   store.FailLookups(false);
-  const Reply reply = Await(completion);
+  const Reply reply = AwaitReply(completion);
   EXPECT_EQ(reply.outcome, Outcome::kOk) << OutcomeName(reply.outcome);
   EXPECT_EQ(reply.to_balance, 80);
   EXPECT_EQ(BalanceOf(*router, from), 70);
@@ -582,35 +567,35 @@ INSTANTIATE_TEST_SUITE_P(Stores, RefundRoomTest, testing::Bool(),
 TEST_P(RefundRoomTest, ADepositMayNotTakeTheRoomAPendingRefundNeeds) {
   std::unique_ptr<MemoryStore> store = GetParam() ? std::make_unique<MemoryStore>() : nullptr;
   ShardCore core(CoreOptions(store.get()));
-  core.LoadAccount("src", {.balance = kMax - 100, .sequence = 1});
+  core.LoadAccount("src", {.balance = kInt64Max - 100, .sequence = 1});
   // Debited across shards: pending, 50 may come back.
   const Reply debit = Decide(core, TransferMessage(Op::kTransfer, "src", "elsewhere", 50));
   ASSERT_EQ(debit.outcome, Outcome::kOk);
   EXPECT_TRUE(debit.debited);
-  EXPECT_EQ(debit.balance, kMax - 150);
+  EXPECT_EQ(debit.balance, kInt64Max - 150);
   EXPECT_EQ(core.pending_transfer_count(), 1u);
-  // 101 would leave kMax - 49: no room for the refund of 50.
+  // 101 would leave kInt64Max - 49: no room for the refund of 50.
   const Reply refused = Decide(core, MakeMessage(Op::kDeposit, "src", 101, nullptr));
   EXPECT_EQ(refused.outcome, Outcome::kOverflow);
-  EXPECT_EQ(refused.balance, kMax - 150);
+  EXPECT_EQ(refused.balance, kInt64Max - 150);
   // A credit of another transfer to the same account is refused the same way.
   Message credit = TransferMessage(Op::kTransferCredit, "src", "someone", 101);
   credit.request_id = "other";
   EXPECT_EQ(Decide(core, credit).outcome, Outcome::kOverflow);
   // 100 leaves exactly the room.
-  EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 100, nullptr)).balance, kMax - 50);
+  EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 100, nullptr)).balance, kInt64Max - 50);
   // The destination refused: the refund fits to the last unit.
   Message settle = TransferMessage(Op::kTransferSettle, "src", "elsewhere", 50);
   settle.credit_outcome = Outcome::kCounterpartyNotFound;
   const Reply settled = Decide(core, settle);
   EXPECT_EQ(settled.outcome, Outcome::kCounterpartyNotFound);
-  EXPECT_EQ(core.FindAccountForTesting("src")->balance, kMax);
+  EXPECT_EQ(core.FindAccountForTesting("src")->balance, kInt64Max);
   EXPECT_EQ(core.pending_transfer_count(), 0u);
   // Settled: no room is kept any more, so a deposit may fill the balance to the last unit.
   EXPECT_EQ(Decide(core, MakeMessage(Op::kWithdraw, "src", 10, nullptr)).outcome, Outcome::kOk);
   EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 10, nullptr)).outcome, Outcome::kOk);
   if (store != nullptr) {
-    EXPECT_EQ(store->account("src")->balance, kMax);
+    EXPECT_EQ(store->account("src")->balance, kInt64Max);
     EXPECT_EQ(RecordOf(*store, "room")->state, TransferState::kRefused);
     EXPECT_EQ(RecordOf(*store, "room")->outcome, Outcome::kCounterpartyNotFound);
   }
@@ -619,7 +604,7 @@ TEST_P(RefundRoomTest, ADepositMayNotTakeTheRoomAPendingRefundNeeds) {
 TEST_P(RefundRoomTest, ACommittedTransferReleasesItsRoom) {
   std::unique_ptr<MemoryStore> store = GetParam() ? std::make_unique<MemoryStore>() : nullptr;
   ShardCore core(CoreOptions(store.get()));
-  core.LoadAccount("src", {.balance = kMax - 100, .sequence = 1});
+  core.LoadAccount("src", {.balance = kInt64Max - 100, .sequence = 1});
   ASSERT_EQ(Decide(core, TransferMessage(Op::kTransfer, "src", "elsewhere", 50)).outcome,
             Outcome::kOk);
   EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 101, nullptr)).outcome,
@@ -629,7 +614,7 @@ TEST_P(RefundRoomTest, ACommittedTransferReleasesItsRoom) {
   settle.credit_balance = 50;
   EXPECT_EQ(Decide(core, settle).outcome, Outcome::kOk);
   // The money left for good: the whole remaining room is the account's.
-  EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 150, nullptr)).balance, kMax);
+  EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 150, nullptr)).balance, kInt64Max);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -787,7 +772,7 @@ TEST(TransferRestartTest, StoppedMidFlightThenRestartedEveryTransferEndsOnce) {
     auto router = MakeRouter(&store);
     router->Start();
     for (const std::string& account : accounts) {
-      ASSERT_EQ(Call(*router, Op::kDeposit, account, 1000).outcome, Outcome::kOk);
+      ASSERT_EQ(CallShard(*router, Op::kDeposit, account, 1000).outcome, Outcome::kOk);
     }
     for (int i = 0; i < kTransfers; ++i) {
       replies.push_back(std::make_unique<RecordingCompletion>());

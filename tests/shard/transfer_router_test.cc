@@ -42,7 +42,7 @@ constexpr bool kUnderTsan = false;
 constexpr bool kUnderTsan = false;
 #endif
 
-constexpr int32_t kShards = 4;
+constexpr int32_t kRouterShards = 4;
 constexpr int kAccounts = 1000;
 constexpr int kThreads = 4;
 // Bounded: about a second in Release; TSan is ~10x slower on two shared cores.
@@ -55,7 +55,7 @@ constexpr int kSendTries = 5000;
 std::string AccountId(int i) { return absl::StrCat("acct-", i); }
 
 // One call and its reply. The completion writes the reply, then publishes `done`.
-struct Call final : public Completion {
+struct TrackedCall final : public Completion {
   Op op = Op::kDeposit;
   std::string id;  // The transfer_id (transfers only).
   std::string account;
@@ -78,7 +78,7 @@ struct Call final : public Completion {
 
 // Sends `call` (a transfer through the coordinator, else to its shard), retrying a full mailbox.
 // Returns how many times it found the mailbox full.
-int Send(Router& router, Call& call) {
+int SendTracked(Router& router, TrackedCall& call) {
   int full = 0;
   for (int attempt = 0; attempt < kSendTries; ++attempt) {
     SendOutcome outcome;
@@ -130,7 +130,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
   const Variant variant = GetParam();
   std::unique_ptr<MemoryStore> store = variant.durable ? std::make_unique<MemoryStore>() : nullptr;
   RouterOptions options;
-  options.num_shards = kShards;
+  options.num_shards = kRouterShards;
   options.shard.store = store.get();
   options.shard.mailbox_capacity = variant.mailbox_capacity;
   options.shard.inline_execution = variant.inline_execution;
@@ -140,7 +140,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<Router> router = *std::move(created);
   router->Start();
-  Call::duplicate_completions.store(0);
+  TrackedCall::duplicate_completions.store(0);
   std::atomic<int> batches_written{0};
   auto fail_some_writes = [&] {
     if (variant.fail_every == 0) return;
@@ -154,13 +154,13 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
 
   // Every call lives until the end (the shards hold pointers to the accepted ones).
   std::atomic<int> completed{0};
-  std::vector<std::unique_ptr<Call>> openings;
+  std::vector<std::unique_ptr<TrackedCall>> openings;
   for (int i = 0; i < kAccounts; ++i) {
-    auto call = std::make_unique<Call>();
+    auto call = std::make_unique<TrackedCall>();
     call->account = AccountId(i);
     call->amount = kOpening;
     call->completed = &completed;
-    Send(*router, *call);
+    SendTracked(*router, *call);
     ASSERT_TRUE(call->accepted);
     openings.push_back(std::move(call));
   }
@@ -168,7 +168,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
   for (const auto& call : openings) ASSERT_EQ(call->reply.outcome, Outcome::kOk);
 
   fail_some_writes();
-  std::vector<std::vector<std::unique_ptr<Call>>> calls(kThreads);
+  std::vector<std::vector<std::unique_ptr<TrackedCall>>> calls(kThreads);
   std::atomic<int64_t> full_mailboxes{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -178,7 +178,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
       std::uniform_int_distribution<int> percent(0, 99);
       std::uniform_int_distribution<int64_t> amount(1, kOpening / 2);
       for (int i = 0; i < kOpsPerThread; ++i) {
-        auto call = std::make_unique<Call>();
+        auto call = std::make_unique<TrackedCall>();
         call->completed = &completed;
         call->account = AccountId(account(random));
         call->amount = amount(random);
@@ -196,7 +196,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
         } else {
           call->op = Op::kWithdraw;
         }
-        full_mailboxes.fetch_add(Send(*router, *call));
+        full_mailboxes.fetch_add(SendTracked(*router, *call));
         calls[t].push_back(std::move(call));
       }
     });
@@ -210,7 +210,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
                         absl::StrCat("every accepted call is answered (", accepted, ")")));
   ASSERT_TRUE(WaitUntil([&] { return router->transfers().active() == 0; },
                         "the coordinator carries nothing"));
-  EXPECT_EQ(Call::duplicate_completions.load(), 0);
+  EXPECT_EQ(TrackedCall::duplicate_completions.load(), 0);
   if (store != nullptr) store->OnWrite(nullptr);
 
   // The balances the OK replies imply; a refusal applied nothing.
@@ -218,7 +218,7 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
   for (int i = 0; i < kAccounts; ++i) expected[AccountId(i)] = kOpening;
   int64_t deposited = kOpening * kAccounts;
   int64_t withdrawn = 0;
-  std::map<std::string, const Call*> transfers;
+  std::map<std::string, const TrackedCall*> transfers;
   std::map<Outcome, int> outcomes;
   int transfers_ok = 0;
   for (const auto& per_thread : calls) {
@@ -268,11 +268,11 @@ TEST_P(TransferRouterTest, BalancesAreExactlyWhatTheOkRepliesImply) {
   int64_t total = 0;
   for (const auto& [account, balance] : expected) {
     std::atomic<int> read{0};
-    Call call;
+    TrackedCall call;
     call.op = Op::kBalance;
     call.account = account;
     call.completed = &read;
-    Send(*router, call);
+    SendTracked(*router, call);
     ASSERT_TRUE(call.accepted);
     ASSERT_TRUE(WaitUntil([&] { return read.load() == 1; }, "a balance is read"));
     ASSERT_EQ(call.reply.outcome, Outcome::kOk) << account;

@@ -22,7 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing_util::ScratchLedger;
 
-JournalEntry Entry(const std::string& account, uint64_t sequence, int64_t balance_after) {
+JournalEntry JournalDeposit(const std::string& account, uint64_t sequence, int64_t balance_after) {
   return JournalEntry{.account_id = account,
                       .sequence = sequence,
                       .kind = EntryKind::kDeposit,
@@ -38,7 +38,7 @@ constexpr uint64_t kLongHistory = static_cast<uint64_t>(AccountJournalCheck::kSt
 // An account of `entries` deposits of 10 each, stored as the shard stores it.
 void AddAccount(BatchWrite& batch, const std::string& account, uint64_t entries) {
   for (uint64_t s = 1; s <= entries; ++s) {
-    batch.journal.push_back(Entry(account, s, 10 * static_cast<int64_t>(s)));
+    batch.journal.push_back(JournalDeposit(account, s, 10 * static_cast<int64_t>(s)));
   }
   batch.accounts.push_back(
       {account, {.balance = 10 * static_cast<int64_t>(entries), .sequence = entries}});
@@ -126,11 +126,11 @@ std::vector<Corruption> Corruptions() {
        "account \"a0\" (sequence 0, balance 0) has no operation",
        {"a"}},
       {"JournalOfAMissingAccountBetweenOthers",
-       [](BatchWrite& batch) { batch.journal.push_back(Entry("aa", 1, 10)); },
+       [](BatchWrite& batch) { batch.journal.push_back(JournalDeposit("aa", 1, 10)); },
        "the journal holds entries of account \"aa\", which has no account record",
        {"a", "a1"}},
       {"JournalOfAMissingAccountAfterTheLast",
-       [](BatchWrite& batch) { batch.journal.push_back(Entry("c", 1, 10)); },
+       [](BatchWrite& batch) { batch.journal.push_back(JournalDeposit("c", 1, 10)); },
        "the journal holds entries of account \"c\", which has no account record",
        {"a", "a1", "ab", "b"}},
   };

@@ -257,7 +257,8 @@ def main():
         probe_output = probe.communicate()[0].strip().splitlines()
         probe_end = time.monotonic()
         recovered_after, after = None, None
-        while h2grpc.rss_bytes(ledgerd.pid) < SAFETY_RSS_BYTES and \
+        # A ledgerd that exited (its listener lost) cannot recover: no reason to wait out the bound.
+        while ledgerd.poll() is None and h2grpc.rss_bytes(ledgerd.pid) < SAFETY_RSS_BYTES and \
                  time.monotonic() - probe_end < args.recover_seconds:
             after = sample(ledgerd.pid, HeldClient(port), port, metrics_port)
             if after["fresh_ok"] and after["metrics"] == 200 and \
