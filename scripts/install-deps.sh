@@ -25,6 +25,9 @@ build_packages=(
 
 # What the rest of make test, the benchmarks and the developer targets add.
 packages=(
+  # Every compile goes through it when present (CMakeLists.txt), so a second build of the same
+  # sources, in this clone or another one, is mostly cache hits (docs/testing.md).
+  ccache
   prometheus
   libbenchmark-dev
   clang-format clang-tidy
