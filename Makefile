@@ -5,22 +5,29 @@ CMAKE_FLAGS ?=
 
 RELEASE := $(BUILD_DIR)/release
 TSAN := $(BUILD_DIR)/tsan
+# The clang tree: ASan+UBSan, clang's thread-safety analysis of every file, and the fuzz targets.
 ASAN := $(BUILD_DIR)/asan
-FUZZ := $(BUILD_DIR)/fuzz
-CLANG := $(BUILD_DIR)/clang
+FUZZ := $(ASAN)
+# ctest runs this many tests at once. Most tests wait (on a child process, a socket, a fsync)
+# rather than compute, so more than one per core; the CPU-heavy ones say PROCESSORS (ctest counts
+# them against this) and the timing-sensitive ones RUN_SERIAL (tests/CMakeLists.txt).
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
+# Each stage prints its wall time, so a slow one is seen at once (docs/testing.md).
+TIMED = bash scripts/timed.sh
 
-.PHONY: all deps build run test test-release test-tsan test-asan test-thread-safety test-image \
-	bench bench-durability bench-overload bench-transfers bench-apply bench-replication simulate fuzz-build fuzz test-fuzz format tidy clean
+.PHONY: all deps build run check test asan-configure asan-build test-release test-tsan test-asan test-thread-safety \
+	test-image bench bench-durability bench-overload bench-transfers bench-apply bench-replication \
+	simulate fuzz-build fuzz test-fuzz format tidy clean
 
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@$(TIMED) "install-deps" bash scripts/install-deps.sh
 
 # Release build of every binary and test.
 build: deps
 	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(RELEASE) -j $(JOBS)
+	@$(TIMED) "release build" cmake --build $(RELEASE) -j $(JOBS)
 
 # Starts ledgerd on the defaults in the foreground; pass flags with ARGS="--shards=4". The first
 # run creates the ledger in ./data with `ledgerd init`; later runs serve it (a server never
@@ -29,40 +36,53 @@ run: build
 	@test -e data || $(RELEASE)/server/ledgerd init --data_dir=./data
 	$(RELEASE)/server/ledgerd $(ARGS)
 
+# The inner loop: the Release build and its tests, nothing else (docs/testing.md).
+check: test-release
+
 # Every test, three ways: Release; shard/ under ThreadSanitizer; the unit and integration tests
-# under AddressSanitizer + UndefinedBehaviorSanitizer; then each fuzz target for a bounded time.
-# First, because it fails in seconds when it fails: every translation unit through clang's
-# thread-safety analysis.
-test: test-thread-safety test-release test-tsan test-asan test-fuzz
+# under AddressSanitizer + UndefinedBehaviorSanitizer, built by clang with its thread-safety
+# analysis of every file; then each fuzz target for a bounded time. docs/testing.md says which
+# test runs where, and why.
+test: test-release test-tsan test-asan test-fuzz
 
 test-release: build
-	cd $(RELEASE) && ctest --output-on-failure -j $(JOBS)
+	@cd $(RELEASE) && $(TIMED) "release tests" ctest --output-on-failure -j $(TEST_JOBS)
 
 test-tsan: deps
 	@cmake -S . -B $(TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEDGER_SANITIZER=thread \
 	  -DLEDGER_SHARD_ONLY=ON >/dev/null
-	@cmake --build $(TSAN) -j $(JOBS)
-	cd $(TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --output-on-failure -j $(JOBS)
+	@$(TIMED) "tsan build" cmake --build $(TSAN) -j $(JOBS)
+	@cd $(TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(TIMED) "tsan tests" ctest --output-on-failure -j $(TEST_JOBS)
 
-test-asan: deps
-	@cmake -S . -B $(ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEDGER_SANITIZER=address \
-	  -DLEDGER_BENCH=OFF >/dev/null
-	@cmake --build $(ASAN) -j $(JOBS)
-	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS)
+# The clang tree. Bench and fuzz sources are built (not run) so that the thread-safety analysis
+# sees every translation unit; scripts/check-thread-safety.sh fails if one is left out.
+asan-configure: deps
+	@cmake -S . -B $(ASAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DLEDGER_SANITIZER=address -DLEDGER_FUZZ=ON >/dev/null
 
-# The libFuzzer targets of fuzz/ (docs/fuzzing.md), with clang, ASan and UBSan, in their own tree.
-fuzz-build: deps
-	@cmake -S . -B $(FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-	  -DLEDGER_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ) -j $(JOBS)
+asan-build: asan-configure
+	@$(TIMED) "asan build (clang: thread-safety, fuzz targets)" cmake --build $(ASAN) -j $(JOBS)
+	@bash scripts/check-thread-safety.sh $(ASAN)
 
-# Each target for FUZZ_SECONDS (default 20) on its seed corpus, one after another: about 90 s.
+test-thread-safety: asan-build
+
+test-asan: asan-build
+	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan_suppressions.txt \
+	  $(TIMED) "asan tests" ctest --output-on-failure -j $(TEST_JOBS)
+
+# The libFuzzer targets of fuzz/ (docs/fuzzing.md), in the clang tree; only they are built here.
+FUZZ_TARGETS := fuzz_apply_operation fuzz_record_decode fuzz_record_roundtrip fuzz_request \
+	ledger-fuzz-seeds
+fuzz-build: asan-configure
+	@cmake --build $(FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)
+
+# Each target for FUZZ_SECONDS (default 20) on its seed corpus, two at a time (one per core).
 # Fails on any crash, leak, UB or broken property and prints the input that reproduces it.
 test-fuzz: fuzz-build
-	bash fuzz/run_fuzzers.sh --build $(FUZZ) --mode test --seconds $(or $(FUZZ_SECONDS),20) \
-	  $(if $(FUZZ_TARGET),--target $(FUZZ_TARGET))
+	@$(TIMED) "fuzz" bash fuzz/run_fuzzers.sh --build $(FUZZ) --mode test \
+	  --seconds $(or $(FUZZ_SECONDS),20) --jobs $(JOBS) $(if $(FUZZ_TARGET),--target $(FUZZ_TARGET))
 
 # Fuzzing by hand: FUZZ_SECONDS per target (default 300; 0 runs until Ctrl-C), FUZZ_TARGET=one
 # target. New corpus entries stay in build/fuzz-out/<target>/corpus and grow run after run;

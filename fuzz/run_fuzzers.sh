@@ -3,8 +3,10 @@
 # bounded time on its seed corpus fuzz/corpus/<target>/, and fails when any of them finds a crash,
 # printing the input that reproduces it. Used by `make test-fuzz` and `make fuzz` (docs/fuzzing.md).
 #
-#   run_fuzzers.sh --build DIR --seconds N [--target NAME] [--mode test|explore] [--keep]
+#   run_fuzzers.sh --build DIR --seconds N [--target NAME] [--mode test|explore] [--keep] [--jobs J]
 #
+#   --jobs J        runs J targets at a time (default 1); each still gets its N seconds. make test
+#                   runs one per core, since a target keeps one core busy.
 #   --mode test     (default) a fresh scratch corpus per run, deleted when the run passes.
 #   --mode explore  the scratch corpus DIR/../fuzz-out/<target>/corpus persists between runs, so
 #                   each run continues where the last one stopped.
@@ -25,7 +27,7 @@ declare -A max_len=(
 )
 all_targets=(fuzz_apply_operation fuzz_record_decode fuzz_record_roundtrip fuzz_request)
 
-build="" seconds=20 only="" mode=test keep=0
+build="" seconds=20 only="" mode=test keep=0 jobs=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -33,12 +35,14 @@ while [ $# -gt 0 ]; do
     --target) only="$2"; shift 2 ;;
     --mode) mode="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
+    --jobs) jobs="$2"; shift 2 ;;
     *) echo "run_fuzzers: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 [ -n "$build" ] || { echo "run_fuzzers: --build DIR is required" >&2; exit 2; }
 case "$mode" in test|explore) ;; *) echo "run_fuzzers: --mode is test or explore" >&2; exit 2 ;; esac
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "run_fuzzers: --seconds takes a whole number" >&2; exit 2; }
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run_fuzzers: --jobs takes a whole number from 1" >&2; exit 2; }
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 targets=("${all_targets[@]}")
@@ -52,32 +56,37 @@ out_root="$(cd "$build/.." && pwd)/fuzz-out"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 
-failed=()
 for target in "${targets[@]}"; do
-  binary="$build/fuzz/$target"
-  [ -x "$binary" ] || { echo "run_fuzzers: $binary is not built" >&2; exit 2; }
-  out="$out_root/$target"
-  corpus="$out/corpus"
+  [ -x "$build/fuzz/$target" ] || { echo "run_fuzzers: $build/fuzz/$target is not built" >&2; exit 2; }
+done
+
+# Runs one target; prints what it found and returns non-zero when it found something.
+run_target() {
+  local target="$1"
+  local binary="$build/fuzz/$target"
+  local out="$out_root/$target"
+  local corpus="$out/corpus"
+  local log="$out/last-run.log"
   if [ "$mode" = test ]; then rm -rf "$corpus"; fi
   mkdir -p "$corpus" "$out/artifacts"
-  log="$out/last-run.log"
   echo "fuzz: $target for ${seconds}s (max_len ${max_len[$target]}, log $log)"
   # New entries go to the first corpus directory only: the scratch one, never the repository's.
-  rc=0
+  local rc=0
   "$binary" -max_total_time="$seconds" -max_len="${max_len[$target]}" -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/artifacts/" \
     "$corpus" "$repo/fuzz/corpus/$target" >"$log" 2>&1 || rc=$?
+  local runs rate
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   if [ "$rc" -ne 0 ]; then
+    local artifact
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
     grep -E "property violated|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error" "$log" \
       | head -5 || true
     echo "fuzz: $target FAILED (exit $rc) after ${runs:-?} runs; the input that reproduces it:"
     echo "  ${artifact:-(none written; see $log)}"
     if [ -n "$artifact" ]; then echo "  reproduce: $binary $artifact"; fi
-    failed+=("$target")
-    continue
+    return 1
   fi
   echo "fuzz: $target passed: ${runs:-?} runs, ${rate:-?} exec/s, $(ls "$corpus" | wc -l) new corpus entries"
   if [ "$keep" -eq 1 ]; then
@@ -86,6 +95,22 @@ for target in "${targets[@]}"; do
     echo "fuzz: merged into fuzz/corpus/$target: $(ls "$repo/fuzz/corpus/$target" | wc -l) entries"
   fi
   if [ "$mode" = test ]; then rm -rf "$corpus"; fi
+}
+
+# Up to --jobs targets side by side. Each one's lines go to a file of its own and are printed
+# together when it ends, so that targets running at once do not mix their output.
+summaries="$(mktemp -d)"
+trap 'rm -rf "$summaries"' EXIT
+declare -A pid_of=()
+for target in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  run_target "$target" >"$summaries/$target" 2>&1 &
+  pid_of[$target]=$!
+done
+failed=()
+for target in "${targets[@]}"; do
+  wait "${pid_of[$target]}" || failed+=("$target")
+  cat "$summaries/$target"
 done
 
 if [ ${#failed[@]} -ne 0 ]; then
