@@ -10,10 +10,11 @@ ASAN := $(BUILD_DIR)/asan
 FUZZ := $(ASAN)
 # ctest runs this many tests at once. Most tests wait (on a child process, a socket, a fsync)
 # rather than compute, so more than one per core; the CPU-heavy ones say PROCESSORS (ctest counts
-# them against this) and the timing-sensitive ones RUN_SERIAL (tests/CMakeLists.txt).
+# them against this) and the timing-sensitive ones RUN_SERIAL (tests/CMakeLists.txt). Each run
+# leaves its times in <tree>/ctest-junit.xml (scripts/slowest-tests.py lists the slowest).
 TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 # Each stage prints its wall time, so a slow one is seen at once (docs/testing.md).
-TIMED = bash scripts/timed.sh
+TIMED = bash $(CURDIR)/scripts/timed.sh
 
 .PHONY: all deps build run check test asan-configure asan-build test-release test-tsan test-asan test-thread-safety \
 	test-image bench bench-durability bench-overload bench-transfers bench-apply bench-replication \
@@ -46,14 +47,16 @@ check: test-release
 test: test-release test-tsan test-asan test-fuzz
 
 test-release: build
-	@cd $(RELEASE) && $(TIMED) "release tests" ctest --output-on-failure -j $(TEST_JOBS)
+	@cd $(RELEASE) && $(TIMED) "release tests" ctest --output-on-failure -j $(TEST_JOBS) \
+	  --output-junit ctest-junit.xml
 
 test-tsan: deps
 	@cmake -S . -B $(TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEDGER_SANITIZER=thread \
 	  -DLEDGER_SHARD_ONLY=ON >/dev/null
 	@$(TIMED) "tsan build" cmake --build $(TSAN) -j $(JOBS)
 	@cd $(TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  $(TIMED) "tsan tests" ctest --output-on-failure -j $(TEST_JOBS)
+	  $(TIMED) "tsan tests" ctest --output-on-failure -j $(TEST_JOBS) \
+	  --output-junit ctest-junit.xml
 
 # The clang tree. Bench and fuzz sources are built (not run) so that the thread-safety analysis
 # sees every translation unit; scripts/check-thread-safety.sh fails if one is left out.
@@ -70,7 +73,8 @@ test-thread-safety: asan-build
 test-asan: asan-build
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan_suppressions.txt \
-	  $(TIMED) "asan tests" ctest --output-on-failure -j $(TEST_JOBS)
+	  $(TIMED) "asan tests" ctest --output-on-failure -j $(TEST_JOBS) \
+	  --output-junit ctest-junit.xml
 
 # The libFuzzer targets of fuzz/ (docs/fuzzing.md), in the clang tree; only they are built here.
 FUZZ_TARGETS := fuzz_apply_operation fuzz_record_decode fuzz_record_roundtrip fuzz_request \
@@ -175,8 +179,14 @@ simulate: deps
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
-tidy: build
-	clang-tidy -p $(RELEASE) --quiet $$(git ls-files 'shard/*.cc' 'storage/*.cc' 'server/*.cc' 'client/*.cc')
+# clang-tidy needs one compile command per file, which a unity tree does not have: a tree of its
+# own, file by file, of which only the generated protobuf/gRPC code is built.
+TIDY := $(BUILD_DIR)/tidy
+tidy: deps
+	@cmake -S . -B $(TIDY) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_UNITY_BUILD=OFF >/dev/null
+	@cmake --build $(TIDY) -j $(JOBS) --target ledger_proto ledger_storage_proto \
+	  loadtest_report_proto ledgerctl_output_proto grpc_health_proto grpc_reflection_proto
+	clang-tidy -p $(TIDY) --quiet $$(git ls-files 'shard/*.cc' 'storage/*.cc' 'server/*.cc' 'client/*.cc')
 
 clean:
 	rm -rf $(BUILD_DIR)
