@@ -16,7 +16,7 @@ TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 # Each stage prints its wall time, so a slow one is seen at once (docs/testing.md).
 TIMED = bash $(CURDIR)/scripts/timed.sh
 
-.PHONY: all deps build run check test asan-configure asan-build test-release test-tsan test-asan test-thread-safety \
+.PHONY: all deps build build-bench run check test asan-configure asan-build test-release test-tsan test-asan test-thread-safety \
 	test-image bench bench-durability bench-overload bench-transfers bench-apply bench-replication \
 	simulate fuzz-build fuzz test-fuzz format tidy clean
 
@@ -25,10 +25,18 @@ all: build
 deps:
 	@$(TIMED) "install-deps" bash scripts/install-deps.sh
 
-# Release build of every binary and test.
+# Release build of every binary and test. The benchmarks are built by the bench targets (below),
+# and compiled, not run, by make test's clang tree.
 build: deps
-	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=OFF \
+	  $(CMAKE_FLAGS) >/dev/null
 	@$(TIMED) "release build" cmake --build $(RELEASE) -j $(JOBS)
+
+# The Release build with the benchmarks, for the bench targets.
+build-bench: deps
+	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=ON \
+	  $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(RELEASE) -j $(JOBS)
 
 # Starts ledgerd on the defaults in the foreground; pass flags with ARGS="--shards=4". The first
 # run creates the ledger in ./data with `ledgerd init`; later runs serve it (a server never
@@ -110,7 +118,7 @@ test-image:
 
 # Benchmarks (figures in docs/benchmarks.md): the mailbox, shards and metrics in-process, then
 # Deposit end to end against the two reference servers (about 5 minutes).
-bench: build
+bench: build-bench
 	$(RELEASE)/bench/ledger-bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 	python3 bench/e2e_bench.py --build $(RELEASE) --rounds 3 --duration 5 --warmup 1
 
@@ -119,7 +127,7 @@ bench: build
 # Issue 13's goal table (about 8 minutes; bench/durability_bench.py --help). More options, e.g.
 # DURABILITY_ARGS="--modes sync,none --skip_postgres --million_accounts 0 --json out.json".
 DURABILITY_ARGS ?=
-bench-durability: build
+bench-durability: build-bench
 	python3 bench/durability_bench.py --build $(RELEASE) --rounds 3 --duration 4 --warmup 1 \
 		$(DURABILITY_ARGS)
 
@@ -130,7 +138,7 @@ bench-durability: build
 # 1,1.5,2,5 --server_args=--max_in_flight=128 --sweep_max_in_flight 64,128,256,512 --json out.json"
 # (python3 bench/overload_report.py out.json prints it again).
 OVERLOAD_ARGS ?=
-bench-overload: build
+bench-overload: build-bench
 	python3 bench/overload_bench.py --build $(RELEASE) $(OVERLOAD_ARGS)
 
 # Issue 15's goals (about 2 minutes after the build; bench/transfer_bench.py --help): durable
@@ -138,7 +146,7 @@ bench-overload: build
 # pinned to CPU 0 (client on CPU 1), rounds rotated; medians and the ratios to Deposits. More,
 # e.g. TRANSFER_ARGS="--rounds 5 --durability none --json_out out.json".
 TRANSFER_ARGS ?=
-bench-transfers: build
+bench-transfers: build-bench
 	python3 bench/transfer_bench.py --build $(RELEASE) --rounds 3 $(TRANSFER_ARGS)
 
 # Issue 16's goals (about 8 minutes after the build; bench/apply_bench.py --help): Deposits over
@@ -147,7 +155,7 @@ bench-transfers: build
 # fsync rate, and the p99 of a 1,000-operation call at half the maximum rate. More, e.g.
 # APPLY_ARGS="--server_cpu 0 --client_cpu 1 --rounds 5".
 APPLY_ARGS ?=
-bench-apply: build
+bench-apply: build-bench
 	python3 bench/apply_bench.py --build $(RELEASE) --rounds 3 $(APPLY_ARGS)
 
 # Issue 17's spike (docs/replication.md): libraft and NATS JetStream, three replicas, each in its

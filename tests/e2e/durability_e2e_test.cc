@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/loadtest_report.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
@@ -27,19 +28,10 @@ namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::JsonNumber;
 using testing_util::PortAfter;
 using testing_util::ScratchDir;
 using testing_util::Subprocess;
-
-// The number after the first `"key":` in the load test's JSON report, or -1. Its counts are
-// int64, which protobuf's JSON mapping prints as strings ("key":"12"); doubles are bare.
-long long JsonNumber(const std::string& json, const std::string& key) {
-  size_t at = json.find("\"" + key + "\":");
-  if (at == std::string::npos) return -1;
-  at += key.size() + 3;
-  if (at < json.size() && json[at] == '"') ++at;
-  return std::atoll(json.c_str() + at);
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream file(path);

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/ledgerctl_fixture.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
@@ -20,11 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::Subprocess;
-
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
+using Result = testing_util::LedgerctlResult;
 
 class TlsE2eTest : public testing::Test {
  protected:
