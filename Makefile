@@ -9,10 +9,10 @@ TSAN := $(BUILD_DIR)/tsan
 ASAN := $(BUILD_DIR)/asan
 FUZZ := $(ASAN)
 # ctest runs this many tests at once. Most tests wait (on a child process, a socket, a fsync)
-# rather than compute, so more than one per core; the CPU-heavy ones say PROCESSORS (ctest counts
-# them against this) and the timing-sensitive ones RUN_SERIAL (tests/CMakeLists.txt). Each run
+# rather than compute, so three per core; the CPU-heavy ones say PROCESSORS (ctest counts them
+# against this) and the timing-sensitive ones RUN_SERIAL (tests/CMakeLists.txt). Each run
 # leaves its times in <tree>/ctest-junit.xml (scripts/slowest-tests.py lists the slowest).
-TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 3 )))
 # Each stage prints its wall time, so a slow one is seen at once (docs/testing.md).
 TIMED = bash $(CURDIR)/scripts/timed.sh
 
