@@ -1,4 +1,5 @@
-# The README's two commands are `make run` and `make test`; everything else is for developers.
+# The README's commands are `make run`, `make test` and `make check` (the inner loop);
+# everything else is for developers.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -16,9 +17,10 @@ TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 3 )))
 # Each stage prints its wall time, so a slow one is seen at once (docs/testing.md).
 TIMED = bash $(CURDIR)/scripts/timed.sh
 
-.PHONY: all deps build build-bench run check test asan-configure asan-build test-release test-tsan test-asan test-thread-safety \
-	test-image bench bench-durability bench-overload bench-transfers bench-apply bench-replication \
-	simulate fuzz-build fuzz test-fuzz format tidy clean
+.PHONY: all deps build build-bench run check test test-release test-tsan asan-configure \
+	asan-build test-asan test-thread-safety test-image bench bench-durability bench-overload \
+	bench-transfers bench-apply bench-replication simulate fuzz-build fuzz test-fuzz format tidy \
+	clean
 
 all: build
 
