@@ -31,9 +31,9 @@ packages=(
   prometheus
   libbenchmark-dev
   clang-format clang-tidy
-  # clang 14: make test-thread-safety (GCC ignores the thread-safety annotations), and
-  # make test-fuzz with its libFuzzer, ASan and UBSan runtimes (not in build_packages: the
-  # image's build stage does neither).
+  # clang 14 builds make test's ASan+UBSan tree: its thread-safety analysis (GCC ignores the
+  # annotations) and the fuzz targets, with libFuzzer's, ASan's and UBSan's runtimes (not in
+  # build_packages: the image's build stage does neither).
   clang clang-14 libclang-rt-14-dev
   python3 python3-yaml curl
   openssl
