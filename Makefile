@@ -29,15 +29,16 @@ deps:
 
 # Release build of every binary and test. The benchmarks are built by the bench targets (below),
 # and compiled, not run, by make test's clang tree.
+# $(call configure-release,ON|OFF): configures the Release tree with or without the benchmarks.
+configure-release = cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	-DLEDGER_BENCH=$(1) $(CMAKE_FLAGS) >/dev/null
 build: deps
-	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=OFF \
-	  $(CMAKE_FLAGS) >/dev/null
+	@$(call configure-release,OFF)
 	@$(TIMED) "release build" cmake --build $(RELEASE) -j $(JOBS)
 
 # The Release build with the benchmarks, for the bench targets.
 build-bench: deps
-	@cmake -S . -B $(RELEASE) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGER_BENCH=ON \
-	  $(CMAKE_FLAGS) >/dev/null
+	@$(call configure-release,ON)
 	@cmake --build $(RELEASE) -j $(JOBS)
 
 # Starts ledgerd on the defaults in the foreground; pass flags with ARGS="--shards=4". The first

@@ -9,8 +9,10 @@
 # the same in every clone.
 #
 # A source with per-file compile settings (COMPILE_DEFINITIONS, COMPILE_OPTIONS) is compiled alone,
-# as are generated sources. Files in one batch share one translation unit: names in their
-# anonymous namespaces must not collide (a collision is a compile error, never a silent merge).
+# as is one outside the source tree (generated code in a build directory elsewhere; generated code
+# in a build directory below the source tree is batched like the rest). Files in one batch share
+# one translation unit: names in their anonymous namespaces must not collide (a collision is a
+# compile error, never a silent merge).
 
 set(LEDGER_UNITY_BATCH_SIZE 8 CACHE STRING "Sources per unity translation unit")
 

@@ -40,20 +40,13 @@ std::string WakeHost(const std::string& address) {
   return host;
 }
 
-// Opens a TCP connection to host:port and closes it at once; failures are ignored (the endpoint
+// Opens a TCP connection to `address` and closes it at once; failures are ignored (the endpoint
 // may already have stopped listening).
-void ConnectAndClose(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
-  if (fd >= 0) {
-    (void)connect(fd, found->ai_addr, found->ai_addrlen);
-    close(fd);
-  }
-  freeaddrinfo(found);
+void ConnectAndClose(const addrinfo& address) {
+  const int fd = socket(address.ai_family, address.ai_socktype | SOCK_CLOEXEC, address.ai_protocol);
+  if (fd < 0) return;
+  (void)connect(fd, address.ai_addr, address.ai_addrlen);
+  close(fd);
 }
 
 }  // namespace
@@ -86,16 +79,25 @@ MetricsEndpoint::~MetricsEndpoint() {
   // when the poll returns, so stopping an idle endpoint took up to 2 s: every ledgerd shutdown
   // waited that long after the drain. A connection wakes the poll; the poke repeats until the
   // stop returns, since one made before civetweb sets its stop flag is served like any other.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(wake_host_.c_str(), std::to_string(port_).c_str(), &hints, &found) != 0) {
+    exposer_.reset();  // Nothing to connect to: the stop takes as long as civetweb takes.
+    return;
+  }
   std::atomic<bool> stopped{false};
-  std::thread waker([this, &stopped] {
+  std::thread waker([found, &stopped] {
     while (!stopped.load(std::memory_order_relaxed)) {
-      ConnectAndClose(wake_host_, port_);
+      ConnectAndClose(*found);
       std::this_thread::sleep_for(kWakeInterval);
     }
   });
   exposer_.reset();
   stopped.store(true, std::memory_order_relaxed);
   waker.join();
+  freeaddrinfo(found);
 }
 
 }  // namespace ledger

@@ -13,12 +13,12 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "shard/stable_hash.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/shard/shard_test_util.h"
 #include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
@@ -34,10 +34,7 @@ constexpr int32_t kShards = 2;
 constexpr int kCrashExitCode = 86;  // ledgerd's --debug_crash_after_transfer_step exit.
 
 std::string OnShard(const std::string& prefix, int32_t shard) {
-  for (int i = 0;; ++i) {
-    std::string id = absl::StrCat(prefix, "-", i);
-    if (ShardOf(id, kShards) == shard) return id;
-  }
+  return testing_util::AccountOnShard(prefix, shard, kShards);
 }
 
 std::unique_ptr<grpc::ClientContext> Context() {

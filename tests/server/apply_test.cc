@@ -26,7 +26,6 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "server/ledger_service.h"
 #include "shard/admission_control.h"
-#include "shard/stable_hash.h"
 #include "tests/scratch_ledger.h"
 #include "tests/server/apply_operations.h"
 #include "tests/server/test_server.h"

@@ -12,7 +12,6 @@
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "server/ledger_server.h"
-#include "shard/stable_hash.h"
 
 namespace ledger::testing_util {
 
@@ -112,16 +111,6 @@ inline ServerOptions DurableOptions(const std::string& data_dir, int32_t shards 
   options.storage.durability = storage::Durability::kSync;
   options.storage.data_dir = data_dir;
   return options;
-}
-
-// An account id named after `prefix` that lives on shard `shard` of `shards`.
-inline std::string AccountOnShard(const std::string& prefix, int32_t shard, int32_t shards) {
-  for (int i = 0; i < 10000; ++i) {
-    std::string id = absl::StrCat(prefix, "-", i);
-    if (ShardOf(id, shards) == shard) return id;
-  }
-  ADD_FAILURE() << "no account id for shard " << shard << " of " << shards;
-  return prefix;
 }
 
 struct HistoryResult {

@@ -11,9 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "shard/stable_hash.h"
 #include "tests/scratch_ledger.h"
 #include "tests/server/test_server.h"
+#include "tests/shard/shard_test_util.h"
 #include "tests/wait_until.h"
 
 namespace ledger {

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "shard/ledger_rules.h"
 #include "shard/message.h"
 #include "shard/router.h"
 #include "shard/shard_observer.h"
+#include "shard/stable_hash.h"
 #include "tests/wait_until.h"
 
 namespace ledger::testing_util {
@@ -96,6 +98,16 @@ inline Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
                  .completion = completion,
                  .enqueued_at = {},
                  .request_id = request_id};
+}
+
+// An account id named after `prefix` that lives on shard `shard` of `shards`.
+inline std::string AccountOnShard(const std::string& prefix, int32_t shard, int32_t shards) {
+  for (int i = 0; i < 10000; ++i) {
+    std::string id = absl::StrCat(prefix, "-", i);
+    if (ShardOf(id, shards) == shard) return id;
+  }
+  ADD_FAILURE() << "no account id for shard " << shard << " of " << shards;
+  return prefix;
 }
 
 // Waits, bounded, for a completion's one reply. A reply that never comes fails the test (and

@@ -18,7 +18,6 @@
 #include "gtest/gtest.h"
 #include "shard/router.h"
 #include "shard/shard_core.h"
-#include "shard/stable_hash.h"
 #include "tests/shard/memory_store.h"
 #include "tests/shard/shard_test_util.h"
 #include "tests/wait_until.h"
@@ -39,10 +38,7 @@ const absl::Time kNow = absl::FromUnixSeconds(1000);
 
 // An account id that a router of `shards` places on `shard`.
 std::string IdOn(int32_t shard, absl::string_view prefix, int32_t shards = kShards) {
-  for (int i = 0;; ++i) {
-    std::string id = absl::StrCat(prefix, "-", i);
-    if (ShardOf(id, shards) == shard) return id;
-  }
+  return testing_util::AccountOnShard(std::string(prefix), shard, shards);
 }
 
 std::unique_ptr<Router> MakeRouter(LedgerStore* store, size_t mailbox_capacity = 64,
