@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "metrics/status_code_names.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

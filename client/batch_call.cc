@@ -1,6 +1,6 @@
 #include "client/batch_call.h"
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

@@ -1,7 +1,7 @@
 #include "client/json_line.h"
 
 #include "google/protobuf/util/json_util.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

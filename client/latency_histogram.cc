@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

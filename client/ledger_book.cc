@@ -1,7 +1,7 @@
 #include "client/ledger_book.h"
 
 #include "absl/strings/str_cat.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

@@ -54,9 +54,9 @@
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/status_code_names.h"
-#include "shard/check.h"
+#include "base/check.h"
 #include "shard/router.h"
-#include "shard/stable_hash.h"
+#include "base/stable_hash.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051",
           "HOST:PORT of ledgerd; :PORT is localhost, [::1]:PORT an IPv6 address");

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "metrics/status_code_names.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

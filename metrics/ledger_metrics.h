@@ -32,7 +32,7 @@
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "shard/admission_control.h"
-#include "shard/annotated_mutex.h"
+#include "base/annotated_mutex.h"
 #include "shard/commit_pipeline.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"

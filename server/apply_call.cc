@@ -5,7 +5,7 @@
 
 #include "server/call_answer.h"
 #include "server/request_validation.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

@@ -11,7 +11,7 @@
 #include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits for protobuf messages.
 #include "metrics/ledger_metrics.h"
 #include "shard/admission_control.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

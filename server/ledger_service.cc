@@ -15,7 +15,7 @@
 #include "server/call_answer.h"
 #include "server/request_validation.h"
 #include "server/status_mapping.h"
-#include "shard/check.h"
+#include "base/check.h"
 #include "shard/message.h"
 
 namespace ledger {

@@ -8,7 +8,7 @@
 
 #include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
-#include "shard/log_rate_limiter.h"
+#include "base/log_rate_limiter.h"
 
 namespace ledger {
 namespace {

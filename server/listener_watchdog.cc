@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

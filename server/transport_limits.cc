@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/resource_quota.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

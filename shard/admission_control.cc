@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

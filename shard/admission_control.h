@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "shard/annotated_mutex.h"
+#include "base/annotated_mutex.h"
 #include "shard/mailbox.h"
 
 namespace ledger {

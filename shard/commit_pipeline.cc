@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "shard/annotated_mutex.h"
+#include "base/annotated_mutex.h"
 #include "shard/ledger_store.h"
 #include "shard/sealed_batch.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 namespace {

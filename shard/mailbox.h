@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

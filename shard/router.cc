@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "shard/check.h"
-#include "shard/stable_hash.h"
+#include "base/check.h"
+#include "base/stable_hash.h"
 
 namespace ledger {
 

@@ -36,7 +36,7 @@
 #include "absl/time/time.h"
 #include "shard/ledger_rules.h"
 #include "shard/ledger_store.h"
-#include "shard/log_rate_limiter.h"
+#include "base/log_rate_limiter.h"
 #include "shard/message.h"
 #include "shard/sealed_batch.h"
 #include "shard/shard_observer.h"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "shard/check.h"
+#include "base/check.h"
 #include "shard/shard_core.h"
 
 namespace ledger {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

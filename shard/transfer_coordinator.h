@@ -22,7 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "shard/annotated_mutex.h"
+#include "base/annotated_mutex.h"
 #include "shard/ledger_store.h"
 #include "shard/mailbox.h"
 #include "shard/message.h"

@@ -1,6 +1,6 @@
 #include "shard/transfer_table.h"
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

@@ -1,6 +1,6 @@
 #include "sim/fault_store.h"
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger::sim {
 

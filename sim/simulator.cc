@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "shard/check.h"
+#include "base/check.h"
 #include "shard/message.h"
 #include "sim/auditor.h"
 #include "sim/transfer_auditor.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "shard/check.h"
+#include "base/check.h"
 #include "storage/ledger_records.pb.h"
 
 namespace ledger::storage {

@@ -5,7 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shard/stable_hash.h"
+#include "base/stable_hash.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "shard/stable_hash.h"
+#include "base/stable_hash.h"
 #include "tests/shard/shard_test_util.h"
 
 namespace ledger {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "shard/check.h"
+#include "base/check.h"
 #include "tests/shard/memory_store.h"
 #include "tests/shard/shard_test_util.h"
 

@@ -15,7 +15,7 @@
 #include "shard/message.h"
 #include "shard/router.h"
 #include "shard/shard_observer.h"
-#include "shard/stable_hash.h"
+#include "base/stable_hash.h"
 #include "tests/wait_until.h"
 
 namespace ledger::testing_util {

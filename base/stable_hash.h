@@ -7,8 +7,8 @@
 //   ShardOf(id, n) = JumpConsistentHash(Fnv1a64(id bytes), n)
 // Jump consistent hash (Lamping & Veach, 2014) also moves only about 1/n of the accounts when n
 // grows by one, which keeps a future re-sharding cheap.
-#ifndef LEDGER_SHARD_STABLE_HASH_H_
-#define LEDGER_SHARD_STABLE_HASH_H_
+#ifndef LEDGER_BASE_STABLE_HASH_H_
+#define LEDGER_BASE_STABLE_HASH_H_
 
 #include <cstdint>
 
@@ -27,4 +27,4 @@ int32_t ShardOf(absl::string_view account_id, int32_t num_shards);
 
 }  // namespace ledger
 
-#endif  // LEDGER_SHARD_STABLE_HASH_H_
+#endif  // LEDGER_BASE_STABLE_HASH_H_

@@ -1,4 +1,4 @@
-#include "shard/stable_hash.h"
+#include "base/stable_hash.h"
 
 #include <string>
 #include <vector>

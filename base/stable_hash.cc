@@ -1,8 +1,8 @@
-#include "shard/stable_hash.h"
+#include "base/stable_hash.h"
 
 #include <cstdint>
 
-#include "shard/check.h"
+#include "base/check.h"
 
 namespace ledger {
 

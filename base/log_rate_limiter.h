@@ -1,8 +1,8 @@
 // Defines `LogRateLimiter`: a flood of bad requests or failing writes must not become a flood of
 // log lines. Lines past a per-second budget are dropped and counted, and the next line that is
 // written says how many were dropped.
-#ifndef LEDGER_SHARD_LOG_RATE_LIMITER_H_
-#define LEDGER_SHARD_LOG_RATE_LIMITER_H_
+#ifndef LEDGER_BASE_LOG_RATE_LIMITER_H_
+#define LEDGER_BASE_LOG_RATE_LIMITER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -49,4 +49,4 @@ class LogRateLimiter {
 
 }  // namespace ledger
 
-#endif  // LEDGER_SHARD_LOG_RATE_LIMITER_H_
+#endif  // LEDGER_BASE_LOG_RATE_LIMITER_H_

@@ -4,8 +4,8 @@
 // ThreadSanitizer, so TSan cannot see absl::Mutex's happens-before edges and reports every access
 // it guards as a race. shard/ is what the TSan build tests, so its locks are std::mutex (whose
 // pthread calls TSan intercepts), wrapped so that -Wthread-safety still checks what they guard.
-#ifndef LEDGER_SHARD_ANNOTATED_MUTEX_H_
-#define LEDGER_SHARD_ANNOTATED_MUTEX_H_
+#ifndef LEDGER_BASE_ANNOTATED_MUTEX_H_
+#define LEDGER_BASE_ANNOTATED_MUTEX_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -55,4 +55,4 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 
 }  // namespace ledger
 
-#endif  // LEDGER_SHARD_ANNOTATED_MUTEX_H_
+#endif  // LEDGER_BASE_ANNOTATED_MUTEX_H_

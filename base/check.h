@@ -5,8 +5,8 @@
 // `LEDGER_CHECK_EQ/NE/LT/LE/GT/GE(a, b)` do the same for a comparison and also print both
 // values, so that a broken money invariant says which balance or sequence it saw. Each operand is
 // evaluated once; the values are formatted only on failure, so a passing check costs one compare.
-#ifndef LEDGER_SHARD_CHECK_H_
-#define LEDGER_SHARD_CHECK_H_
+#ifndef LEDGER_BASE_CHECK_H_
+#define LEDGER_BASE_CHECK_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -66,4 +66,4 @@ template <typename A, typename B>
 #define LEDGER_CHECK_GT(a, b) LEDGER_CHECK_OP_(a, >, b)
 #define LEDGER_CHECK_GE(a, b) LEDGER_CHECK_OP_(a, >=, b)
 
-#endif  // LEDGER_SHARD_CHECK_H_
+#endif  // LEDGER_BASE_CHECK_H_
