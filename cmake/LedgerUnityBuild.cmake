@@ -12,7 +12,8 @@
 # as is one outside the source tree (generated code in a build directory elsewhere; generated code
 # in a build directory below the source tree is batched like the rest). Files in one batch share
 # one translation unit: names in their anonymous namespaces must not collide (a collision is a
-# compile error, never a silent merge).
+# compile error, never a silent merge). A target with the property LEDGER_NO_UNITY is compiled file
+# by file: protoc's files each define the same file-static tables.
 
 set(LEDGER_UNITY_BATCH_SIZE 8 CACHE STRING "Sources per unity translation unit")
 
@@ -30,6 +31,10 @@ endfunction()
 function(ledger_unity_target target)
   get_target_property(type ${target} TYPE)
   if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|OBJECT_LIBRARY)$")
+    return()
+  endif()
+  get_target_property(no_unity ${target} LEDGER_NO_UNITY)
+  if(no_unity)
     return()
   endif()
   get_target_property(sources ${target} SOURCES)
