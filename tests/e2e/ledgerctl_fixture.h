@@ -56,8 +56,9 @@ class LedgerctlTest : public testing::Test {
   }
 
   // Serves ledgerctl's calls from a FakeLedger that sheds as `shedding` says.
-  void StartFakeLedger(FakeLedger::Shedding shedding) {
-    fake_ = std::make_unique<FakeLedger>(shedding);
+  void StartFakeLedger(FakeLedger::Shedding shedding,
+                       std::optional<FakeLedger::WriteFault> first_write_fault = {}) {
+    fake_ = std::make_unique<FakeLedger>(shedding, std::move(first_write_fault));
     target_ = "--target=" + fake_->Start();
   }
 
