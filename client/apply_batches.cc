@@ -5,8 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "metrics/status_code_names.h"
 #include "base/check.h"
+#include "base/status_code_names.h"
 
 namespace ledger {
 namespace {

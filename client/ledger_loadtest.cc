@@ -53,7 +53,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "metrics/status_code_names.h"
+#include "base/status_code_names.h"
 #include "base/check.h"
 #include "shard/router.h"
 #include "base/stable_hash.h"

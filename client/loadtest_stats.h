@@ -14,9 +14,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_code_names.h"
 #include "client/latency_histogram.h"
 #include "grpcpp/support/status_code_enum.h"
-#include "metrics/status_code_names.h"
 #include "shard/ledger_rules.h"
 
 namespace ledger {
