@@ -34,10 +34,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/check.h"
+#include "base/stable_hash.h"
+#include "base/status_code_names.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "client/adaptive_throttle.h"
 #include "client/batch_call.h"
+#include "client/call_answer.h"
+#include "client/call_kind.h"
 #include "client/channel_credentials.h"
 #include "client/concurrency_limit.h"
 #include "client/exit_codes.h"
@@ -53,10 +58,6 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "base/status_code_names.h"
-#include "base/check.h"
-#include "shard/router.h"
-#include "base/stable_hash.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051",
           "HOST:PORT of ledgerd; :PORT is localhost, [::1]:PORT an IPv6 address");
@@ -184,6 +185,23 @@ struct Options {
   std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr;
 };
 
+// The most --server_shards: ledgerd's own most --shards. The client keeps its own copy (it
+// needs nothing of the server's code); a larger value could never equal the server's --shards.
+constexpr int32_t kServerShardsMax = 1024;
+
+// The longest account id ledgerd accepts; the run id must leave room for "-acct-N" within it.
+constexpr size_t kAccountIdMaxBytes = 128;
+
+// Whether `account_id` is 1 to kAccountIdMaxBytes bytes of [A-Za-z0-9._:@-], as ledgerd
+// requires of an account id.
+bool IsValidAccountId(absl::string_view account_id) {
+  if (account_id.empty() || account_id.size() > kAccountIdMaxBytes) return false;
+  return std::all_of(account_id.begin(), account_id.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '@' || c == '-';
+  });
+}
+
 // The most retries of one call that --max_retries accepts: more would only stretch a call that
 // the server keeps refusing.
 constexpr int32_t kMaxRetriesLimit = 10;
@@ -262,8 +280,9 @@ absl::StatusOr<Options> OptionsFromFlags() {
   }
   if (o.channels < 1) return absl::InvalidArgumentError("--channels must be at least 1");
   if (o.deadline <= absl::ZeroDuration()) return absl::InvalidArgumentError("--deadline <= 0");
-  if (o.shards < 0 || o.shards > kMaxShards) {
-    return absl::InvalidArgumentError(absl::StrCat("--server_shards must be 0 to ", kMaxShards));
+  if (o.shards < 0 || o.shards > kServerShardsMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--server_shards must be 0 to ", kServerShardsMax));
   }
   if (o.resolve_for < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--resolve_for must not be negative");
@@ -271,7 +290,7 @@ absl::StatusOr<Options> OptionsFromFlags() {
   if (o.run_id.empty()) {
     o.run_id = absl::StrFormat("run%08x", std::random_device{}());
   }
-  if (ValidateAccountId(absl::StrCat(o.run_id, "-", o.accounts)) != Outcome::kOk) {
+  if (!IsValidAccountId(absl::StrCat(o.run_id, "-", o.accounts))) {
     return absl::InvalidArgumentError(
         "--run_id must be short and use only A-Z a-z 0-9 . _ : @ -, like account ids");
   }
@@ -473,7 +492,7 @@ class Driver {
   // operation of an Apply call).
   struct AmbiguousCall {
     size_t account;  // A transfer's source.
-    Op op;
+    CallKind op;
     int64_t amount;
     std::string request_id;  // A transfer's transfer_id.
     size_t to_account = 0;   // Transfers only.
@@ -715,26 +734,26 @@ void Driver::SendUnary(Call* call) {
   const std::string& account = names_[plan.account];
   const std::string& id = call->ids[0];
   switch (plan.op) {
-    case Op::kDeposit:
+    case CallKind::kDeposit:
       call->deposit.set_account_id(account);
       call->deposit.set_amount(plan.amount);
       call->deposit.set_request_id(id);
       call->stub->async()->Deposit(call->context.get(), &call->deposit, &call->deposit_response,
                                    done);
       return;
-    case Op::kWithdraw:
+    case CallKind::kWithdraw:
       call->withdraw.set_account_id(account);
       call->withdraw.set_amount(plan.amount);
       call->withdraw.set_request_id(id);
       call->stub->async()->Withdraw(call->context.get(), &call->withdraw, &call->withdraw_response,
                                     done);
       return;
-    case Op::kBalance:
+    case CallKind::kBalance:
       call->balance.set_account_id(account);
       call->stub->async()->Balance(call->context.get(), &call->balance, &call->balance_response,
                                    done);
       return;
-    case Op::kTransfer:
+    case CallKind::kTransfer:
       call->transfer.set_transfer_id(id);
       call->transfer.set_from_account_id(account);
       call->transfer.set_to_account_id(names_[plan.to_account]);
@@ -742,11 +761,8 @@ void Driver::SendUnary(Call* call) {
       call->stub->async()->Transfer(call->context.get(), &call->transfer, &call->transfer_response,
                                     done);
       return;
-    case Op::kTransferCredit:
-    case Op::kTransferSettle:
-      break;
   }
-  LEDGER_CHECK(false);  // Server-internal steps; the workload never plans them.
+  LEDGER_CHECK(false);  // Only a value cast from outside the enum.
 }
 
 std::optional<Clock::duration> Driver::RetryDelay(Call* call) {
@@ -783,7 +799,7 @@ void Driver::FinishOperation(const Call& call, size_t index, grpc::StatusCode co
                              std::vector<OperationOutcome>* outcomes,
                              std::vector<AmbiguousCall>* ambiguous) {
   const PlannedCall& plan = call.plans[index];
-  if (plan.op == Op::kTransfer) {
+  if (plan.op == CallKind::kTransfer) {
     book_.RecordTransfer(plan.account, plan.to_account, plan.amount, code);
   } else {
     book_.Record(plan.account, plan.op, plan.amount, code);
@@ -938,7 +954,7 @@ bool Driver::IssueSetup() {
   std::vector<PlannedCall> plans;
   plans.reserve(static_cast<size_t>(end - first));
   for (int64_t account = first; account < end; ++account) {
-    plans.push_back({Op::kDeposit, static_cast<size_t>(account), 0, options_.fund});
+    plans.push_back({CallKind::kDeposit, static_cast<size_t>(account), 0, options_.fund});
   }
   Issue(nullptr, std::move(plans), Clock::now(), /*measured=*/false, /*setup=*/true);
   return true;
@@ -1349,8 +1365,8 @@ TransferSettlement SettleTransfer(Driver& driver, const Options& options,
       if (TransferRefused(status.error_code())) return settle(false);
     }
     const grpc::StatusCode code = status.error_code();
-    // "Still pending" is the server's answer to a retry, though its code says UNAVAILABLE.
-    if (ServerAnswered(code) || absl::StrContains(status.error_message(), "still pending")) {
+    // ClassifyAnswer counts a retry's "still pending" as the server's answer, whatever its code.
+    if (ClassifyAnswer(code, status.error_message()).server_answered) {
       watch.Answered();
     } else {
       watch.NotAnswered(status);
@@ -1383,7 +1399,7 @@ Resolution UnsettledResolution(const std::vector<Driver::AmbiguousCall>& calls) 
   Resolution result;
   result.calls = static_cast<int64_t>(calls.size());
   result.transfers = std::count_if(calls.begin(), calls.end(),
-                                   [](const auto& call) { return call.op == Op::kTransfer; });
+                                   [](const auto& call) { return call.op == CallKind::kTransfer; });
   result.unresolved = result.calls;
   result.transfers_unresolved = result.transfers;
   return result;
@@ -1403,7 +1419,7 @@ bool SettleOne(Driver& driver, const Options& options, const Driver::AmbiguousCa
     context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
     context.set_wait_for_ready(true);
     grpc::Status status;
-    if (call.op == Op::kDeposit) {
+    if (call.op == CallKind::kDeposit) {
       v1::DepositRequest request;
       request.set_account_id(driver.names()[call.account]);
       request.set_amount(call.amount);
@@ -1486,7 +1502,7 @@ Resolution ResolveAmbiguous(Driver& driver, const Options& options) {
   for (int r = 0; r < kResolvers; ++r) {
     resolvers.emplace_back([&] {
       for (size_t i = next.fetch_add(1); i < calls.size(); i = next.fetch_add(1)) {
-        if (calls[i].op == Op::kTransfer) {
+        if (calls[i].op == CallKind::kTransfer) {
           switch (SettleTransfer(driver, options, calls[i], give_up, watch, stop)) {
             case TransferSettlement::kCommitted:
               committed.fetch_add(1);
@@ -1560,9 +1576,9 @@ std::string LatencyLine(const char* label, const LatencyHistogram& histogram) {
 }
 
 // The operations with measured calls: a per-operation report only when there are two or more.
-std::vector<Op> OpsCalled(const Stats::Snapshot& s) {
-  std::vector<Op> called;
-  for (Op op : kCalledOps) {
+std::vector<CallKind> OpsCalled(const Stats::Snapshot& s) {
+  std::vector<CallKind> called;
+  for (CallKind op : kCallKinds) {
     if (s.op(op).calls() > 0) called.push_back(op);
   }
   return called;
@@ -1572,9 +1588,9 @@ std::vector<Op> OpsCalled(const Stats::Snapshot& s) {
 // either).
 std::array<uint64_t, kStatusCodeCount> TransferRefusals(const Stats::Snapshot& s) {
   std::array<uint64_t, kStatusCodeCount> refused{};
-  const Stats::OpStats& transfers = s.op(Op::kTransfer);
+  const Stats::OpStats& transfers = s.op(CallKind::kTransfer);
   for (size_t code = 1; code < kStatusCodeCount; ++code) {
-    if (EffectOf(Op::kTransfer, static_cast<grpc::StatusCode>(code)) == Effect::kNotApplied) {
+    if (EffectOf(CallKind::kTransfer, static_cast<grpc::StatusCode>(code)) == Effect::kNotApplied) {
       refused[code] = transfers.codes[code];
     }
   }
@@ -1666,10 +1682,10 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
         static_cast<double>(s.codes[0]) / seconds, CodeCounts(s.operation_codes));
   }
   report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
-  const std::vector<Op> called = OpsCalled(s);
+  const std::vector<CallKind> called = OpsCalled(s);
   if (called.size() > 1 && !batched) {  // An operation of a batch has no latency of its own.
-    for (Op op : called) {
-      report << LatencyLine(absl::StrCat("latency OK ", OpName(op)).c_str(), s.op(op).ok);
+    for (CallKind op : called) {
+      report << LatencyLine(absl::StrCat("latency OK ", CallKindName(op)).c_str(), s.op(op).ok);
     }
   }
   // Only when some shed call was retried: otherwise it is the line above.
@@ -1690,8 +1706,8 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
   report << "\n";
   if (called.size() > 1) {
     report << "operations:";
-    for (Op op : called) {
-      report << absl::StrFormat(" %s %d %s (%d OK)", OpName(op), s.op(op).calls(), unit,
+    for (CallKind op : called) {
+      report << absl::StrFormat(" %s %d %s (%d OK)", CallKindName(op), s.op(op).calls(), unit,
                                 s.op(op).codes[0]);
     }
     report << "\n";
@@ -1722,12 +1738,12 @@ std::string TextReport(const Options& options, const RunOutcome& o) {
         unit, r.calls, r.transfers > 0 ? " (transfers: GetTransfer, or a same-id retry)" : "",
         r.applied, r.not_applied, r.unresolved);
   }
-  if (s.op(Op::kTransfer).calls() > 0 || r.transfers > 0) {
+  if (s.op(CallKind::kTransfer).calls() > 0 || r.transfers > 0) {
     const std::string refusals = CodeCounts(TransferRefusals(s));
     report << absl::StrFormat(
         "transfers: %d OK, refused: %s; ambiguous %d (settled by GetTransfer or a same-id retry: "
         "%d committed, %d refused; unresolved %d)\n",
-        s.op(Op::kTransfer).codes[0], refusals.empty() ? "none" : refusals, r.transfers,
+        s.op(CallKind::kTransfer).codes[0], refusals.empty() ? "none" : refusals, r.transfers,
         r.transfers_committed, r.transfers_refused, r.transfers_unresolved);
   }
   if (r.transfers_without_records > 0) {
@@ -1797,8 +1813,8 @@ loadtest::Report ReportMessage(const Options& options, const RunOutcome& o) {
   ambiguous->set_applied(r.applied);
   ambiguous->set_not_applied(r.not_applied);
   ambiguous->set_unresolved(r.unresolved);
-  for (Op op : OpsCalled(s)) {
-    loadtest::OperationKind& kind = (*report.mutable_ops())[std::string(OpName(op))];
+  for (CallKind op : OpsCalled(s)) {
+    loadtest::OperationKind& kind = (*report.mutable_ops())[std::string(CallKindName(op))];
     kind.set_calls(static_cast<int64_t>(s.op(op).calls()));
     kind.set_ok(static_cast<int64_t>(s.op(op).codes[0]));
     FillLatency(s.op(op).ok, kind.mutable_latency_us());
@@ -1806,7 +1822,7 @@ loadtest::Report ReportMessage(const Options& options, const RunOutcome& o) {
   // ok and refused_by_code: measured calls, as "codes"; ambiguous and its settlement: the whole
   // run, warm-up included, as "ambiguous" (every call is verified).
   loadtest::Transfers* transfers = report.mutable_transfers();
-  transfers->set_ok(static_cast<int64_t>(s.op(Op::kTransfer).codes[0]));
+  transfers->set_ok(static_cast<int64_t>(s.op(CallKind::kTransfer).codes[0]));
   FillCodes(TransferRefusals(s), transfers->mutable_refused_by_code());
   transfers->set_ambiguous(r.transfers);
   transfers->set_settled_committed(r.transfers_committed);
