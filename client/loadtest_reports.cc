@@ -81,12 +81,16 @@ std::string CodeCounts(const std::array<uint64_t, kStatusCodeCount>& counts) {
   return out;
 }
 
-}  // namespace
+// Operations are what the batches carry; unary calls are operations already.
+const char* Unit(const LoadtestOptions& options) {
+  return options.batch > 1 ? "operations" : "calls";
+}
 
-std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
+// Whether the run was interrupted, then its rates (and its batches').
+void ReportThroughput(const LoadtestOptions& options, const RunOutcome& o,
+                      std::ostringstream& report) {
   const Stats::Snapshot& s = o.stats;
   const double seconds = o.seconds > 0 ? o.seconds : 1;
-  std::ostringstream report;
   if (!o.interrupted.empty()) {
     report << "INTERRUPTED by " << o.interrupted << ": partial report, "
            << (o.measurement_complete ? "the measurement was complete"
@@ -101,15 +105,19 @@ std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
                             static_cast<double>(s.attempted) / seconds);
   if (options.rate > 0) report << absl::StrFormat(" (offered %.0f/s)", options.rate);
   report << "\n";
-  const bool batched = options.batch > 1;
-  // Operations are what the batches carry; unary calls are operations already.
-  const char* const unit = batched ? "operations" : "calls";
-  if (batched) {
+  if (options.batch > 1) {
     report << absl::StrFormat(
         "batches of %d: %d operations, %.0f OK/s beside %.0f OK calls/s; by result: %s\n",
         options.batch, s.operations(), static_cast<double>(s.operation_codes[0]) / seconds,
         static_cast<double>(s.codes[0]) / seconds, CodeCounts(s.operation_codes));
   }
+}
+
+// The latency lines, the codes of the calls, and the operations by kind.
+void ReportLatenciesAndCodes(const LoadtestOptions& options, const RunOutcome& o,
+                             std::ostringstream& report) {
+  const Stats::Snapshot& s = o.stats;
+  const bool batched = options.batch > 1;
   report << LatencyLine("latency OK", s.ok) << LatencyLine("latency SHED", s.shed);
   const std::vector<CallKind> called = OpsCalled(s);
   if (called.size() > 1 && !batched) {  // An operation of a batch has no latency of its own.
@@ -136,11 +144,17 @@ std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
   if (called.size() > 1) {
     report << "operations:";
     for (CallKind op : called) {
-      report << absl::StrFormat(" %s %d %s (%d OK)", CallKindName(op), s.op(op).calls(), unit,
-                                s.op(op).codes[0]);
+      report << absl::StrFormat(" %s %d %s (%d OK)", CallKindName(op), s.op(op).calls(),
+                                Unit(options), s.op(op).codes[0]);
     }
     report << "\n";
   }
+}
+
+// Retries after pushback, the client's CPU, and the calls by shard.
+void ReportRetriesAndShards(const LoadtestOptions& options, const RunOutcome& o,
+                            std::ostringstream& report) {
+  const Stats::Snapshot& s = o.stats;
   using RetryEvent = Stats::RetryEvent;
   if (std::any_of(s.retries.begin(), s.retries.end(), [](uint64_t n) { return n > 0; })) {
     report << absl::StrFormat(
@@ -156,16 +170,23 @@ std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
                               100 * o.client_cpu_seconds / o.seconds);
   }
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
-    report << absl::StrFormat("shard %d: %d %s, %d shed\n", shard, s.shard_calls[shard], unit,
-                              s.shard_sheds[shard]);
+    report << absl::StrFormat("shard %d: %d %s, %d shed\n", shard, s.shard_calls[shard],
+                              Unit(options), s.shard_sheds[shard]);
   }
+}
+
+// How the ambiguous calls and the transfers were settled.
+void ReportSettlement(const LoadtestOptions& options, const RunOutcome& o,
+                      std::ostringstream& report) {
+  const Stats::Snapshot& s = o.stats;
   const Resolution& r = o.resolution;
   if (options.verify && r.calls > 0) {
     report << absl::StrFormat(
         "ambiguous %s: %d; settled by retrying with their request_id%s: %d applied, %d not "
         "applied; unresolved: %d\n",
-        unit, r.calls, r.transfers > 0 ? " (transfers: GetTransfer, or a same-id retry)" : "",
-        r.applied, r.not_applied, r.unresolved);
+        Unit(options), r.calls,
+        r.transfers > 0 ? " (transfers: GetTransfer, or a same-id retry)" : "", r.applied,
+        r.not_applied, r.unresolved);
   }
   if (s.op(CallKind::kTransfer).calls() > 0 || r.transfers > 0) {
     const std::string refusals = CodeCounts(TransferRefusals(s));
@@ -182,6 +203,10 @@ std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
         "deduplicated; their amounts widen the check\n",
         r.transfers_without_records);
   }
+}
+
+// The verification's line, then its mismatches.
+void ReportVerification(const RunOutcome& o, std::ostringstream& report) {
   report << "verification: " << o.verification;
   if (o.verification == "PASS" || o.verification == "FAIL") {
     report << absl::StrFormat(
@@ -196,6 +221,17 @@ std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
   }
   report << "\n";
   for (const std::string& mismatch : o.checked.mismatches) report << "  " << mismatch << "\n";
+}
+
+}  // namespace
+
+std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
+  std::ostringstream report;
+  ReportThroughput(options, o, report);
+  ReportLatenciesAndCodes(options, o, report);
+  ReportRetriesAndShards(options, o, report);
+  ReportSettlement(options, o, report);
+  ReportVerification(o, report);
   return report.str();
 }
 

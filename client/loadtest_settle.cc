@@ -153,6 +153,56 @@ bool SettleOne(LoadtestDriver& driver, const LoadtestOptions& options,
   return false;
 }
 
+// How the ambiguous calls settled so far were settled. Thread-safe: the resolvers count
+// concurrently; CopyTo once they have finished.
+struct SettleCounts {
+  std::atomic<int64_t> applied{0}, not_applied{0}, unresolved{0};
+  std::atomic<int64_t> committed{0}, refused{0}, transfers_unresolved{0}, without_records{0};
+
+  void CopyTo(Resolution& result) const {
+    result.applied = applied.load();
+    result.not_applied = not_applied.load();
+    result.unresolved = unresolved.load();
+    result.transfers_committed = committed.load();
+    result.transfers_refused = refused.load();
+    result.transfers_unresolved = transfers_unresolved.load();
+    result.transfers_without_records = without_records.load();
+  }
+};
+
+// Settles one ambiguous call, a transfer by SettleTransfer and any other by SettleOne, and counts
+// how in `counts`.
+void SettleAndCount(LoadtestDriver& driver, const LoadtestOptions& options,
+                    const LoadtestDriver::AmbiguousCall& call, absl::Time give_up,
+                    ServerWatch& watch, const std::atomic<bool>& stop, SettleCounts& counts) {
+  if (call.op == CallKind::kTransfer) {
+    switch (SettleTransfer(driver, options, call, give_up, watch, stop)) {
+      case TransferSettlement::kCommitted:
+        counts.committed.fetch_add(1);
+        counts.applied.fetch_add(1);
+        break;
+      case TransferSettlement::kRefused:
+        counts.refused.fetch_add(1);
+        counts.not_applied.fetch_add(1);
+        break;
+      case TransferSettlement::kNoRecords:
+        counts.without_records.fetch_add(1);
+        [[fallthrough]];
+      case TransferSettlement::kUnsettled:
+        counts.transfers_unresolved.fetch_add(1);
+        counts.unresolved.fetch_add(1);
+        break;
+    }
+    return;
+  }
+  bool was_applied = false;
+  if (SettleOne(driver, options, call, give_up, watch, stop, &was_applied)) {
+    (was_applied ? counts.applied : counts.not_applied).fetch_add(1);
+  } else {
+    counts.unresolved.fetch_add(1);
+  }
+}
+
 }  // namespace
 
 Resolution UnsettledResolution(const std::vector<LoadtestDriver::AmbiguousCall>& calls) {
@@ -171,16 +221,16 @@ Resolution ResolveAmbiguous(LoadtestDriver& driver, const LoadtestOptions& optio
   if (calls.empty() || options.resolve_for <= absl::ZeroDuration()) return result;
   const absl::Time give_up = absl::Now() + options.resolve_for;
   std::atomic<size_t> next{0};
-  std::atomic<int64_t> applied{0}, not_applied{0}, unresolved{0};
-  std::atomic<int64_t> committed{0}, refused{0}, transfers_unresolved{0}, without_records{0};
+  SettleCounts counts;
   std::atomic<bool> stop{false};
   ServerWatch watch;
   ProgressTicker ticker(ShowProgress(options), [&](double seconds) {
-    const int64_t settled = applied.load() + not_applied.load();
+    const int64_t applied = counts.applied.load();
+    const int64_t not_applied = counts.not_applied.load();
     return absl::StrFormat(
         "[settle %4.0fs of %s] %d of %d ambiguous calls settled (%d applied, %d not applied)%s",
-        seconds, absl::FormatDuration(options.resolve_for), settled, calls.size(), applied.load(),
-        not_applied.load(), watch.Silence());
+        seconds, absl::FormatDuration(options.resolve_for), applied + not_applied, calls.size(),
+        applied, not_applied, watch.Silence());
   });
   // Watches for a signal or a server that is gone, and stops the resolvers.
   std::atomic<bool> resolvers_done{false};
@@ -207,45 +257,14 @@ Resolution ResolveAmbiguous(LoadtestDriver& driver, const LoadtestOptions& optio
   for (int r = 0; r < kResolvers; ++r) {
     resolvers.emplace_back([&] {
       for (size_t i = next.fetch_add(1); i < calls.size(); i = next.fetch_add(1)) {
-        if (calls[i].op == CallKind::kTransfer) {
-          switch (SettleTransfer(driver, options, calls[i], give_up, watch, stop)) {
-            case TransferSettlement::kCommitted:
-              committed.fetch_add(1);
-              applied.fetch_add(1);
-              break;
-            case TransferSettlement::kRefused:
-              refused.fetch_add(1);
-              not_applied.fetch_add(1);
-              break;
-            case TransferSettlement::kNoRecords:
-              without_records.fetch_add(1);
-              [[fallthrough]];
-            case TransferSettlement::kUnsettled:
-              transfers_unresolved.fetch_add(1);
-              unresolved.fetch_add(1);
-              break;
-          }
-          continue;
-        }
-        bool was_applied = false;
-        if (SettleOne(driver, options, calls[i], give_up, watch, stop, &was_applied)) {
-          (was_applied ? applied : not_applied).fetch_add(1);
-        } else {
-          unresolved.fetch_add(1);
-        }
+        SettleAndCount(driver, options, calls[i], give_up, watch, stop, counts);
       }
     });
   }
   for (std::thread& resolver : resolvers) resolver.join();
   resolvers_done = true;
   watcher.join();
-  result.applied = applied.load();
-  result.not_applied = not_applied.load();
-  result.unresolved = unresolved.load();
-  result.transfers_committed = committed.load();
-  result.transfers_refused = refused.load();
-  result.transfers_unresolved = transfers_unresolved.load();
-  result.transfers_without_records = without_records.load();
+  counts.CopyTo(result);
   return result;
 }
 
