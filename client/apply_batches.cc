@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/status_code_names.h"
 #include "client/call_outcome.h"
-#include "metrics/status_code_names.h"
 
 namespace ledger {
 namespace {

@@ -25,6 +25,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/status_code_names.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "client/apply_batches.h"
@@ -40,7 +41,6 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "metrics/status_code_names.h"
 
 // --target's default, also left out of the commands ledgerctl prints for settling a transfer.
 constexpr char kDefaultTarget[] = "localhost:50051";

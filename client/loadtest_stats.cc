@@ -2,15 +2,7 @@
 
 #include <utility>
 
-#include "base/check.h"
-
 namespace ledger {
-
-size_t CalledOpIndex(Op op) {
-  const auto at = std::find(kCalledOps.begin(), kCalledOps.end(), op);
-  LEDGER_CHECK(at != kCalledOps.end());  // The workload makes only these.
-  return static_cast<size_t>(at - kCalledOps.begin());
-}
 
 void Stats::RecordCall(grpc::StatusCode code, std::chrono::nanoseconds latency, bool measured) {
   absl::MutexLock lock(&mu_);
@@ -30,7 +22,7 @@ void Stats::RecordOperations(const std::vector<OperationOutcome>& outcomes, bool
     if (!measured) continue;
     const size_t code = CodeIndex(outcome.code);
     ++operation_codes_[code];
-    OpStats& by_op = ops_[CalledOpIndex(outcome.op)];
+    OpStats& by_op = ops_[CallKindIndex(outcome.op)];
     ++by_op.codes[code];
     if (outcome.code == grpc::StatusCode::OK && unary_latency.has_value()) {
       by_op.ok.Record(*unary_latency);
