@@ -56,4 +56,19 @@ std::vector<grpc::StatusCode> ApplyOperationCodes(const grpc::Status& status,
   return codes;
 }
 
+std::vector<CallOutcome> ApplyOperationOutcomes(const grpc::Status& status,
+                                                const v1::ApplyResponse& response, size_t count) {
+  const std::vector<grpc::StatusCode> codes = ApplyOperationCodes(status, response, count);
+  std::vector<CallOutcome> outcomes;
+  outcomes.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const bool own_result = status.ok() && static_cast<size_t>(response.results_size()) == count &&
+                            codes[i] != grpc::StatusCode::UNKNOWN;
+    outcomes.push_back(own_result    ? ReadApplyResult(response.results(static_cast<int>(i)))
+                       : status.ok() ? ReadCallOutcome(grpc::Status(codes[i], ""))
+                                     : ReadCallOutcome(status));
+  }
+  return outcomes;
+}
+
 }  // namespace ledger

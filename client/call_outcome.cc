@@ -91,6 +91,15 @@ CallOutcome ReadCallOutcome(const grpc::Status& status) {
   return FromCode(std::move(outcome));
 }
 
+bool ServerAnswered(const grpc::Status& status) {
+  const StatusCode code = status.error_code();
+  if (code != StatusCode::UNAVAILABLE && code != StatusCode::DEADLINE_EXCEEDED &&
+      code != StatusCode::CANCELLED) {
+    return true;
+  }
+  return DecodeErrorDetails(status.error_details()).has_value();
+}
+
 CallOutcome ReadApplyResult(const v1::ApplyResult& result) {
   CallOutcome outcome;
   outcome.code = static_cast<StatusCode>(result.code());

@@ -54,6 +54,12 @@ struct CallOutcome {
 // What `status`, the answer to a write, means. Pure; thread-safe.
 CallOutcome ReadCallOutcome(const grpc::Status& status);
 
+// Whether `status` is the server's answer (refusals included) rather than gRPC's word for a call
+// that never reached it or never came back: OK, ledgerd's details, or a code other than
+// UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED. For watching whether the server is up; what the
+// answer means for the money is ReadCallOutcome's.
+bool ServerAnswered(const grpc::Status& status);
+
 // The same for one operation of an Apply call: its ApplyResult's code and reason. An operation's
 // result always comes from ledgerd, so a result without a reason is read by its code as above.
 CallOutcome ReadApplyResult(const v1::ApplyResult& result);

@@ -5,21 +5,15 @@
 
 namespace ledger {
 
-Effect EffectOf(CallKind op, grpc::StatusCode code) {
-  if (op == CallKind::kBalance) return Effect::kNotApplied;
-  return ClassifyAnswer(code, "").effect;
-}
-
-void LedgerBook::Record(size_t account, CallKind op, int64_t amount, grpc::StatusCode code) {
+void LedgerBook::Record(size_t account, CallKind op, int64_t amount, CallEffect effect) {
   if (op == CallKind::kBalance) return;
   // A transfer has two accounts: RecordTransfer. Reaching here with one is a bug of the caller.
   LEDGER_CHECK(op == CallKind::kDeposit || op == CallKind::kWithdraw);
-  const Effect effect = EffectOf(op, code);
   Account& book = accounts_[account];
   book.touched.store(true, std::memory_order_relaxed);
-  if (effect == Effect::kApplied) {
+  if (effect == CallEffect::kApplied) {
     book.net.fetch_add(op == CallKind::kDeposit ? amount : -amount, std::memory_order_relaxed);
-  } else if (effect == Effect::kUnknown) {
+  } else if (effect == CallEffect::kUnknown || effect == CallEffect::kPending) {
     (op == CallKind::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
         .fetch_add(amount, std::memory_order_relaxed);
   }
@@ -35,23 +29,24 @@ void LedgerBook::Resolve(size_t account, CallKind op, int64_t amount, bool appli
   }
 }
 
-void LedgerBook::RecordTransfer(size_t from, size_t to, int64_t amount, grpc::StatusCode code) {
+void LedgerBook::RecordTransfer(size_t from, size_t to, int64_t amount, CallEffect effect) {
   LEDGER_CHECK_NE(from, to);
   Account& source = accounts_[from];
   Account& destination = accounts_[to];
   source.touched.store(true, std::memory_order_relaxed);
   destination.touched.store(true, std::memory_order_relaxed);
-  switch (EffectOf(CallKind::kTransfer, code)) {
-    case Effect::kApplied:
+  switch (effect) {
+    case CallEffect::kApplied:
       source.net.fetch_sub(amount, std::memory_order_relaxed);
       destination.net.fetch_add(amount, std::memory_order_relaxed);
       break;
-    case Effect::kUnknown:
+    case CallEffect::kUnknown:
+    case CallEffect::kPending:  // Settled like an unknown one: it ends on its own.
       source.ambiguous_transfers_out.fetch_add(amount, std::memory_order_relaxed);
       destination.ambiguous_transfers_in.fetch_add(amount, std::memory_order_relaxed);
       ambiguous_transfers_.fetch_add(amount, std::memory_order_relaxed);
       break;
-    case Effect::kNotApplied:
+    case CallEffect::kNotApplied:
       break;
   }
 }

@@ -12,15 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "client/call_answer.h"
 #include "client/call_kind.h"
+#include "client/call_outcome.h"
 #include "grpcpp/support/status_code_enum.h"
 
 namespace ledger {
-
-// What a finished call of `op` tells us about whether it changed a balance: ClassifyAnswer's
-// effect, and kNotApplied for every Balance.
-Effect EffectOf(CallKind op, grpc::StatusCode code);
 
 struct VerificationResult {
   bool pass = true;
@@ -42,7 +38,7 @@ class LedgerBook {
       : size_(accounts), accounts_(std::make_unique<Account[]>(accounts)) {}
 
   // Records a finished Deposit or Withdraw (Balance calls change nothing and are not recorded).
-  void Record(size_t account, CallKind op, int64_t amount, grpc::StatusCode code);
+  void Record(size_t account, CallKind op, int64_t amount, CallEffect effect);
 
   // Settles a call that Record counted as ambiguous (kUnknown), once a retry with the same
   // request_id has told whether it was applied.
@@ -50,7 +46,7 @@ class LedgerBook {
 
   // Records a finished Transfer of `amount` from `from` to `to`: OK moved it (both sides), a
   // definite error moved nothing, an unknown outcome may have done either (or be in flight).
-  void RecordTransfer(size_t from, size_t to, int64_t amount, grpc::StatusCode code);
+  void RecordTransfer(size_t from, size_t to, int64_t amount, CallEffect effect);
 
   // Settles a transfer that RecordTransfer counted as ambiguous, once GetTransfer or a retry
   // with the same transfer_id has told whether it was applied (COMMITTED) or not (REFUSED).

@@ -12,7 +12,7 @@
 #include "base/check.h"
 #include "base/stable_hash.h"
 #include "client/batch_call.h"
-#include "client/call_answer.h"
+#include "client/call_outcome.h"
 #include "client/channel_credentials.h"
 #include "client/loadtest_progress.h"
 #include "client/pushback.h"
@@ -99,7 +99,7 @@ absl::Status LoadtestDriver::Connect(absl::Duration timeout) {
   }
   if (connected) return absl::OkStatus();
   const grpc::Status status = Probe();
-  if (ServerAnswered(status.error_code())) return absl::OkStatus();  // Just came up.
+  if (ServerAnswered(status)) return absl::OkStatus();  // Just came up.
   return absl::UnavailableError(absl::StrCat("cannot connect to ledgerd at ", options_.target,
                                              " within ", absl::FormatDuration(timeout), ": ",
                                              Describe(status)));
@@ -242,20 +242,22 @@ std::optional<LoadtestDriver::Clock::duration> LoadtestDriver::RetryDelay(Call* 
   return delay;
 }
 
-void LoadtestDriver::FinishOperation(const Call& call, size_t index, grpc::StatusCode code,
+void LoadtestDriver::FinishOperation(const Call& call, size_t index, const CallOutcome& answer,
                                      std::vector<OperationOutcome>* outcomes,
                                      std::vector<AmbiguousCall>* ambiguous) {
   const PlannedCall& plan = call.plans[index];
+  // A Balance applies nothing, whatever its answer.
+  const CallEffect effect = plan.op == CallKind::kBalance ? CallEffect::kNotApplied : answer.effect;
   if (plan.op == CallKind::kTransfer) {
-    book_.RecordTransfer(plan.account, plan.to_account, plan.amount, code);
+    book_.RecordTransfer(plan.account, plan.to_account, plan.amount, effect);
   } else {
-    book_.Record(plan.account, plan.op, plan.amount, code);
+    book_.Record(plan.account, plan.op, plan.amount, effect);
   }
-  if (EffectOf(plan.op, code) == Effect::kUnknown) {
+  if (effect == CallEffect::kUnknown || effect == CallEffect::kPending) {
     ambiguous->push_back({plan.account, plan.op, plan.amount, call.ids[index], plan.to_account});
   }
   // A transfer counts at its source's shard, which decides it first.
-  outcomes->push_back({plan.op, code, shard_of_[plan.account]});
+  outcomes->push_back({plan.op, answer.code, shard_of_[plan.account], effect});
 }
 
 void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
@@ -268,16 +270,16 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
   throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                           code != grpc::StatusCode::UNAVAILABLE &&
                                           code != grpc::StatusCode::DEADLINE_EXCEEDED);
-  const std::vector<grpc::StatusCode> codes =
-      call->batched ? ApplyOperationCodes(status, call->apply_response, call->pending.size())
-                    : std::vector<grpc::StatusCode>{code};
+  const std::vector<CallOutcome> answers =
+      call->batched ? ApplyOperationOutcomes(status, call->apply_response, call->pending.size())
+                    : std::vector<CallOutcome>{ReadCallOutcome(status)};
   if (code == grpc::StatusCode::RESOURCE_EXHAUSTED && call->measured) {
     stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
   }
   // A shed operation applied nothing, so retrying it under the same request_id keeps it one
   // logical operation; only its final code reaches the book and the report.
-  const bool any_shed =
-      std::find(codes.begin(), codes.end(), grpc::StatusCode::RESOURCE_EXHAUSTED) != codes.end();
+  const bool any_shed = std::any_of(answers.begin(), answers.end(),
+                                    [](const CallOutcome& answer) { return answer.overloaded; });
   const std::optional<Clock::duration> retry_in =
       any_shed ? RetryDelay(call) : std::optional<Clock::duration>();
   const auto now = Clock::now();
@@ -285,11 +287,11 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
   std::vector<OperationOutcome> outcomes;
   std::vector<AmbiguousCall> ambiguous;
   std::vector<size_t> retried;
-  for (size_t j = 0; j < codes.size(); ++j) {
-    if (retry_in.has_value() && codes[j] == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+  for (size_t j = 0; j < answers.size(); ++j) {
+    if (retry_in.has_value() && answers[j].overloaded) {
       retried.push_back(call->pending[j]);
     } else {
-      FinishOperation(*call, call->pending[j], codes[j], &outcomes, &ambiguous);
+      FinishOperation(*call, call->pending[j], answers[j], &outcomes, &ambiguous);
     }
   }
   if (!ambiguous.empty()) {
@@ -310,7 +312,7 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
     return;
   }
   if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
-  stats_.RecordCall(code, latency, call->measured);
+  stats_.RecordCall(code, ServerAnswered(status), latency, call->measured);
   if (call->measured && call->attempts > 1 && status.ok()) {
     stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
   }

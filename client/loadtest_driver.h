@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "client/adaptive_throttle.h"
 #include "client/call_kind.h"
+#include "client/call_outcome.h"
 #include "client/concurrency_limit.h"
 #include "client/ledger_book.h"
 #include "client/loadtest_options.h"
@@ -111,7 +112,7 @@ class LoadtestDriver {
   void EndCall(Call* call);
   // Records the final `code` of operation `index` of `call` in the book (and as ambiguous when
   // its outcome is unknown), and adds it to `outcomes` for the statistics.
-  void FinishOperation(const Call& call, size_t index, grpc::StatusCode code,
+  void FinishOperation(const Call& call, size_t index, const CallOutcome& answer,
                        std::vector<OperationOutcome>* outcomes,
                        std::vector<AmbiguousCall>* ambiguous);
   // After a RESOURCE_EXHAUSTED (of the call, or of some of an Apply's results): the wait before

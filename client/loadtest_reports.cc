@@ -64,9 +64,7 @@ std::array<uint64_t, kStatusCodeCount> TransferRefusals(const Stats::Snapshot& s
   std::array<uint64_t, kStatusCodeCount> refused{};
   const Stats::OpStats& transfers = s.op(CallKind::kTransfer);
   for (size_t code = 1; code < kStatusCodeCount; ++code) {
-    if (EffectOf(CallKind::kTransfer, static_cast<grpc::StatusCode>(code)) == Effect::kNotApplied) {
-      refused[code] = transfers.codes[code];
-    }
+    refused[code] = transfers.not_applied_codes[code];
   }
   return refused;
 }

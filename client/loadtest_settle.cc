@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/call_answer.h"
+#include "client/call_outcome.h"
 #include "client/loadtest_progress.h"
 #include "client/loadtest_signals.h"
 #include "grpcpp/grpcpp.h"
@@ -74,8 +74,8 @@ TransferSettlement SettleTransfer(LoadtestDriver& driver, const LoadtestOptions&
       if (TransferRefused(status.error_code())) return settle(false);
     }
     const grpc::StatusCode code = status.error_code();
-    // ClassifyAnswer counts a retry's "still pending" as the server's answer, whatever its code.
-    if (ClassifyAnswer(code, status.error_message()).server_answered) {
+    // A retry's TRANSFER_PENDING is the server's answer, though its code is UNAVAILABLE.
+    if (ServerAnswered(status)) {
       watch.Answered();
     } else {
       watch.NotAnswered(status);
@@ -93,7 +93,7 @@ TransferSettlement SettleTransfer(LoadtestDriver& driver, const LoadtestOptions&
     } else if (code == grpc::StatusCode::FAILED_PRECONDITION) {
       return TransferSettlement::kNoRecords;
     } else if (code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
-               code != grpc::StatusCode::UNAVAILABLE && ServerAnswered(code)) {
+               code != grpc::StatusCode::UNAVAILABLE && ServerAnswered(status)) {
       return TransferSettlement::kUnsettled;  // ALREADY_EXISTS, INTERNAL, ...: cannot settle.
     }
     // PENDING, shed, timed out, still pending on a retry, or the server is (re)starting.
@@ -133,7 +133,7 @@ bool SettleOne(LoadtestDriver& driver, const LoadtestOptions& options,
       status = driver.stub().Withdraw(&context, request, &response);
     }
     const grpc::StatusCode code = status.error_code();
-    if (ServerAnswered(code)) {
+    if (ServerAnswered(status)) {
       watch.Answered();
     } else {
       watch.NotAnswered(status);
@@ -146,7 +146,7 @@ bool SettleOne(LoadtestDriver& driver, const LoadtestOptions& options,
     }
     // Shed, timed out, or the server is (re)starting: the answer is still to come. Any other
     // code (ALREADY_EXISTS would mean a reused request_id) cannot settle it.
-    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) return false;
+    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(status)) return false;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }

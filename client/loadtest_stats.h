@@ -15,8 +15,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_code_names.h"
-#include "client/call_answer.h"
 #include "client/call_kind.h"
+#include "client/call_outcome.h"
 #include "client/latency_histogram.h"
 #include "grpcpp/support/status_code_enum.h"
 
@@ -32,6 +32,8 @@ struct OperationOutcome {
   CallKind op = CallKind::kDeposit;
   grpc::StatusCode code = grpc::StatusCode::OK;
   int32_t shard = -1;
+  // What it did to the money (client/call_outcome.h).
+  CallEffect effect = CallEffect::kApplied;
 };
 
 // Thread-safe.
@@ -42,7 +44,9 @@ class Stats {
   // A finished call (unary, or one Apply whatever its results), with its final code and its
   // latency from the intended start of its first attempt. Every call counts in the progress
   // interval; only measured ones in the report.
-  void RecordCall(grpc::StatusCode code, std::chrono::nanoseconds latency, bool measured);
+  // `answered`: the status was the server's answer (ServerAnswered).
+  void RecordCall(grpc::StatusCode code, bool answered, std::chrono::nanoseconds latency,
+                  bool measured);
   // Finished operations, all of one call (a unary call's one, or some of an Apply's: those
   // refused with RESOURCE_EXHAUSTED and retried finish later). `unary_latency`: the call's
   // latency, recorded per kind of operation for a unary call; nullopt for an Apply, whose
@@ -79,6 +83,8 @@ class Stats {
   struct OpStats {
     LatencyHistogram ok;
     std::array<uint64_t, kStatusCodeCount> codes{};
+    // Of those, the ones that applied nothing (refused by a rule, or shed), by code.
+    std::array<uint64_t, kStatusCodeCount> not_applied_codes{};
     uint64_t calls() const {
       uint64_t total = 0;
       for (uint64_t n : codes) total += n;
@@ -113,7 +119,7 @@ class Stats {
   Interval TakeInterval();
 
  private:
-  void RecordInterval(grpc::StatusCode code, std::chrono::nanoseconds latency)
+  void RecordInterval(grpc::StatusCode code, bool answered, std::chrono::nanoseconds latency)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

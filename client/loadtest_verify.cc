@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/status_code_names.h"
-#include "client/call_answer.h"
+#include "client/call_outcome.h"
 #include "client/loadtest_progress.h"
 #include "client/loadtest_settle.h"
 #include "client/loadtest_signals.h"
@@ -79,14 +79,14 @@ std::optional<ReadStop> ReadOneBalance(LoadtestDriver& driver, const LoadtestOpt
       watch.Answered();
       return std::nullopt;
     }
-    if (ServerAnswered(code)) {
+    if (ServerAnswered(status)) {
       watch.Answered();
     } else {
       watch.NotAnswered(status);
     }
     if (Interrupted())
       return ReadStop{absl::StrCat("interrupted by ", SignalName(InterruptSignal()))};
-    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
+    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(status)) {
       return ReadStop{absl::StrCat("reading ", request.account_id(), ": ", Describe(status))};
     }
     if (auto stop_waiting = StopWaiting(options, watch, status, give_up)) return stop_waiting;
@@ -116,7 +116,7 @@ std::optional<ReadStop> ReadBalanceBatch(LoadtestDriver& driver, const LoadtestO
     context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
     const grpc::Status status = driver.stub().Apply(&context, request, &response);
     const grpc::StatusCode code = status.error_code();
-    if (ServerAnswered(code)) {
+    if (ServerAnswered(status)) {
       watch.Answered();
     } else {
       watch.NotAnswered(status);
@@ -134,8 +134,7 @@ std::optional<ReadStop> ReadBalanceBatch(LoadtestDriver& driver, const LoadtestO
         if (result_code == grpc::StatusCode::OK) (*balances)[accounts[j]] = result.balance();
         if (result_code == grpc::StatusCode::OK || result_code == grpc::StatusCode::NOT_FOUND) {
           read->fetch_add(1);
-        } else if (result_code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                   !ServerAnswered(result_code)) {
+        } else if (ReadApplyResult(result).advice != CallAdvice::kDone) {
           again.push_back(accounts[j]);
         } else {
           return ReadStop{absl::StrCat("reading ", driver.names()[accounts[j]], ": ",
@@ -148,7 +147,7 @@ std::optional<ReadStop> ReadBalanceBatch(LoadtestDriver& driver, const LoadtestO
     }
     if (Interrupted())
       return ReadStop{absl::StrCat("interrupted by ", SignalName(InterruptSignal()))};
-    if (!status.ok() && code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(code)) {
+    if (!status.ok() && code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(status)) {
       return ReadStop{absl::StrCat("reading balances: ", Describe(status))};
     }
     if (auto stop_waiting = StopWaiting(options, watch, status, give_up)) return stop_waiting;
