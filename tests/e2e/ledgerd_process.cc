@@ -171,8 +171,12 @@ LedgerdProcess::~LedgerdProcess() {
 
 ::testing::AssertionResult LedgerdProcess::WaitForServing(
     std::chrono::steady_clock::time_point deadline) {
-  auto health =
-      grpc::health::v1::Health::NewStub(grpc::CreateChannel(target(), options_.credentials));
+  grpc::ChannelArguments arguments;
+  if (!options_.tls_server_name.empty()) {
+    arguments.SetSslTargetNameOverride(options_.tls_server_name);
+  }
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateCustomChannel(target(), options_.credentials, arguments));
   grpc::Status status;
   grpc::health::v1::HealthCheckResponse response;
   while (true) {

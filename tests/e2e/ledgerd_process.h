@@ -37,6 +37,9 @@ class LedgerdProcess {
     // What the health check dials with; plaintext when null. Mutual TLS needs a client
     // certificate that the server's authorization policy lets call grpc.health.v1.Health.
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // With TLS: the name the server's certificate is checked against, when it is not the
+    // target's host (grpc.ssl_target_name_override).
+    std::string tls_server_name;
     // How long Start waits for the ports file and then for SERVING.
     std::chrono::milliseconds start_timeout = kEventTimeout;
   };
