@@ -645,7 +645,8 @@ int main(int argc, char** argv) {
   const bool listener_lost = WaitForShutdownOrLostListener(signals, (*server)->port());
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
-  // Only now: a ports file that is there names a ledgerd that still answers (or was killed).
+  // Once drained, just before the exit: while the file is there, the process it names runs (or
+  // was killed, and left it).
   if (!ports_file.empty()) unlink(ports_file.c_str());
   std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
             << "\n";
