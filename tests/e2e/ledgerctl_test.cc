@@ -188,9 +188,8 @@ TEST_F(LedgerctlTest, ShedCallIsOverloaded) {
   // every call accepted and not yet answered, so at capacity 2 a third is shed.
   StartLedgerd({"--mailbox_capacity=2", "--max_batch=1", "--debug_handler_delay=2s",
                 "--metrics_listen=127.0.0.1:0"});
-  const int metrics_port =
-      testing_util::PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
-  ASSERT_GT(metrics_port, 0) << ledgerd_->output();
+  const int metrics_port = ledgerd_->metrics_port();
+  ASSERT_GT(metrics_port, 0) << ledgerd_->log();
   Result results[3];
   std::vector<std::thread> callers;
   callers.reserve(2);
