@@ -9,12 +9,15 @@
 - README.md's start-up transcript is what ledgerd prints: `ledgerd init` and the start-up lines,
   run for real in a scratch directory. Only what differs on every run or every machine is
   masked: the ledger id, the recovery time, the open-file limit, the ports.
+- docs/deployment.md's TLS recipe works as written (its certificate commands, run by bash), and
+  ledgerd started as it shows prints the ready line it shows.
 - docs/operations.md's flag table lists exactly the flags of `ledgerd --help`, with their defaults.
 
 Prints one line per check and exits 1 if any failed.
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,11 +123,11 @@ def mask(line):
     return line
 
 
-def run_start_up(ledgerd, cwd):
+def run_start_up(ledgerd, cwd, flags=()):
     """Starts ledgerd as the README does, on free ports; returns its lines up to the ready line."""
     process = subprocess.Popen(
-        [ledgerd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--shards=2"], cwd=cwd,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [ledgerd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", "--shards=2", *flags],
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     deadline = time.monotonic() + 60
     try:
@@ -168,6 +171,40 @@ def check_start_up(source, ledgerd):
               "README:\n" + "\n".join(expected) + "\nledgerd:\n" + "\n".join(mask(l) for l in served))
 
 
+def block_after(text, heading, language):
+    """The body of the first ```language block after the line `heading`."""
+    start = text.index("```" + language + "\n", text.index("\n" + heading + "\n"))
+    body = text[start + len("```" + language + "\n"):]
+    return body[:body.index("```")]
+
+
+def check_tls_start_up(source, ledgerd):
+    deployment = read(os.path.join(source, "docs/deployment.md"))
+    heading = "## TLS and who may call what"
+    recipe = block_after(deployment, heading, "sh")
+    transcript = block_after(deployment, heading, "console").replace("\\\n", " ").rstrip("\n")
+    command, ready = transcript.split("\n")[0], transcript.split("\n")[-1]
+    with tempfile.TemporaryDirectory() as scratch:
+        made = subprocess.run(["bash", "-euc", recipe], cwd=scratch, capture_output=True,
+                              text=True, timeout=120)
+        check("docs/deployment.md's certificate commands run", made.returncode == 0,
+              made.stderr[-2000:])
+        if made.returncode != 0:
+            return
+        os.makedirs(os.path.join(scratch, "deploy/authz"))
+        shutil.copy(os.path.join(source, "deploy/authz/policy.example.json"),
+                    os.path.join(scratch, "deploy/authz"))
+        subprocess.run([ledgerd, "init", "--data_dir=./data"], cwd=scratch, capture_output=True,
+                       timeout=60, check=True)
+        # The document's flags but its addresses, which the test replaces by free ports.
+        flags = [flag for flag in command.split()[2:] if not flag.startswith(("--listen=",
+                                                                          "--metrics_listen="))]
+        served = run_start_up(ledgerd, scratch, flags)
+        check("ledgerd started as docs/deployment.md shows (mutual TLS, a policy) prints its line",
+              served and mask(served[-1]) == mask(ready),
+              f"docs/deployment.md: {mask(ready)}\nledgerd: {[mask(l) for l in served]}")
+
+
 def check_flags(source, ledgerd):
     help_text = subprocess.run([ledgerd, "--help"], capture_output=True, text=True, timeout=60)
     help_text = help_text.stdout + help_text.stderr
@@ -198,6 +235,7 @@ def main():
     check_no_outside_paths(docs)
     check_links(source, docs)
     check_start_up(source, ledgerd)
+    check_tls_start_up(source, ledgerd)
     check_flags(source, ledgerd)
     if failures:
         print(f"{len(failures)} check(s) failed")
