@@ -2,11 +2,13 @@
 mode lists, rotation of run order across rounds, starting a fresh ledgerd, and turning SIGTERM into KeyboardInterrupt so
 that every script cleans up its processes the same way."""
 import argparse
+import atexit
 import json
 import os
-import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -50,6 +52,35 @@ def raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def ledgerd_scratch():
+    """A new directory for a ledgerd's --ports_file (and log), removed when the script exits."""
+    scratch = tempfile.mkdtemp(prefix="ledgerd-bench-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return scratch
+
+
+def wait_for_ports(process, ports_file, seconds_max=20):
+    """(gRPC port, metrics port or None) from the JSON that ledgerd writes to its --ports_file
+    once every listener is bound, never from its start-up line (prose for people). Raises
+    RuntimeError when `process` exits first or `seconds_max` pass. ledgerd renames the file into
+    place whole, so a file that is there is complete."""
+    deadline = time.monotonic() + seconds_max
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with open(ports_file) as file:
+                ports = json.load(file)
+        except FileNotFoundError:
+            ports = None
+        if ports is not None and ports["pid"] == process.pid:  # taskset execs: the same PID.
+            metrics = ports["metrics"]
+            return (int(ports["grpc"].rpartition(":")[2]),
+                    int(metrics.rpartition(":")[2]) if metrics else None)
+        time.sleep(0.005)
+    raise RuntimeError(f"ledgerd wrote no {ports_file} within {seconds_max} s"
+                       + (f" (it exited with status {process.returncode})"
+                          if process.poll() is not None else ""))
+
+
 def start_ledgerd(build, durability, data_dir, shards, cpus=""):
     """A fresh ledgerd on ephemeral loopback ports (`ledgerd init` first unless in memory),
     pinned to `cpus` if given; returns the process, its gRPC port and its metrics port once it
@@ -58,16 +89,16 @@ def start_ledgerd(build, durability, data_dir, shards, cpus=""):
     if durability != "none":
         subprocess.run([ledgerd, "init", f"--data_dir={data_dir}"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ports_file = os.path.join(ledgerd_scratch(), "ports.json")
     process = subprocess.Popen(
         (["taskset", "-c", cpus] if cpus else []) +
         [ledgerd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", f"--shards={shards}",
-         f"--durability={durability}", f"--data_dir={data_dir}"],
+         f"--durability={durability}", f"--data_dir={data_dir}", f"--ports_file={ports_file}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = ""
-    deadline = time.time() + 20
-    while "overdraft limit" not in output and time.time() < deadline:
-        output += process.stdout.readline()
-    port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", output).group(1))
-    metrics_port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)", output).group(1))
     threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+    try:
+        port, metrics_port = wait_for_ports(process, ports_file)
+    except RuntimeError:
+        process.kill()
+        raise
     return process, port, metrics_port

@@ -52,8 +52,8 @@ import urllib.request
 import durability_report
 import postgres_bench
 from e2e_bench import start, stop
-from bench_util import (MODES, comma_modes, log, raise_keyboard_interrupt, read_loadtest_report,
-                        rotated)
+from bench_util import (MODES, comma_modes, ledgerd_scratch, log, raise_keyboard_interrupt,
+                        read_loadtest_report, rotated, wait_for_ports)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ACCOUNTS = 10_000
@@ -74,24 +74,22 @@ def start_ledgerd(build, durability, data_dir, extra=()):
     if durability != "none" and not os.path.exists(data_dir):
         subprocess.run([f"{build}/server/ledgerd", "init", f"--data_dir={data_dir}"], check=True,
                        stdout=subprocess.DEVNULL)
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        match = re.search(r"listening on 127\.0\.0\.1:(\d+), metrics on http://127\.0\.0\.1:(\d+)",
-                          line)
-        if match:
-            # Nobody reads ledgerd's output from here on; it must not block on a full pipe.
-            threading.Thread(target=process.stdout.read, daemon=True).start()
-            return (process, int(match.group(1)), int(match.group(2)), lines,
-                    time.monotonic() - started)
-    process.kill()
-    raise RuntimeError(f"ledgerd did not start: {''.join(lines)}")
+    # Its output goes to a file: all it wrote before its ports file is there once the file is.
+    scratch = ledgerd_scratch()
+    ports_file = os.path.join(scratch, "ports.json")
+    with open(os.path.join(scratch, "ledgerd.log"), "w+") as output:
+        started = time.monotonic()
+        process = subprocess.Popen(command + [f"--ports_file={ports_file}"], stdout=output,
+                                   stderr=subprocess.STDOUT, text=True)
+        try:
+            port, metrics_port = wait_for_ports(process, ports_file, seconds_max=120)
+        except RuntimeError as error:
+            process.kill()
+            output.seek(0)
+            raise RuntimeError(f"ledgerd did not start ({error}): {output.read()}") from None
+        to_listening = time.monotonic() - started
+        output.seek(0)
+        return process, port, metrics_port, output.readlines(), to_listening
 
 
 def scrape(metrics_port):

@@ -55,8 +55,8 @@ import time
 import urllib.request
 
 import overload_report
-from bench_util import (MODES, comma_modes, log, raise_keyboard_interrupt, read_loadtest_report,
-                        rotated)
+from bench_util import (MODES, comma_modes, ledgerd_scratch, log, raise_keyboard_interrupt,
+                        read_loadtest_report, rotated, wait_for_ports)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMON_LOADTEST_FLAGS = ("--accounts=10000", "--distribution=zipf:1.1", "--deadline=1s")
@@ -192,8 +192,8 @@ class RssSampler:
 
 class Server:
     """One server process, pinned, started on a free port; stop() ends it by PID (SIGTERM, then
-    SIGKILL). `ready` matches its start line: group 1 the gRPC port, group 2 (if any) the
-    metrics port."""
+    SIGKILL). `ready` is ledgerd's --ports_file (a path), or for the reference server a compiled
+    pattern that matches its start line, group 1 its port."""
 
     def __init__(self, args, command, ready, name, quota=None):
         self.command = [*pin(args, args.server_cpus), *command]
@@ -201,33 +201,45 @@ class Server:
         self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.pid = self.process.pid  # taskset execs the server: the same PID.
+        if self._wait_until_listening(ready):
+            self.quota = None
+            if quota:
+                try:
+                    self.quota = CpuQuota(quota)
+                    self.quota.add(self.pid)
+                except (OSError, RuntimeError):
+                    self.stop()
+                    raise
+            self.rss = RssSampler(self.pid)
+            self.started = time.monotonic()
+            return
+        self.stop()
+        raise RuntimeError(f"{name} did not start (" + " ".join(map(shlex.quote, self.command)) +
+                           "); its output:\n" + "".join(self.lines[-20:]))
+
+    def _wait_until_listening(self, ready):
+        """True once it listens, with self.port (and for ledgerd self.metrics_port) set."""
+        if isinstance(ready, str):
+            # Keep reading its output, so that it never blocks on a full pipe.
+            threading.Thread(target=self._drain, daemon=True).start()
+            try:
+                self.port, self.metrics_port = wait_for_ports(self.process, ready, seconds_max=60)
+            except RuntimeError as error:
+                self.lines.append(f"{error}\n")
+                return False
+            return True
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if not line:
                 break
             self.lines.append(line)
-            match = re.search(ready, line)
+            match = ready.search(line)
             if match:
                 self.port = int(match.group(1))
-                if match.re.groups > 1:
-                    self.metrics_port = int(match.group(2))
-                # Keep reading its output, so that it never blocks on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()
-                self.quota = None
-                if quota:
-                    try:
-                        self.quota = CpuQuota(quota)
-                        self.quota.add(self.pid)
-                    except (OSError, RuntimeError):
-                        self.stop()
-                        raise
-                self.rss = RssSampler(self.pid)
-                self.started = time.monotonic()
-                return
-        self.stop()
-        raise RuntimeError(f"{name} did not start (" + " ".join(map(shlex.quote, self.command)) +
-                           "); its output:\n" + "".join(self.lines[-20:]))
+                return True
+        return False
 
     def _drain(self):
         for line in self.process.stdout:
@@ -247,16 +259,17 @@ def start_ledgerd(args, durability, data_dir, extra):
     if durability != "none":
         subprocess.run([binary, "init", f"--data_dir={data_dir}"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ports_file = os.path.join(ledgerd_scratch(), "ports.json")
     return Server(args, [binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-                         f"--durability={durability}", f"--data_dir={data_dir}", *extra],
-                  r"listening on 127\.0\.0\.1:(\d+), metrics on http://127\.0\.0\.1:(\d+)/metrics",
-                  "ledgerd", args.server_cpu_quota)
+                         f"--durability={durability}", f"--data_dir={data_dir}",
+                         f"--ports_file={ports_file}", *extra],
+                  ports_file, "ledgerd", args.server_cpu_quota)
 
 
 def start_reference(args):
     return Server(args, [os.path.join(args.build, "bench", "ledger-reference-server"),
                          "--mode=instant", "--listen=127.0.0.1:0"],
-                  r"listening on port (\d+)", "ledger-reference-server")
+                  re.compile(r"listening on port (\d+)"), "ledger-reference-server")
 
 
 class CpuQuota:

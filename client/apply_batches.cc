@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "metrics/status_code_names.h"
 #include "base/check.h"
+#include "base/status_code_names.h"
+#include "client/call_outcome.h"
 
 namespace ledger {
 namespace {
@@ -46,17 +46,17 @@ std::string WhyNoRetry(int attempt, int attempts, std::chrono::milliseconds wait
   return "";
 }
 
+// The wait the server asked for: RetryInfo, else gRPC's pushback trailer.
+std::optional<std::chrono::milliseconds> AskedWait(const CallOutcome& outcome,
+                                                   const ApplyCallOutcome& got) {
+  return outcome.retry_delay.has_value() ? outcome.retry_delay : got.pushback;
+}
+
 // The message an operation gets when the call that carried it failed as a whole.
-std::string CallFailureMessage(const grpc::Status& status) {
-  const grpc::StatusCode code = status.error_code();
+std::string CallFailureMessage(const ApplyCallOutcome& got) {
   std::string message =
-      absl::StrCat("the Apply call that carried it failed: ", CallMessage(status));
-  const bool unknown = code == grpc::StatusCode::UNAVAILABLE ||
-                       code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                       code == grpc::StatusCode::CANCELLED;
-  const bool not_applied = absl::StrContains(status.error_message(), "nothing was applied") ||
-                           absl::StrContains(status.error_message(), "failed to connect");
-  if (unknown && !not_applied) {
+      absl::StrCat("the Apply call that carried it failed: ", CallMessage(got.status));
+  if (got.sent && ReadCallOutcome(got.status).effect == CallEffect::kUnknown) {
     absl::StrAppend(&message,
                     "; outcome unknown: it may have been applied; sent again with the same id, it "
                     "is applied at most once");
@@ -97,11 +97,14 @@ class BatchRun {
   // A call that failed whole: retried (nullopt) or the end of sending (false).
   std::optional<bool> Failed(const ApplyCallOutcome& got, int attempt, int attempts) {
     const grpc::StatusCode code = got.status.error_code();
-    const bool shed = code == grpc::StatusCode::RESOURCE_EXHAUSTED;
-    const bool retriable = code == grpc::StatusCode::UNAVAILABLE ||
-                           code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                           (shed && got.pushback.has_value());
-    const std::chrono::milliseconds wait = got.pushback.value_or(Backoff(attempt));
+    const CallOutcome outcome = ReadCallOutcome(got.status);
+    const bool shed = outcome.overloaded;
+    const std::optional<std::chrono::milliseconds> asked = AskedWait(outcome, got);
+    // Every operation carries its id, so a call whose outcome is unknown is sent again safely.
+    const bool retriable = !got.sent || outcome.advice == CallAdvice::kRetrySameId ||
+                           (outcome.advice == CallAdvice::kRetryAfterDelay && !shed) ||
+                           (shed && asked.has_value());
+    const std::chrono::milliseconds wait = asked.value_or(Backoff(attempt));
     const std::string what = absl::StrCat("the Apply call for ", LinesOf(inputs_, pending_), " (",
                                           Operations(pending_.size()), ") failed: ", CodeName(code),
                                           ": ", CallMessage(got.status), "; ");
@@ -118,7 +121,7 @@ class BatchRun {
       v1::ApplyResult& result = outcomes_[index - begin_].result;
       result.Clear();
       result.set_code(static_cast<int32_t>(code));
-      result.set_message(CallFailureMessage(got.status));
+      result.set_message(CallFailureMessage(got));
     }
     return false;
   }
@@ -137,9 +140,7 @@ class BatchRun {
     for (size_t k = 0; k < pending_.size(); ++k) {
       const v1::ApplyResult& result = got.response.results(static_cast<int>(k));
       outcomes_[pending_[k] - begin_].result = result;
-      if (result.code() == static_cast<int32_t>(grpc::StatusCode::RESOURCE_EXHAUSTED)) {
-        shed.push_back(pending_[k]);
-      }
+      if (ReadApplyResult(result).overloaded) shed.push_back(pending_[k]);
     }
     if (shed.empty()) return true;
     const std::string what =

@@ -24,6 +24,8 @@ inline constexpr int32_t kMaxApplyBatchSize = 8192;
 
 // What one Apply call came back with.
 struct ApplyCallOutcome {
+  // False when the call was not sent (no connection): nothing of it was applied.
+  bool sent = true;
   grpc::Status status = {};
   v1::ApplyResponse response = {};
   // The server's grpc-retry-pushback-ms, when it sent a valid one (client/pushback.h).

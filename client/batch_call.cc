@@ -9,24 +9,24 @@ void AddApplyOperation(const PlannedCall& plan, const std::string& id,
   v1::ApplyOperation* operation = request->add_operations();
   const std::string& account = names[plan.account];
   switch (plan.op) {
-    case Op::kDeposit: {
+    case CallKind::kDeposit: {
       v1::DepositRequest* deposit = operation->mutable_deposit();
       deposit->set_account_id(account);
       deposit->set_amount(plan.amount);
       deposit->set_request_id(id);
       return;
     }
-    case Op::kWithdraw: {
+    case CallKind::kWithdraw: {
       v1::WithdrawRequest* withdraw = operation->mutable_withdraw();
       withdraw->set_account_id(account);
       withdraw->set_amount(plan.amount);
       withdraw->set_request_id(id);
       return;
     }
-    case Op::kBalance:
+    case CallKind::kBalance:
       operation->mutable_balance()->set_account_id(account);
       return;
-    case Op::kTransfer: {
+    case CallKind::kTransfer: {
       v1::TransferRequest* transfer = operation->mutable_transfer();
       transfer->set_transfer_id(id);
       transfer->set_from_account_id(account);
@@ -34,11 +34,8 @@ void AddApplyOperation(const PlannedCall& plan, const std::string& id,
       transfer->set_amount(plan.amount);
       return;
     }
-    case Op::kTransferCredit:
-    case Op::kTransferSettle:
-      break;
   }
-  LEDGER_CHECK(false);  // Server-internal steps; the workload never plans them.
+  LEDGER_CHECK(false);  // Only a value cast from outside the enum.
 }
 
 std::vector<grpc::StatusCode> ApplyOperationCodes(const grpc::Status& status,
@@ -57,6 +54,21 @@ std::vector<grpc::StatusCode> ApplyOperationCodes(const grpc::Status& status,
                         : grpc::StatusCode::UNKNOWN);
   }
   return codes;
+}
+
+std::vector<CallOutcome> ApplyOperationOutcomes(const grpc::Status& status,
+                                                const v1::ApplyResponse& response, size_t count) {
+  const std::vector<grpc::StatusCode> codes = ApplyOperationCodes(status, response, count);
+  std::vector<CallOutcome> outcomes;
+  outcomes.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const bool own_result = status.ok() && static_cast<size_t>(response.results_size()) == count &&
+                            codes[i] != grpc::StatusCode::UNKNOWN;
+    outcomes.push_back(own_result    ? ReadApplyResult(response.results(static_cast<int>(i)))
+                       : status.ok() ? ReadCallOutcome(grpc::Status(codes[i], ""))
+                                     : ReadCallOutcome(status));
+  }
+  return outcomes;
 }
 
 }  // namespace ledger

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "client/call_outcome.h"
 #include "client/workload.h"
 #include "grpcpp/support/status.h"
 #include "ledger/v1/ledger.pb.h"
@@ -30,6 +31,11 @@ void AddApplyOperation(const PlannedCall& plan, const std::string& id,
 // retry with its id. Pure.
 std::vector<grpc::StatusCode> ApplyOperationCodes(const grpc::Status& status,
                                                   const v1::ApplyResponse& response, size_t count);
+
+// What each of those operations' outcome means (client/call_outcome.h), by the same rules: the
+// result's reason when the call was answered OK, else the call's status for every one.
+std::vector<CallOutcome> ApplyOperationOutcomes(const grpc::Status& status,
+                                                const v1::ApplyResponse& response, size_t count);
 
 }  // namespace ledger
 

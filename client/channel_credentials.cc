@@ -69,4 +69,23 @@ std::shared_ptr<grpc::Channel> NewLedgerChannel(
   return grpc::CreateCustomChannel(target, std::move(credentials), arguments);
 }
 
+grpc::Status ConnectBefore(grpc::Channel& channel, const std::string& target,
+                           std::chrono::system_clock::time_point deadline) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+      return {grpc::StatusCode::UNAVAILABLE,
+              absl::StrCat("no connection to ", target,
+                           " (nothing listens there, it cannot be reached, or the TLS handshake "
+                           "failed)")};
+    }
+    if (!channel.WaitForStateChange(state, deadline)) {
+      return {grpc::StatusCode::DEADLINE_EXCEEDED,
+              absl::StrCat("not connected to ", target, " before the deadline")};
+    }
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace ledger

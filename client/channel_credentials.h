@@ -4,6 +4,7 @@
 #ifndef LEDGER_CLIENT_CHANNEL_CREDENTIALS_H_
 #define LEDGER_CLIENT_CHANNEL_CREDENTIALS_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> NewChannelCredentials(
 std::shared_ptr<grpc::Channel> NewLedgerChannel(
     const std::string& target, const ClientTlsOptions& options,
     std::shared_ptr<grpc::ChannelCredentials> credentials, grpc::ChannelArguments arguments = {});
+
+// Connects `channel`, the way a call that does not wait for ready would: OK once it is READY;
+// UNAVAILABLE as soon as an attempt fails (refused, unreachable, a TLS handshake that failed);
+// DEADLINE_EXCEEDED at `deadline`. The message names `target`. A client that sends a write only
+// on a connected channel knows that a failure here sent nothing; an UNAVAILABLE after that may
+// have been applied.
+grpc::Status ConnectBefore(grpc::Channel& channel, const std::string& target,
+                           std::chrono::system_clock::time_point deadline);
 
 }  // namespace ledger
 

@@ -1,7 +1,7 @@
 #include "client/json_line.h"
 
-#include "google/protobuf/util/json_util.h"
 #include "base/check.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace ledger {
 

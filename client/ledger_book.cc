@@ -5,70 +5,48 @@
 
 namespace ledger {
 
-Effect EffectOf(Op op, grpc::StatusCode code) {
-  if (op == Op::kBalance) return Effect::kNotApplied;
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return Effect::kApplied;
-    // The contract (ledger.proto) says each of these applied nothing.
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::OUT_OF_RANGE:
-    case grpc::StatusCode::NOT_FOUND:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    case grpc::StatusCode::ALREADY_EXISTS:
-    case grpc::StatusCode::INTERNAL:
-    // The server has no such method (a Transfer against a ledgerd older than transfers).
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return Effect::kNotApplied;
-    // The caller gave up or lost the connection: the server may or may not have applied it.
-    default:
-      return Effect::kUnknown;
-  }
-}
-
-void LedgerBook::Record(size_t account, Op op, int64_t amount, grpc::StatusCode code) {
-  if (op == Op::kBalance) return;
+void LedgerBook::Record(size_t account, CallKind op, int64_t amount, CallEffect effect) {
+  if (op == CallKind::kBalance) return;
   // A transfer has two accounts: RecordTransfer. Reaching here with one is a bug of the caller.
-  LEDGER_CHECK(op == Op::kDeposit || op == Op::kWithdraw);
-  const Effect effect = EffectOf(op, code);
+  LEDGER_CHECK(op == CallKind::kDeposit || op == CallKind::kWithdraw);
   Account& book = accounts_[account];
   book.touched.store(true, std::memory_order_relaxed);
-  if (effect == Effect::kApplied) {
-    book.net.fetch_add(op == Op::kDeposit ? amount : -amount, std::memory_order_relaxed);
-  } else if (effect == Effect::kUnknown) {
-    (op == Op::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
+  if (effect == CallEffect::kApplied) {
+    book.net.fetch_add(op == CallKind::kDeposit ? amount : -amount, std::memory_order_relaxed);
+  } else if (effect == CallEffect::kUnknown || effect == CallEffect::kPending) {
+    (op == CallKind::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
         .fetch_add(amount, std::memory_order_relaxed);
   }
 }
 
-void LedgerBook::Resolve(size_t account, Op op, int64_t amount, bool applied) {
-  LEDGER_CHECK(op == Op::kDeposit || op == Op::kWithdraw);
+void LedgerBook::Resolve(size_t account, CallKind op, int64_t amount, bool applied) {
+  LEDGER_CHECK(op == CallKind::kDeposit || op == CallKind::kWithdraw);
   Account& book = accounts_[account];
-  (op == Op::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
+  (op == CallKind::kDeposit ? book.ambiguous_deposits : book.ambiguous_withdrawals)
       .fetch_sub(amount, std::memory_order_relaxed);
   if (applied) {
-    book.net.fetch_add(op == Op::kDeposit ? amount : -amount, std::memory_order_relaxed);
+    book.net.fetch_add(op == CallKind::kDeposit ? amount : -amount, std::memory_order_relaxed);
   }
 }
 
-void LedgerBook::RecordTransfer(size_t from, size_t to, int64_t amount, grpc::StatusCode code) {
+void LedgerBook::RecordTransfer(size_t from, size_t to, int64_t amount, CallEffect effect) {
   LEDGER_CHECK_NE(from, to);
   Account& source = accounts_[from];
   Account& destination = accounts_[to];
   source.touched.store(true, std::memory_order_relaxed);
   destination.touched.store(true, std::memory_order_relaxed);
-  switch (EffectOf(Op::kTransfer, code)) {
-    case Effect::kApplied:
+  switch (effect) {
+    case CallEffect::kApplied:
       source.net.fetch_sub(amount, std::memory_order_relaxed);
       destination.net.fetch_add(amount, std::memory_order_relaxed);
       break;
-    case Effect::kUnknown:
+    case CallEffect::kUnknown:
+    case CallEffect::kPending:  // Settled like an unknown one: it ends on its own.
       source.ambiguous_transfers_out.fetch_add(amount, std::memory_order_relaxed);
       destination.ambiguous_transfers_in.fetch_add(amount, std::memory_order_relaxed);
       ambiguous_transfers_.fetch_add(amount, std::memory_order_relaxed);
       break;
-    case Effect::kNotApplied:
+    case CallEffect::kNotApplied:
       break;
   }
 }

@@ -12,14 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "client/call_kind.h"
+#include "client/call_outcome.h"
 #include "grpcpp/support/status_code_enum.h"
-#include "shard/ledger_rules.h"
 
 namespace ledger {
-
-// What a finished call tells us about whether it changed a balance.
-enum class Effect { kApplied, kNotApplied, kUnknown };
-Effect EffectOf(Op op, grpc::StatusCode code);
 
 struct VerificationResult {
   bool pass = true;
@@ -41,15 +38,15 @@ class LedgerBook {
       : size_(accounts), accounts_(std::make_unique<Account[]>(accounts)) {}
 
   // Records a finished Deposit or Withdraw (Balance calls change nothing and are not recorded).
-  void Record(size_t account, Op op, int64_t amount, grpc::StatusCode code);
+  void Record(size_t account, CallKind op, int64_t amount, CallEffect effect);
 
   // Settles a call that Record counted as ambiguous (kUnknown), once a retry with the same
   // request_id has told whether it was applied.
-  void Resolve(size_t account, Op op, int64_t amount, bool applied);
+  void Resolve(size_t account, CallKind op, int64_t amount, bool applied);
 
   // Records a finished Transfer of `amount` from `from` to `to`: OK moved it (both sides), a
   // definite error moved nothing, an unknown outcome may have done either (or be in flight).
-  void RecordTransfer(size_t from, size_t to, int64_t amount, grpc::StatusCode code);
+  void RecordTransfer(size_t from, size_t to, int64_t amount, CallEffect effect);
 
   // Settles a transfer that RecordTransfer counted as ambiguous, once GetTransfer or a retry
   // with the same transfer_id has told whether it was applied (COMMITTED) or not (REFUSED).

@@ -25,10 +25,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/status_code_names.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "client/apply_batches.h"
 #include "client/apply_input.h"
+#include "client/call_outcome.h"
 #include "client/channel_credentials.h"
 #include "client/exit_codes.h"
 #include "client/json_line.h"
@@ -39,7 +41,6 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "metrics/status_code_names.h"
 
 // --target's default, also left out of the commands ledgerctl prints for settling a transfer.
 constexpr char kDefaultTarget[] = "localhost:50051";
@@ -148,12 +149,6 @@ int UsageError(const std::string& problem) {
   return ledger::kExitUsage;
 }
 
-// Codes after which a deposit, withdraw or transfer may or may not have been applied.
-bool OutcomeUnknown(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         code == grpc::StatusCode::CANCELLED;
-}
-
 int Failed(const grpc::Status& status) {
   const char* code = ledger::StatusCodeName(static_cast<int>(status.error_code()));
   if (absl::GetFlag(FLAGS_json)) {
@@ -221,11 +216,12 @@ void ShedNote(const std::string& text, int64_t retry_in_ms, int attempt, int att
             retry_in_ms, attempt, attempts);
 }
 
-// Runs `attempt` (one call on the context it is given) and, while the server sheds it with a
-// valid pushback, waits that long and runs it again: at most --retries more times, and only
-// when the retry can start before CommandDeadline(). Returns the last attempt's status. The
-// caller's request (and its request_id) is the same for every attempt, so a deposit or withdraw
-// stays one operation, applied at most once; a shed attempt applied nothing.
+// Runs `attempt` (one call on the context it is given) and, while the server refuses it for
+// overload (client/call_outcome.h) and says how long to wait, waits that long and runs it again: at
+// most --retries more times, and only when the retry can start before CommandDeadline(). Returns
+// the last attempt's status. The caller's request (and its request_id) is the same for every
+// attempt, so a deposit or withdraw stays one operation, applied at most once; a shed attempt
+// applied nothing.
 template <typename Attempt>
 grpc::Status CallHonouringPushback(Attempt attempt) {
   const int32_t retries = absl::GetFlag(FLAGS_retries);
@@ -233,9 +229,13 @@ grpc::Status CallHonouringPushback(Attempt attempt) {
   for (int number = 1;; ++number) {
     std::unique_ptr<grpc::ClientContext> context = NewContext();
     grpc::Status status = attempt(context.get());
-    if (status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return status;
+    const ledger::CallOutcome outcome = ledger::ReadCallOutcome(status);
+    if (!outcome.overloaded) return status;
+    // RetryInfo; gRPC's pushback trailer says the same to clients that read only that.
     const std::optional<std::chrono::milliseconds> pushback =
-        ledger::RetryPushback(context->GetServerTrailingMetadata());
+        outcome.retry_delay.has_value()
+            ? outcome.retry_delay
+            : ledger::RetryPushback(context->GetServerTrailingMetadata());
     if (!pushback.has_value()) return status;  // The server did not say when: no retry.
     const int64_t wait_ms = pushback->count();
     if (number >= attempts) {
@@ -315,21 +315,26 @@ std::string GetTransferCommand(const std::string& transfer_id) {
   return absl::StrJoin(words, " ");
 }
 
+// Connects `channel` before a write is sent (client/channel_credentials.h), so that a write that
+// could not be sent is known to have applied nothing; when it cannot, says so and returns the
+// exit code of the failure.
+std::optional<int> RefuseUnconnected(grpc::Channel& channel, const std::string& operation) {
+  const grpc::Status connected = ledger::ConnectBefore(channel, absl::GetFlag(FLAGS_target),
+                                                       absl::ToChronoTime(CommandDeadline()));
+  if (connected.ok()) return std::nullopt;
+  const int exit_code = Failed(connected);
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::cerr << "ledgerctl: the " << operation << " was not sent, so nothing was applied\n";
+  }
+  return exit_code;
+}
+
 // What a failed deposit or withdraw means for the money, after the error line itself.
 void ExplainWriteFailure(const grpc::Status& status, const std::string& operation,
                          const std::vector<std::string>& command_line,
                          const std::string& request_id) {
   if (absl::GetFlag(FLAGS_json)) return;
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      absl::StrContains(status.error_message(), "failed to connect")) {
-    std::cerr << "ledgerctl: no connection to " << absl::GetFlag(FLAGS_target) << ": the "
-              << operation << " was not sent, so nothing was applied\n";
-    return;
-  }
-  if (!OutcomeUnknown(status.error_code()) ||
-      absl::StrContains(status.error_message(), "nothing was applied")) {
-    return;
-  }
+  if (ledger::ReadCallOutcome(status).effect != ledger::CallEffect::kUnknown) return;
   std::cerr << "ledgerctl: outcome unknown: the " << operation
             << " may have been applied. Retry it exactly like this, which applies it at most "
                "once:\n  "
@@ -351,6 +356,7 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
   const std::string& given_request_id = absl::GetFlag(FLAGS_request_id);
   request.set_request_id(given_request_id.empty() ? ledger::NewRequestId() : given_request_id);
   Response response;
+  if (std::optional<int> unsent = RefuseUnconnected(*channel, args[1])) return *unsent;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = CallHonouringPushback(
       [&](grpc::ClientContext* context) { return call(*stub, context, request, &response); });
@@ -383,18 +389,9 @@ int Mutate(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char
 void ExplainTransferFailure(const grpc::Status& status, const ledger::v1::TransferRequest& request,
                             const std::vector<std::string>& command_line) {
   if (absl::GetFlag(FLAGS_json)) return;
-  const std::string& message = status.error_message();
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      absl::StrContains(message, "failed to connect")) {
-    std::cerr << "ledgerctl: no connection to " << absl::GetFlag(FLAGS_target)
-              << ": the transfer was not sent, so nothing was applied\n";
-    return;
-  }
-  if (!OutcomeUnknown(status.error_code()) || absl::StrContains(message, "nothing was applied")) {
-    return;
-  }
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      absl::StrContains(message, "still pending")) {
+  const ledger::CallEffect effect = ledger::ReadCallOutcome(status).effect;
+  if (effect != ledger::CallEffect::kUnknown && effect != ledger::CallEffect::kPending) return;
+  if (effect == ledger::CallEffect::kPending) {
     std::cerr << "ledgerctl: the transfer is still pending: debited from "
               << request.from_account_id() << ", its credit to " << request.to_account_id()
               << " not yet confirmed; it ends COMMITTED or REFUSED on its own. See how with:\n  "
@@ -423,6 +420,7 @@ int Transfer(const std::shared_ptr<grpc::Channel>& channel, const std::vector<ch
   const std::string& given_transfer_id = absl::GetFlag(FLAGS_transfer_id);
   request.set_transfer_id(given_transfer_id.empty() ? ledger::NewRequestId() : given_transfer_id);
   ledger::v1::TransferResponse response;
+  if (std::optional<int> unsent = RefuseUnconnected(*channel, "transfer")) return *unsent;
   auto stub = ledger::v1::Ledger::NewStub(channel);
   const grpc::Status status = CallHonouringPushback(
       [&](grpc::ClientContext* context) { return stub->Transfer(context, request, &response); });
@@ -740,9 +738,16 @@ int Apply(const std::shared_ptr<grpc::Channel>& channel, const std::vector<char*
   const ledger::ApplyBatchHooks hooks{
       .call =
           [&](const ledger::v1::ApplyRequest& request) {
-            grpc::ClientContext context;  // Each call its own --deadline: a file takes many.
-            context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+            const absl::Time call_deadline = absl::Now() + deadline;
             ledger::ApplyCallOutcome outcome;
+            outcome.status = ledger::ConnectBefore(*channel, absl::GetFlag(FLAGS_target),
+                                                   absl::ToChronoTime(call_deadline));
+            if (!outcome.status.ok()) {
+              outcome.sent = false;
+              return outcome;
+            }
+            grpc::ClientContext context;  // Each call its own --deadline: a file takes many.
+            context.set_deadline(absl::ToChronoTime(call_deadline));
             outcome.status = stub->Apply(&context, request, &outcome.response);
             outcome.pushback = ledger::RetryPushback(context.GetServerTrailingMetadata());
             return outcome;

@@ -2,19 +2,12 @@
 
 #include <utility>
 
-#include "base/check.h"
-
 namespace ledger {
 
-size_t CalledOpIndex(Op op) {
-  const auto at = std::find(kCalledOps.begin(), kCalledOps.end(), op);
-  LEDGER_CHECK(at != kCalledOps.end());  // The workload makes only these.
-  return static_cast<size_t>(at - kCalledOps.begin());
-}
-
-void Stats::RecordCall(grpc::StatusCode code, std::chrono::nanoseconds latency, bool measured) {
+void Stats::RecordCall(grpc::StatusCode code, bool answered, std::chrono::nanoseconds latency,
+                       bool measured) {
   absl::MutexLock lock(&mu_);
-  RecordInterval(code, latency);
+  RecordInterval(code, answered, latency);
   if (!measured) return;  // Warm-up calls are verified, not reported.
   ++codes_[CodeIndex(code)];
   ++attempted_;
@@ -30,8 +23,9 @@ void Stats::RecordOperations(const std::vector<OperationOutcome>& outcomes, bool
     if (!measured) continue;
     const size_t code = CodeIndex(outcome.code);
     ++operation_codes_[code];
-    OpStats& by_op = ops_[CalledOpIndex(outcome.op)];
+    OpStats& by_op = ops_[CallKindIndex(outcome.op)];
     ++by_op.codes[code];
+    if (outcome.effect == CallEffect::kNotApplied) ++by_op.not_applied_codes[code];
     if (outcome.code == grpc::StatusCode::OK && unary_latency.has_value()) {
       by_op.ok.Record(*unary_latency);
     }
@@ -106,18 +100,18 @@ Stats::Interval Stats::TakeInterval() {
   return taken;
 }
 
-void Stats::RecordInterval(grpc::StatusCode code, std::chrono::nanoseconds latency) {
+void Stats::RecordInterval(grpc::StatusCode code, bool answered, std::chrono::nanoseconds latency) {
   if (code == grpc::StatusCode::OK) {
     interval_.ok.Record(latency);
   } else if (code == grpc::StatusCode::RESOURCE_EXHAUSTED) {
     ++interval_.shed;
-  } else if (!ServerAnswered(code)) {
+  } else if (!answered) {
     ++interval_.unknown;
     interval_.last_unknown = StatusCodeName(code);
   } else {
     ++interval_.refused;
   }
-  if (ServerAnswered(code)) ++interval_.answered_ever;
+  if (answered) ++interval_.answered_ever;
 }
 
 }  // namespace ledger

@@ -14,37 +14,26 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_code_names.h"
+#include "client/call_kind.h"
+#include "client/call_outcome.h"
 #include "client/latency_histogram.h"
 #include "grpcpp/support/status_code_enum.h"
-#include "metrics/status_code_names.h"
-#include "shard/ledger_rules.h"
 
 namespace ledger {
-
-// The operations a load test makes, in the order the report lists them.
-inline constexpr std::array<Op, 4> kCalledOps = {Op::kDeposit, Op::kWithdraw, Op::kBalance,
-                                                 Op::kTransfer};
-
-// Index of `op` in kCalledOps (and in the per-operation statistics).
-size_t CalledOpIndex(Op op);
 
 // A status code's index in the counts (out-of-range codes count as UNKNOWN, 2).
 inline size_t CodeIndex(grpc::StatusCode code) {
   return static_cast<size_t>(code) < kStatusCodeCount ? static_cast<size_t>(code) : 2;
 }
 
-// Whether `code` came from the server (any answer, refusals and shedding included), as opposed to
-// a call that never reached it or never came back.
-inline bool ServerAnswered(grpc::StatusCode code) {
-  return code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
-         code != grpc::StatusCode::CANCELLED;
-}
-
 // The final code of one operation, and the shard of its account (-1: not known).
 struct OperationOutcome {
-  Op op = Op::kDeposit;
+  CallKind op = CallKind::kDeposit;
   grpc::StatusCode code = grpc::StatusCode::OK;
   int32_t shard = -1;
+  // What it did to the money (client/call_outcome.h).
+  CallEffect effect = CallEffect::kApplied;
 };
 
 // Thread-safe.
@@ -55,7 +44,9 @@ class Stats {
   // A finished call (unary, or one Apply whatever its results), with its final code and its
   // latency from the intended start of its first attempt. Every call counts in the progress
   // interval; only measured ones in the report.
-  void RecordCall(grpc::StatusCode code, std::chrono::nanoseconds latency, bool measured);
+  // `answered`: the status was the server's answer (ServerAnswered).
+  void RecordCall(grpc::StatusCode code, bool answered, std::chrono::nanoseconds latency,
+                  bool measured);
   // Finished operations, all of one call (a unary call's one, or some of an Apply's: those
   // refused with RESOURCE_EXHAUSTED and retried finish later). `unary_latency`: the call's
   // latency, recorded per kind of operation for a unary call; nullopt for an Apply, whose
@@ -92,6 +83,8 @@ class Stats {
   struct OpStats {
     LatencyHistogram ok;
     std::array<uint64_t, kStatusCodeCount> codes{};
+    // Of those, the ones that applied nothing (refused by a rule, or shed), by code.
+    std::array<uint64_t, kStatusCodeCount> not_applied_codes{};
     uint64_t calls() const {
       uint64_t total = 0;
       for (uint64_t n : codes) total += n;
@@ -105,10 +98,10 @@ class Stats {
     uint64_t attempted = 0, not_sent = 0, not_sent_late = 0, not_sent_throttled = 0;
     std::vector<uint64_t> shard_calls, shard_sheds;  // Operations.
     std::array<uint64_t, kRetryEvents> retries{};    // Index: RetryEvent.
-    std::array<OpStats, kCalledOps.size()> ops;      // Index: CalledOpIndex.
+    std::array<OpStats, kCallKinds.size()> ops;      // Index: CallKindIndex.
     std::array<uint64_t, kStatusCodeCount> operation_codes{};
     uint64_t retry(RetryEvent event) const { return retries[static_cast<size_t>(event)]; }
-    const OpStats& op(Op op) const { return ops[CalledOpIndex(op)]; }
+    const OpStats& op(CallKind kind) const { return ops[CallKindIndex(kind)]; }
     uint64_t operations() const;
   };
   Snapshot Take() const;
@@ -126,7 +119,7 @@ class Stats {
   Interval TakeInterval();
 
  private:
-  void RecordInterval(grpc::StatusCode code, std::chrono::nanoseconds latency)
+  void RecordInterval(grpc::StatusCode code, bool answered, std::chrono::nanoseconds latency)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
@@ -140,7 +133,7 @@ class Stats {
   uint64_t not_sent_late_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t not_sent_throttled_ ABSL_GUARDED_BY(mu_) = 0;
   std::array<uint64_t, kRetryEvents> retries_ ABSL_GUARDED_BY(mu_){};
-  std::array<OpStats, kCalledOps.size()> ops_ ABSL_GUARDED_BY(mu_);
+  std::array<OpStats, kCallKinds.size()> ops_ ABSL_GUARDED_BY(mu_);
   std::array<uint64_t, kStatusCodeCount> operation_codes_ ABSL_GUARDED_BY(mu_){};
   std::vector<uint64_t> shard_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> shard_sheds_ ABSL_GUARDED_BY(mu_);

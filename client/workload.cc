@@ -179,16 +179,16 @@ constexpr int kTransferRedraws = 32;
 PlannedCall Workload::Next() {
   const int pick = std::uniform_int_distribution<int>(0, mix_.total() - 1)(random_);
   PlannedCall call;
-  call.op = pick < mix_.deposit                                  ? Op::kDeposit
-            : pick < mix_.deposit + mix_.withdraw                ? Op::kWithdraw
-            : pick < mix_.deposit + mix_.withdraw + mix_.balance ? Op::kBalance
-                                                                 : Op::kTransfer;
-  if (call.op == Op::kTransfer) {
+  call.op = pick < mix_.deposit                                  ? CallKind::kDeposit
+            : pick < mix_.deposit + mix_.withdraw                ? CallKind::kWithdraw
+            : pick < mix_.deposit + mix_.withdraw + mix_.balance ? CallKind::kBalance
+                                                                 : CallKind::kTransfer;
+  if (call.op == CallKind::kTransfer) {
     ChooseTransferAccounts(call);
   } else {
     call.account = accounts_->Next(random_);
   }
-  call.amount = call.op == Op::kBalance ? 0 : amounts_(random_);
+  call.amount = call.op == CallKind::kBalance ? 0 : amounts_(random_);
   return call;
 }
 

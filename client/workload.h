@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "shard/ledger_rules.h"
+#include "client/call_kind.h"
 
 namespace ledger {
 
@@ -84,7 +84,7 @@ class TransferPartners {
 
 // One call to make. Thread-compatible: each thread owns its Workload (and its random engine).
 struct PlannedCall {
-  Op op = Op::kDeposit;
+  CallKind op = CallKind::kDeposit;
   size_t account = 0;     // A transfer's source.
   size_t to_account = 0;  // Transfers only: the destination, never `account`.
   int64_t amount = 0;

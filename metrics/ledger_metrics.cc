@@ -3,8 +3,8 @@
 #include <string>
 #include <utility>
 
-#include "metrics/status_code_names.h"
 #include "base/check.h"
+#include "base/status_code_names.h"
 
 namespace ledger {
 namespace {

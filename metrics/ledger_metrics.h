@@ -26,13 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "base/annotated_mutex.h"
+#include "base/status_code_names.h"
 #include "metrics/batch_size_histogram.h"
 #include "metrics/log_histogram.h"
-#include "metrics/status_code_names.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "shard/admission_control.h"
-#include "base/annotated_mutex.h"
 #include "shard/commit_pipeline.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"

@@ -3,9 +3,10 @@
 #include <optional>
 #include <utility>
 
-#include "server/call_answer.h"
-#include "server/request_validation.h"
 #include "base/check.h"
+#include "server/call_answer.h"
+#include "server/error_status.h"
+#include "server/request_validation.h"
 
 namespace ledger {
 namespace {
@@ -169,6 +170,7 @@ void ApplyCall::Answer() {
       const grpc::Status& status = invalid_[invalid_cursor++].second;
       result->set_code(static_cast<int32_t>(status.error_code()));
       result->set_message(status.error_message());
+      result->set_reason(ReasonOf(status));
       ++codes[static_cast<size_t>(status.error_code())];
       continue;
     }
@@ -181,9 +183,10 @@ void ApplyCall::Answer() {
       ++codes[0];
       continue;
     }
-    const grpc::Status status = ToGrpcStatus(reply, operation.facts);
+    const grpc::Status status = ToPlainStatus(reply, operation.facts);
     result->set_code(static_cast<int32_t>(status.error_code()));
     result->set_message(status.error_message());
+    result->set_reason(ReasonFor(reply, operation.facts));
     ++codes[static_cast<size_t>(status.error_code())];
   }
   SerializeResponse(*response, *response_bytes_);

@@ -8,14 +8,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "server/apply_call.h"
 #include "server/call_answer.h"
+#include "server/error_status.h"
 #include "server/request_validation.h"
 #include "server/status_mapping.h"
-#include "base/check.h"
 #include "shard/message.h"
 
 namespace ledger {
@@ -120,14 +121,14 @@ google::protobuf::Timestamp ToTimestamp(absl::Time time) {
 
 // Answers a call its shard (or the transfer coordinator) did not take.
 template <typename Call>
-void AnswerUnsent(Call& call, SendOutcome sent, const CallFacts& facts,
-                  AdmissionControl& admission) {
+void AnswerUnsent(Call& call, SendOutcome sent, AdmissionControl& admission) {
   call.set_handed_to_shard(false);
   if (sent == SendOutcome::kFull) {
     admission.CountRefused(RefusalReason::kMailboxFull);
-    AddPushback(call.context(),
-                admission.PushbackAfterFullMailbox(facts.shard, facts.mailbox_capacity,
-                                                   AdmissionControl::Clock::now()));
+    CallFacts& facts = call.facts();
+    facts.retry_delay = admission.PushbackAfterFullMailbox(facts.shard, facts.mailbox_capacity,
+                                                           AdmissionControl::Clock::now());
+    AddPushback(call.context(), *facts.retry_delay);
     call.Complete({Outcome::kMailboxFull, 0});
   } else {
     admission.CountRefused(RefusalReason::kShuttingDown);
@@ -144,18 +145,21 @@ LedgerService::LedgerService(Router* router, AdmissionControl* admission, Ledger
       metrics_(metrics),
       store_(store),
       options_(options),
-      over_limit_(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                  absl::StrCat("ledgerd is at its limit of ", admission->max_in_flight(),
-                               " calls in flight (--max_in_flight); nothing was applied, retry "
-                               "after the ",
-                               kRetryPushbackKey, " delay")) {}
+      over_limit_message_(absl::StrCat("ledgerd is at its limit of ", admission->max_in_flight(),
+                                       " calls in flight (--max_in_flight); nothing was applied, "
+                                       "retry after the ",
+                                       kRetryPushbackKey, " delay")) {}
 
 grpc::ServerUnaryReactor* LedgerService::RefuseOverLimit(grpc::CallbackServerContext* context,
                                                          RpcMethod method) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  AddPushback(*context, admission_->PushbackAfterInFlightLimit(AdmissionControl::Clock::now()));
+  const std::chrono::milliseconds pushback =
+      admission_->PushbackAfterInFlightLimit(AdmissionControl::Clock::now());
+  AddPushback(*context, pushback);
   metrics_->RecordRequest(method, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
-  reactor->Finish(over_limit_);
+  reactor->Finish(
+      ErrorStatus(grpc::StatusCode::RESOURCE_EXHAUSTED, v1::IN_FLIGHT_LIMIT, over_limit_message_,
+                  {{"max_in_flight", absl::StrCat(admission_->max_in_flight())}}, pushback));
   return reactor;
 }
 
@@ -199,22 +203,25 @@ grpc::Status LedgerService::ReadHistory(const v1::HistoryRequest& request,
   HistoryQuery query;
   if (grpc::Status valid = ValidateHistoryRequest(request, query); !valid.ok()) return valid;
   if (store_ == nullptr) {
-    return {grpc::StatusCode::FAILED_PRECONDITION,
-            "this server keeps no history: it runs with --durability=none (memory only)"};
+    return ErrorStatus(
+        grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
+        "this server keeps no history: it runs with --durability=none (memory only)");
   }
   absl::StatusOr<storage::HistoryPage> page =
       store_->ReadHistory(request.account_id(), query.start_sequence, query.page_size);
   if (!page.ok()) {
-    return {grpc::StatusCode::UNAVAILABLE,
-            absl::StrCat("storage failed reading the history: ", page.status().message())};
+    return ErrorStatus(
+        grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+        absl::StrCat("storage failed reading the history: ", page.status().message()));
   }
   // An opened account has at least one entry, so only an empty page needs to ask whether the
   // account exists.
   if (page->entries.empty()) {
     absl::StatusOr<std::optional<AccountState>> account = store_->FindAccount(request.account_id());
     if (!account.ok()) {
-      return {grpc::StatusCode::UNAVAILABLE,
-              absl::StrCat("storage failed reading the history: ", account.status().message())};
+      return ErrorStatus(
+          grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+          absl::StrCat("storage failed reading the history: ", account.status().message()));
     }
     if (!account->has_value()) {
       CallFacts facts;
@@ -269,7 +276,7 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
   call->set_handed_to_shard(true);
   const SendOutcome sent = router_->TrySend(facts.shard, std::move(message));
   // Accepted: the shard finishes the call, and `call` may already be gone.
-  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, facts, *admission_);
+  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, *admission_);
   return reactor;
 }
 
@@ -293,7 +300,7 @@ grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* c
   call->set_handed_to_shard(true);
   const SendOutcome sent = router_->transfers().Submit(facts.request_id, facts.account_id,
                                                        facts.counterparty, facts.amount, call);
-  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, facts, *admission_);
+  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, *admission_);
   return reactor;
 }
 
@@ -334,21 +341,23 @@ grpc::Status LedgerService::ReadTransfer(const v1::GetTransferRequest& request,
     return ToGrpcStatus(Outcome::kInvalidTransferId, 0, facts);
   }
   if (store_ == nullptr) {
-    return {grpc::StatusCode::FAILED_PRECONDITION,
-            "this server keeps no transfer records: it runs with --durability=none (memory "
-            "only)"};
+    return ErrorStatus(grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
+                       "this server keeps no transfer records: it runs with --durability=none "
+                       "(memory only)");
   }
   absl::StatusOr<std::optional<TransferRecord>> found = store_->ReadTransfer(request.transfer_id());
   if (!found.ok()) {
-    return {grpc::StatusCode::UNAVAILABLE,
-            absl::StrCat("storage failed reading the transfer: ", found.status().message())};
+    return ErrorStatus(
+        grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+        absl::StrCat("storage failed reading the transfer: ", found.status().message()));
   }
   if (!found->has_value()) {
-    return {grpc::StatusCode::NOT_FOUND,
-            absl::StrCat("no transfer \"", request.transfer_id(),
-                         "\" is recorded: it was never applied (a Transfer call still in flight "
-                         "may yet record it; its answer, or a retry with the same transfer_id, "
-                         "says)")};
+    return ErrorStatus(
+        grpc::StatusCode::NOT_FOUND, v1::TRANSFER_NOT_FOUND,
+        absl::StrCat("no transfer \"", request.transfer_id(),
+                     "\" is recorded: it was never applied (a Transfer call still in flight may "
+                     "yet record it; its answer, or a retry with the same transfer_id, says)"),
+        {{"transfer_id", request.transfer_id()}});
   }
   const TransferRecord& record = **found;
   response.set_transfer_id(request.transfer_id());
@@ -363,12 +372,12 @@ grpc::Status LedgerService::ReadTransfer(const v1::GetTransferRequest& request,
     facts.counterparty = record.to;
     facts.amount = record.amount;
     facts.overdraft_limit = options_.overdraft_limit;
-    const grpc::Status refusal = ToGrpcStatus(Reply{.outcome = record.outcome,
-                                                    .balance = record.from_balance,
-                                                    .to_balance = record.to_balance},
-                                              facts);
+    const Reply refused{
+        .outcome = record.outcome, .balance = record.from_balance, .to_balance = record.to_balance};
+    const grpc::Status refusal = ToPlainStatus(refused, facts);
     response.set_refusal_code(static_cast<int32_t>(refusal.error_code()));
     response.set_refusal_message(refusal.error_message());
+    response.set_refusal_reason(ReasonFor(refused, facts));
   }
   *response.mutable_created_time() = ToTimestamp(record.created_at);
   if (record.credited_at != absl::InfinitePast()) {

@@ -92,8 +92,8 @@ class LedgerService final : public RawLedgerService {
   LedgerMetrics* const metrics_;
   storage::RocksDbStore* const store_;
   const ServiceOptions options_;
-  // Built once: a refusal copies it (gRPC's Finish takes the status by value) and builds nothing.
-  const grpc::Status over_limit_;
+  // The words of every refusal at --max_in_flight, built once.
+  const std::string over_limit_message_;
 };
 
 }  // namespace ledger

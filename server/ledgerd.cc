@@ -1,5 +1,6 @@
 // ledgerd's main: the ledger server. Flags live only here; everything else takes options structs.
 // (The file is named after the binary so that --help lists its flags.)
+#include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,12 +11,16 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -51,6 +56,13 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "start");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
           "HOST:PORT for Prometheus metrics at GET /metrics, spelled as --listen; empty serves "
+          "none");
+ABSL_FLAG(std::string, ports_file, "",
+          "once gRPC and metrics are listening, write the addresses they are bound to as one "
+          "line of JSON to this file, e.g. {\"pid\":1234,\"grpc\":\"127.0.0.1:43121\","
+          "\"metrics\":\"127.0.0.1:39417\"} (\"metrics\":null without metrics), for "
+          "scripts and tests that start ledgerd on port 0; written whole (PATH.tmp, then a "
+          "rename), removed on a clean stop. Its directory must exist and be writable. Empty: "
           "none");
 ABSL_FLAG(bool, verbose, false,
           "also print what gRPC, RocksDB and the metrics HTTP server log while ledgerd starts "
@@ -442,6 +454,55 @@ absl::Status CheckCanListen(absl::string_view flag, const std::string& address) 
       absl::StrCat("cannot listen on ", address, ": ", why, " (", flag, ")"));
 }
 
+// --ports_file: where ledgerd tells a script or a test which ports it bound, so that nothing has to
+// parse the start-up line (prose, for people). The file appears whole or not at all: it is
+// written to PATH.tmp and renamed over PATH.
+std::string PortsFileTmp(const std::string& path) { return path + ".tmp"; }
+
+// Refuses a --ports_file that could not be written once the server is up (its directory missing
+// or unwritable, or a directory itself), before anything starts: creates and removes PATH.tmp.
+absl::Status CheckCanWritePortsFile(const std::string& path) {
+  const std::string tmp = PortsFileTmp(path);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--ports_file: cannot write ", tmp, ": ",
+                                                   std::strerror(errno),
+                                                   " (its directory must exist and be writable)"));
+  }
+  close(fd);
+  unlink(tmp.c_str());
+  if (std::error_code error; std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ports_file: ", path, " is a directory; it must name a file"));
+  }
+  return absl::OkStatus();
+}
+
+// One line of JSON: {"pid":N,"grpc":"HOST:PORT","metrics":"HOST:PORT"} ("metrics":null when
+// `metrics` is empty). The addresses come from ParseHostPort, so they hold no quote to escape.
+std::string PortsFileJson(const std::string& grpc, const std::string& metrics) {
+  return absl::StrCat("{\"pid\":", getpid(), ",\"grpc\":\"", grpc, "\",\"metrics\":",
+                      metrics.empty() ? "null" : absl::StrCat("\"", metrics, "\""), "}\n");
+}
+
+absl::Status WritePortsFile(const std::string& path, const std::string& json) {
+  const std::string tmp = PortsFileTmp(path);
+  {
+    std::ofstream file(tmp, std::ios::trunc);
+    file << json;
+    file.close();
+    if (!file) {
+      return absl::UnavailableError(
+          absl::StrCat("--ports_file: cannot write ", tmp, ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("--ports_file: cannot rename ", tmp, " to ", path,
+                                               ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 // Exit status when gRPC stopped accepting connections: a supervisor restarts ledgerd.
 constexpr int kExitListenerLost = 3;
 
@@ -503,6 +564,12 @@ int main(int argc, char** argv) {
   if (!options.ok()) ledger::cli::ExitUsage(program, options.status().message());
   ledger::LimitLibraryLogs(/*quiet=*/!absl::GetFlag(FLAGS_verbose));
   if (init) return InitLedger(options->storage);
+  const std::string ports_file = absl::GetFlag(FLAGS_ports_file);
+  if (!ports_file.empty()) {
+    if (absl::Status status = CheckCanWritePortsFile(ports_file); !status.ok()) {
+      ledger::cli::ExitUsage(program, status.message());
+    }
+  }
   for (const auto& [flag, address] :
        {std::pair<const char*, const std::string&>{"--listen", options->listen_address},
         {"--metrics_listen", options->metrics_listen_address}}) {
@@ -562,10 +629,25 @@ int main(int argc, char** argv) {
                    shard.max_batch, shard.policy.overdraft_limit, storage,
                    (*server)->transport_security().description())
             << std::endl;
+  if (!ports_file.empty()) {
+    const std::string json = PortsFileJson(
+        ListenAddressWithPort(options->listen_address, (*server)->port()),
+        options->metrics_listen_address.empty()
+            ? ""
+            : ListenAddressWithPort(options->metrics_listen_address, (*server)->metrics_port()));
+    if (absl::Status status = WritePortsFile(ports_file, json); !status.ok()) {
+      std::cerr << "ledgerd: " << status.message() << "; stopping\n";
+      (*server)->Shutdown();
+      return EXIT_FAILURE;
+    }
+  }
 
   const bool listener_lost = WaitForShutdownOrLostListener(signals, (*server)->port());
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
+  // Once drained, just before the exit: while the file is there, the process it names runs (or
+  // was killed, and left it).
+  if (!ports_file.empty()) unlink(ports_file.c_str());
   std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
             << "\n";
   return listener_lost ? kExitListenerLost : EXIT_SUCCESS;

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits for protobuf messages.
+#include "server/error_status.h"
 
 namespace ledger {
 namespace {
@@ -42,12 +43,14 @@ std::optional<uint64_t> ParsePageToken(absl::string_view token) {
 
 grpc::Status InvalidPageToken(absl::string_view token) {
   const absl::string_view quoted = token.substr(0, kQuotedPageTokenBytes);
-  return {grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("page_token \"", absl::CHexEscape(quoted),
-                       token.size() > quoted.size() ? "..." : "", "\" (", token.size(),
-                       " bytes) is not one this server issued: pass a next_page_token from an "
-                       "earlier History response unchanged, or leave it empty for the newest "
-                       "entries")};
+  return ErrorStatus(
+      grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+      absl::StrCat("page_token \"", absl::CHexEscape(quoted),
+                   token.size() > quoted.size() ? "..." : "", "\" (", token.size(),
+                   " bytes) is not one this server issued: pass a next_page_token from an "
+                   "earlier History response unchanged, or leave it empty for the newest "
+                   "entries"),
+      {{"field", "page_token"}});
 }
 
 }  // namespace
@@ -58,11 +61,12 @@ grpc::Status ParseRequest(const grpc::ByteBuffer& bytes, Request& request) {
   if (grpc::SerializationTraits<Request>::Deserialize(&consumed, &request).ok()) {
     return grpc::Status::OK;
   }
-  return {grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(), ": its ",
-                       bytes.Length(),
-                       " bytes are not well-formed protobuf (truncated or of another message), "
-                       "or a string field is not valid UTF-8")};
+  return ErrorStatus(
+      grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+      absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(), ": its ",
+                   bytes.Length(),
+                   " bytes are not well-formed protobuf (truncated or of another message), or a "
+                   "string field is not valid UTF-8"));
 }
 
 template <typename Request>
@@ -85,10 +89,11 @@ grpc::Status ValidateAccountRequest(const Request& request, Op op, bool require_
     return ToGrpcStatus(invalid, 0, facts);
   }
   if (require_request_id && op != Op::kBalance && facts.request_id.empty()) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "request_id is required by this server (--require_request_id): give every "
-            "Deposit and Withdraw a unique request_id, so that a call whose outcome is "
-            "unknown can be retried safely"};
+    return ErrorStatus(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST_ID,
+                       "request_id is required by this server (--require_request_id): give every "
+                       "Deposit and Withdraw a unique request_id, so that a call whose outcome is "
+                       "unknown can be retried safely",
+                       {{"field", "request_id"}});
   }
   return grpc::Status::OK;
 }
@@ -112,10 +117,12 @@ grpc::Status ValidateTransferRequest(const v1::TransferRequest& request, CallFac
 
 grpc::Status ValidateApplySize(const v1::ApplyRequest& request) {
   if (request.operations_size() <= kMaxApplyOperations) return grpc::Status::OK;
-  return {grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("an Apply call carries at most ", kMaxApplyOperations, " operations; got ",
-                       request.operations_size(), ". Nothing was applied: split it into calls of ",
-                       kMaxApplyOperations, " or fewer")};
+  return ErrorStatus(
+      grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+      absl::StrCat("an Apply call carries at most ", kMaxApplyOperations, " operations; got ",
+                   request.operations_size(), ". Nothing was applied: split it into calls of ",
+                   kMaxApplyOperations, " or fewer"),
+      {{"field", "operations"}, {"operations", absl::StrCat(request.operations_size())}});
 }
 
 grpc::Status ValidateApplyOperation(const v1::ApplyOperation& operation, bool require_request_id,
@@ -132,9 +139,10 @@ grpc::Status ValidateApplyOperation(const v1::ApplyOperation& operation, bool re
     case v1::ApplyOperation::OPERATION_NOT_SET:
       break;
   }
-  return {grpc::StatusCode::INVALID_ARGUMENT,
-          "the operation sets none of deposit, withdraw, balance, transfer (or one this server "
-          "does not know): nothing was applied"};
+  return ErrorStatus(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+                     "the operation sets none of deposit, withdraw, balance, transfer (or one "
+                     "this server does not know): nothing was applied",
+                     {{"field", "operation"}});
 }
 
 grpc::Status ValidateHistoryRequest(const v1::HistoryRequest& request, HistoryQuery& query) {
@@ -144,9 +152,10 @@ grpc::Status ValidateHistoryRequest(const v1::HistoryRequest& request, HistoryQu
     return ToGrpcStatus(Outcome::kInvalidAccountId, 0, facts);
   }
   if (request.page_size() < 0 || request.page_size() > kMaxHistoryPageSize) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            absl::StrCat("page_size must be 1 to ", kMaxHistoryPageSize, ", or 0 for ",
-                         kDefaultHistoryPageSize, "; got ", request.page_size())};
+    return ErrorStatus(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+                       absl::StrCat("page_size must be 1 to ", kMaxHistoryPageSize, ", or 0 for ",
+                                    kDefaultHistoryPageSize, "; got ", request.page_size()),
+                       {{"field", "page_size"}});
   }
   query.start_sequence = 0;
   if (!request.page_token().empty()) {

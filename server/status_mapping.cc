@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/error_status.h"
 
 namespace ledger {
 namespace {
@@ -45,13 +46,140 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts);
 
 }  // namespace
 
-grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
+grpc::Status ToPlainStatus(const Reply& reply, const CallFacts& facts) {
   grpc::Status status = StatusFor(reply, facts);
   if (!reply.replayed || status.ok()) return status;
   return {status.error_code(),
           absl::StrCat(status.error_message(), " (the recorded result of an earlier call with ",
                        facts.op == Op::kTransfer ? "transfer_id" : "request_id", " \"",
                        facts.request_id, "\"; nothing was applied now)")};
+}
+
+v1::ErrorReason ReasonFor(const Reply& reply, const CallFacts& facts) {
+  const bool transfer = facts.op == Op::kTransfer;
+  switch (reply.outcome) {
+    case Outcome::kOk:
+      return v1::ERROR_REASON_UNSPECIFIED;
+    case Outcome::kInvalidAccountId:
+      return v1::INVALID_ACCOUNT_ID;
+    case Outcome::kInvalidAmount:
+      return v1::INVALID_AMOUNT;
+    case Outcome::kAccountNotFound:
+      return v1::ACCOUNT_NOT_FOUND;
+    case Outcome::kInsufficientFunds:
+      return v1::INSUFFICIENT_FUNDS;
+    case Outcome::kOverflow:
+      return v1::BALANCE_OVERFLOW;
+    case Outcome::kMailboxFull:
+      return facts.part_size > facts.mailbox_capacity ? v1::PART_TOO_LARGE : v1::MAILBOX_FULL;
+    case Outcome::kShuttingDown:
+      return v1::SHUTTING_DOWN;
+    case Outcome::kCallerGone:
+      return v1::CALLER_GONE;
+    case Outcome::kInvalidRequestId:
+      return v1::INVALID_REQUEST_ID;
+    case Outcome::kRequestIdReused:
+      return v1::REQUEST_ID_REUSED;
+    case Outcome::kStorageFailed:
+      return v1::OUTCOME_UNKNOWN;
+    // A transfer's own outcomes; from any other call they are a fault (StatusFor: INTERNAL).
+    case Outcome::kSameAccount:
+      return transfer ? v1::SAME_ACCOUNT : v1::INTERNAL_FAULT;
+    case Outcome::kCounterpartyNotFound:
+      return transfer ? v1::COUNTERPARTY_NOT_FOUND : v1::INTERNAL_FAULT;
+    case Outcome::kTransferIdReused:
+      return transfer ? v1::TRANSFER_ID_REUSED : v1::INTERNAL_FAULT;
+    case Outcome::kTransferPending:
+      return transfer ? v1::TRANSFER_PENDING : v1::INTERNAL_FAULT;
+    case Outcome::kInvalidTransferId:
+      return transfer ? v1::INVALID_TRANSFER_ID : v1::INTERNAL_FAULT;
+    case Outcome::kInternal:
+      return v1::INTERNAL_FAULT;
+  }
+  return v1::INTERNAL_FAULT;
+}
+
+namespace {
+
+// ErrorInfo.metadata for `reason`: the values the message names. Only ids that passed validation
+// appear (an invalid one may not be UTF-8, which a proto3 string must be): for an invalid field,
+// its name.
+ErrorMetadata MetadataFor(v1::ErrorReason reason, const Reply& reply, const CallFacts& facts) {
+  const bool transfer = facts.op == Op::kTransfer;
+  const absl::string_view id_key = transfer ? "transfer_id" : "request_id";
+  ErrorMetadata metadata;
+  auto add = [&metadata](absl::string_view key, const auto& value) {
+    metadata.emplace_back(std::string(key), absl::StrCat(value));
+  };
+  switch (reason) {
+    case v1::INVALID_ACCOUNT_ID:
+      add("field", !transfer                                             ? "account_id"
+                   : ValidateAccountId(facts.account_id) != Outcome::kOk ? "from_account_id"
+                                                                         : "to_account_id");
+      break;
+    case v1::INVALID_AMOUNT:
+      add("field", "amount");
+      add("amount", facts.amount);
+      break;
+    case v1::INVALID_REQUEST_ID:
+    case v1::INVALID_TRANSFER_ID:
+      add("field", id_key);
+      break;
+    case v1::SAME_ACCOUNT:
+    case v1::ACCOUNT_NOT_FOUND:
+      add("account_id", facts.account_id);
+      break;
+    case v1::COUNTERPARTY_NOT_FOUND:
+      add("account_id", facts.counterparty);
+      break;
+    case v1::INSUFFICIENT_FUNDS:
+      add("account_id", facts.account_id);
+      add("balance", reply.balance);
+      add("amount", facts.amount);
+      add("overdraft_limit", facts.overdraft_limit);
+      break;
+    case v1::BALANCE_OVERFLOW:
+      add("account_id", transfer ? facts.counterparty : facts.account_id);
+      add("balance", transfer ? reply.to_balance : reply.balance);
+      add("amount", facts.amount);
+      break;
+    case v1::REQUEST_ID_REUSED:
+      add("account_id", facts.account_id);
+      [[fallthrough]];
+    case v1::TRANSFER_ID_REUSED:
+    case v1::TRANSFER_PENDING:
+      add(id_key, facts.request_id);
+      break;
+    case v1::MAILBOX_FULL:
+    case v1::PART_TOO_LARGE:
+      add("shard", facts.shard);
+      add("mailbox_capacity", facts.mailbox_capacity);
+      if (facts.part_size > 0) add("part_size", facts.part_size);
+      break;
+    case v1::OUTCOME_UNKNOWN:
+      add("shard", facts.shard);
+      if (!facts.request_id.empty()) add(id_key, facts.request_id);
+      break;
+    case v1::CALLER_GONE:
+    case v1::INTERNAL_FAULT:
+      add("shard", facts.shard);
+      break;
+    default:
+      break;
+  }
+  if (reply.replayed) add("replayed", "true");
+  return metadata;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Reply& reply, const CallFacts& facts) {
+  grpc::Status plain = ToPlainStatus(reply, facts);
+  if (plain.ok()) return plain;
+  const v1::ErrorReason reason = ReasonFor(reply, facts);
+  return ErrorStatus(plain.error_code(), reason, plain.error_message(),
+                     MetadataFor(reason, reply, facts),
+                     reason == v1::MAILBOX_FULL ? facts.retry_delay : std::nullopt);
 }
 
 namespace {

@@ -12,10 +12,10 @@ const std::vector<std::string> kNames = {"a", "b", "c"};
 
 TEST(AddApplyOperationTest, EachKindCarriesItsAccountsAmountAndId) {
   v1::ApplyRequest request;
-  AddApplyOperation({Op::kDeposit, 0, 0, 5}, "r-1", kNames, &request);
-  AddApplyOperation({Op::kWithdraw, 1, 0, 7}, "r-2", kNames, &request);
-  AddApplyOperation({Op::kBalance, 2, 0, 0}, "r-3", kNames, &request);
-  AddApplyOperation({Op::kTransfer, 2, 0, 9}, "r-4", kNames, &request);
+  AddApplyOperation({CallKind::kDeposit, 0, 0, 5}, "r-1", kNames, &request);
+  AddApplyOperation({CallKind::kWithdraw, 1, 0, 7}, "r-2", kNames, &request);
+  AddApplyOperation({CallKind::kBalance, 2, 0, 0}, "r-3", kNames, &request);
+  AddApplyOperation({CallKind::kTransfer, 2, 0, 9}, "r-4", kNames, &request);
   ASSERT_EQ(request.operations_size(), 4);
   EXPECT_EQ(request.operations(0).deposit().account_id(), "a");
   EXPECT_EQ(request.operations(0).deposit().amount(), 5);

@@ -16,11 +16,12 @@ const std::vector<std::string> kBookAccounts = {"a", "b", "c"};
 
 TEST(LedgerBookTest, ExactBalancesPassWhenNothingWasAmbiguous) {
   LedgerBook book(3);
-  book.Record(0, Op::kDeposit, 100, grpc::StatusCode::OK);
-  book.Record(0, Op::kWithdraw, 30, grpc::StatusCode::OK);
-  book.Record(0, Op::kWithdraw, 500, grpc::StatusCode::FAILED_PRECONDITION);
-  book.Record(1, Op::kDeposit, 7, grpc::StatusCode::RESOURCE_EXHAUSTED);  // Shed: not applied.
-  book.Record(2, Op::kBalance, 0, grpc::StatusCode::OK);                  // Not recorded.
+  book.Record(0, CallKind::kDeposit, 100, CallEffect::kApplied);
+  book.Record(0, CallKind::kWithdraw, 30, CallEffect::kApplied);
+  book.Record(0, CallKind::kWithdraw, 500, CallEffect::kNotApplied);
+  book.Record(1, CallKind::kDeposit, 7,
+              CallEffect::kNotApplied);                         // Shed: not applied.
+  book.Record(2, CallKind::kBalance, 0, CallEffect::kApplied);  // Not recorded.
   const VerificationResult result = book.Verify({70, std::nullopt, std::nullopt}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.accounts_checked, 2);
@@ -30,7 +31,7 @@ TEST(LedgerBookTest, ExactBalancesPassWhenNothingWasAmbiguous) {
 
 TEST(LedgerBookTest, ABalanceOffByOneFailsAndNamesTheAccount) {
   LedgerBook book(3);
-  book.Record(0, Op::kDeposit, 100, grpc::StatusCode::OK);
+  book.Record(0, CallKind::kDeposit, 100, CallEffect::kApplied);
   const VerificationResult result = book.Verify({101, std::nullopt, std::nullopt}, kBookAccounts);
   EXPECT_FALSE(result.pass);
   ASSERT_FALSE(result.mismatches.empty());
@@ -39,9 +40,9 @@ TEST(LedgerBookTest, ABalanceOffByOneFailsAndNamesTheAccount) {
 
 TEST(LedgerBookTest, AmbiguousCallsWidenTheAllowedRangeBothWays) {
   LedgerBook book(3);
-  book.Record(0, Op::kDeposit, 100, grpc::StatusCode::OK);
-  book.Record(0, Op::kDeposit, 50, grpc::StatusCode::DEADLINE_EXCEEDED);
-  book.Record(0, Op::kWithdraw, 20, grpc::StatusCode::UNAVAILABLE);
+  book.Record(0, CallKind::kDeposit, 100, CallEffect::kApplied);
+  book.Record(0, CallKind::kDeposit, 50, CallEffect::kUnknown);
+  book.Record(0, CallKind::kWithdraw, 20, CallEffect::kUnknown);
   for (int64_t balance : {80, 100, 130, 150}) {
     EXPECT_TRUE(book.Verify({balance, std::nullopt, std::nullopt}, kBookAccounts).pass) << balance;
   }
@@ -52,11 +53,11 @@ TEST(LedgerBookTest, AmbiguousCallsWidenTheAllowedRangeBothWays) {
 
 TEST(LedgerBookTest, ResolvedAmbiguousCallsMakeVerificationExactAgain) {
   LedgerBook book(3);
-  book.Record(0, Op::kDeposit, 100, grpc::StatusCode::OK);
-  book.Record(0, Op::kDeposit, 50, grpc::StatusCode::DEADLINE_EXCEEDED);
-  book.Record(0, Op::kWithdraw, 20, grpc::StatusCode::UNAVAILABLE);
-  book.Resolve(0, Op::kDeposit, 50, /*applied=*/true);
-  book.Resolve(0, Op::kWithdraw, 20, /*applied=*/false);
+  book.Record(0, CallKind::kDeposit, 100, CallEffect::kApplied);
+  book.Record(0, CallKind::kDeposit, 50, CallEffect::kUnknown);
+  book.Record(0, CallKind::kWithdraw, 20, CallEffect::kUnknown);
+  book.Resolve(0, CallKind::kDeposit, 50, /*applied=*/true);
+  book.Resolve(0, CallKind::kWithdraw, 20, /*applied=*/false);
   const VerificationResult exact = book.Verify({150, std::nullopt, std::nullopt}, kBookAccounts);
   EXPECT_TRUE(exact.pass);
   EXPECT_EQ(exact.acknowledged_net, 150);
@@ -68,23 +69,23 @@ TEST(LedgerBookTest, ResolvedAmbiguousCallsMakeVerificationExactAgain) {
 
 TEST(LedgerBookTest, MissingAccountCountsAsZero) {
   LedgerBook book(3);
-  book.Record(1, Op::kWithdraw, 5, grpc::StatusCode::NOT_FOUND);
+  book.Record(1, CallKind::kWithdraw, 5, CallEffect::kNotApplied);
   EXPECT_TRUE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kBookAccounts).pass);
-  book.Record(1, Op::kDeposit, 5, grpc::StatusCode::OK);
+  book.Record(1, CallKind::kDeposit, 5, CallEffect::kApplied);
   EXPECT_FALSE(book.Verify({std::nullopt, std::nullopt, std::nullopt}, kBookAccounts).pass);
 }
 
 // Transfers (issue 15): a, b and c start with 100 each.
 void DepositHundredEach(LedgerBook& book) {
   for (size_t account = 0; account < 3; ++account) {
-    book.Record(account, Op::kDeposit, 100, grpc::StatusCode::OK);
+    book.Record(account, CallKind::kDeposit, 100, CallEffect::kApplied);
   }
 }
 
 TEST(LedgerBookTransferTest, AnOkTransferMovesTheAmountExactly) {
   LedgerBook book(3);
   DepositHundredEach(book);
-  book.RecordTransfer(0, 1, 30, grpc::StatusCode::OK);
+  book.RecordTransfer(0, 1, 30, CallEffect::kApplied);
   const VerificationResult result = book.Verify({70, 130, 100}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.balance_sum, 300);
@@ -101,11 +102,7 @@ TEST(LedgerBookTransferTest, AnOkTransferMovesTheAmountExactly) {
 TEST(LedgerBookTransferTest, ADefiniteErrorMovesNothing) {
   LedgerBook book(3);
   DepositHundredEach(book);
-  for (auto code : {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::NOT_FOUND,
-                    grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::INVALID_ARGUMENT,
-                    grpc::StatusCode::ALREADY_EXISTS, grpc::StatusCode::RESOURCE_EXHAUSTED}) {
-    book.RecordTransfer(0, 2, 500, code);
-  }
+  for (int i = 0; i < 6; ++i) book.RecordTransfer(0, 2, 500, CallEffect::kNotApplied);
   EXPECT_TRUE(book.Verify({100, 100, 100}, kBookAccounts).pass);
   EXPECT_FALSE(book.Verify({-400, 100, 600}, kBookAccounts).pass);
 }
@@ -113,7 +110,7 @@ TEST(LedgerBookTransferTest, ADefiniteErrorMovesNothing) {
 TEST(LedgerBookTransferTest, AnAmbiguousTransferAllowsEitherOutcomeOrMoneyInFlight) {
   LedgerBook book(3);
   DepositHundredEach(book);
-  book.RecordTransfer(0, 1, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
+  book.RecordTransfer(0, 1, 30, CallEffect::kUnknown);
   EXPECT_TRUE(book.Verify({100, 100, 100}, kBookAccounts).pass);  // Not applied.
   EXPECT_TRUE(book.Verify({70, 130, 100}, kBookAccounts).pass);   // Applied.
   EXPECT_TRUE(book.Verify({70, 100, 100}, kBookAccounts).pass);   // Pending: debited, in flight.
@@ -129,7 +126,7 @@ TEST(LedgerBookTransferTest, AnAmbiguousTransferAllowsEitherOutcomeOrMoneyInFlig
 TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledCommittedIsExact) {
   LedgerBook book(3);
   DepositHundredEach(book);
-  book.RecordTransfer(0, 1, 30, grpc::StatusCode::UNAVAILABLE);
+  book.RecordTransfer(0, 1, 30, CallEffect::kUnknown);
   book.ResolveTransfer(0, 1, 30, /*applied=*/true);
   const VerificationResult result = book.Verify({70, 130, 100}, kBookAccounts);
   EXPECT_TRUE(result.pass);
@@ -141,7 +138,7 @@ TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledCommittedIsExact) {
 TEST(LedgerBookTransferTest, AnAmbiguousTransferSettledRefusedIsExact) {
   LedgerBook book(3);
   DepositHundredEach(book);
-  book.RecordTransfer(2, 0, 50, grpc::StatusCode::CANCELLED);
+  book.RecordTransfer(2, 0, 50, CallEffect::kUnknown);
   book.ResolveTransfer(2, 0, 50, /*applied=*/false);
   EXPECT_TRUE(book.Verify({100, 100, 100}, kBookAccounts).pass);
   EXPECT_FALSE(book.Verify({150, 100, 50}, kBookAccounts).pass);
@@ -153,8 +150,8 @@ TEST(LedgerBookTransferTest, ConservationCatchesMoneyInventedOnAnAmbiguousAccoun
   // only the conservation check can see it.
   LedgerBook book(3);
   DepositHundredEach(book);
-  book.RecordTransfer(0, 1, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
-  book.RecordTransfer(1, 2, 30, grpc::StatusCode::DEADLINE_EXCEEDED);
+  book.RecordTransfer(0, 1, 30, CallEffect::kUnknown);
+  book.RecordTransfer(1, 2, 30, CallEffect::kUnknown);
   const VerificationResult result = book.Verify({100, 130, 130}, kBookAccounts);
   EXPECT_FALSE(result.pass);
   ASSERT_EQ(result.mismatches.size(), 1u);
@@ -167,12 +164,12 @@ TEST(LedgerBookTransferTest, ConservationCatchesMoneyInventedOnAnAmbiguousAccoun
 
 TEST(LedgerBookTransferTest, ConservationHoldsWithDepositsWithdrawalsAndTransfers) {
   LedgerBook book(3);
-  book.Record(0, Op::kDeposit, 500, grpc::StatusCode::OK);
-  book.Record(1, Op::kDeposit, 200, grpc::StatusCode::OK);
-  book.RecordTransfer(0, 2, 120, grpc::StatusCode::OK);
-  book.RecordTransfer(1, 0, 50, grpc::StatusCode::OK);
-  book.Record(2, Op::kWithdraw, 20, grpc::StatusCode::OK);
-  book.RecordTransfer(2, 1, 1000, grpc::StatusCode::FAILED_PRECONDITION);
+  book.Record(0, CallKind::kDeposit, 500, CallEffect::kApplied);
+  book.Record(1, CallKind::kDeposit, 200, CallEffect::kApplied);
+  book.RecordTransfer(0, 2, 120, CallEffect::kApplied);
+  book.RecordTransfer(1, 0, 50, CallEffect::kApplied);
+  book.Record(2, CallKind::kWithdraw, 20, CallEffect::kApplied);
+  book.RecordTransfer(2, 1, 1000, CallEffect::kNotApplied);
   const VerificationResult result = book.Verify({430, 150, 100}, kBookAccounts);
   EXPECT_TRUE(result.pass);
   EXPECT_EQ(result.accounts_checked, 3);
@@ -182,26 +179,8 @@ TEST(LedgerBookTransferTest, ConservationHoldsWithDepositsWithdrawalsAndTransfer
 
 TEST(LedgerBookTransferTest, ATransferTouchesBothAccounts) {
   LedgerBook book(3);
-  book.RecordTransfer(0, 2, 5, grpc::StatusCode::NOT_FOUND);
+  book.RecordTransfer(0, 2, 5, CallEffect::kNotApplied);
   EXPECT_THAT(book.TouchedAccounts(), ::testing::ElementsAre(0, 2));
-}
-
-TEST(EffectOfTest, ClassifiesEveryOutcomeTheContractNames) {
-  EXPECT_EQ(EffectOf(Op::kDeposit, grpc::StatusCode::OK), Effect::kApplied);
-  for (auto code : {grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::FAILED_PRECONDITION,
-                    grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::NOT_FOUND,
-                    grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
-    EXPECT_EQ(EffectOf(Op::kWithdraw, code), Effect::kNotApplied) << code;
-  }
-  for (auto code : {grpc::StatusCode::DEADLINE_EXCEEDED, grpc::StatusCode::CANCELLED,
-                    grpc::StatusCode::UNAVAILABLE}) {
-    EXPECT_EQ(EffectOf(Op::kDeposit, code), Effect::kUnknown) << code;
-  }
-  EXPECT_EQ(EffectOf(Op::kBalance, grpc::StatusCode::OK), Effect::kNotApplied);
-  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::OK), Effect::kApplied);
-  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::ALREADY_EXISTS), Effect::kNotApplied);
-  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::UNAVAILABLE), Effect::kUnknown);
-  EXPECT_EQ(EffectOf(Op::kTransfer, grpc::StatusCode::UNIMPLEMENTED), Effect::kNotApplied);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ int TransfersInScope(TransferScope scope, const std::string& distribution, int d
   int in_scope = 0;
   for (int i = 0; i < draws; ++i) {
     const PlannedCall call = workload.Next();
-    EXPECT_EQ(call.op, Op::kTransfer);
+    EXPECT_EQ(call.op, CallKind::kTransfer);
     EXPECT_GE(call.amount, 1);
     EXPECT_LE(call.amount, 10);
     EXPECT_LT(call.to_account, kShardOf.size());
@@ -112,7 +112,7 @@ TEST(WorkloadTransferTest, TheMixSetsTheShareOfTransfers) {
   auto partners = TransferPartners::Create(TransferScope::kAny, 10, {});
   Workload workload(OperationMix{1, 0, 0, 1}, &*accounts, 1, 1, 9, &*partners);
   int transfers = 0;
-  for (int i = 0; i < 10'000; ++i) transfers += workload.Next().op == Op::kTransfer;
+  for (int i = 0; i < 10'000; ++i) transfers += workload.Next().op == CallKind::kTransfer;
   EXPECT_NEAR(transfers, 5000, 300);
 }
 
@@ -148,8 +148,8 @@ TEST(WorkloadTest, FollowsTheMixAndTheAmountRange) {
   int deposits = 0;
   for (int i = 0; i < 10'000; ++i) {
     const PlannedCall call = workload.Next();
-    ASSERT_NE(call.op, Op::kWithdraw);
-    if (call.op == Op::kDeposit) {
+    ASSERT_NE(call.op, CallKind::kWithdraw);
+    if (call.op == CallKind::kDeposit) {
       ++deposits;
       ASSERT_GE(call.amount, 5);
       ASSERT_LE(call.amount, 9);

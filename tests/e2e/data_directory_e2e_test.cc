@@ -19,6 +19,7 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "storage/rocksdb_store.h"
 #include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
@@ -29,7 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::InitLedgerDir;
-using testing_util::PortAfter;
+using testing_util::LedgerdProcess;
 using testing_util::ScratchDir;
 using testing_util::Subprocess;
 
@@ -86,15 +87,10 @@ TEST(LedgerdInitTest, CreatesANewLedgerThatTheServerThenServes) {
   EXPECT_THAT(init.output, HasSubstr(" in " + data_dir));
   EXPECT_TRUE(std::filesystem::exists(data_dir + "/CURRENT"));
 
-  Subprocess ledgerd([&] {
-    std::vector<std::string> args = ServeFlags(data_dir);
-    args.insert(args.begin(), testing_util::LedgerdPath());
-    return args;
-  }());
-  ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr("recovered 0 accounts of ledger "));
-  ledgerd.Signal(SIGTERM);
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  LedgerdProcess ledgerd(ServeFlags(data_dir));
+  ASSERT_TRUE(ledgerd.Start());
+  EXPECT_THAT(ledgerd.log(), HasSubstr("recovered 0 accounts of ledger "));
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
 }
 
 TEST(LedgerdInitTest, RefusesADirectoryThatHoldsAnythingAndChangesNothing) {
@@ -158,12 +154,15 @@ TEST(LedgerdDataDirectoryTest, ServerRefusesALedgerWhoseAccountDisagreesWithItsJ
     batch.journal = {entry("alice", 1, 100), entry("bob", 1, 50), entry("bob", 2, 60)};
     ASSERT_TRUE((*store)->Write(batch).ok());
   }
-  const Finished run = RunLedgerd(ServeFlags(scratch.path()));
+  ScratchDir elsewhere;  // The ports file's: it is written only once ledgerd listens.
+  std::vector<std::string> flags = ServeFlags(scratch.path());
+  flags.push_back("--ports_file=" + elsewhere.Sub("ports.json"));
+  const Finished run = RunLedgerd(flags);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.output, HasSubstr("account \"bob\" (sequence 2, balance 70) disagrees with its "
                                     "journal entry 2, whose balance_after is 60"));
   EXPECT_THAT(run.output, HasSubstr("Refusing to start"));
-  EXPECT_THAT(run.output, ::testing::Not(HasSubstr("listening on")));
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path())) << "it never listened";
 }
 
 TEST(LedgerdDataDirectoryTest, ReadOnlyFilesystemIsNamedAsSuch) {
@@ -229,14 +228,10 @@ TEST(LedgerdDataDirectoryTest, ADirectoryDeletedWhileServingRefusesWritesAndTurn
   ScratchDir scratch;
   const std::string data_dir = scratch.Sub("ledger");
   InitLedgerDir(data_dir);
-  std::vector<std::string> args = ServeFlags(data_dir);
-  args.insert(args.begin(), testing_util::LedgerdPath());
-  Subprocess ledgerd(args);
-  ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
-  const int port = PortAfter(ledgerd.output(), "listening on 127.0.0.1:");
-  const int metrics_port = PortAfter(ledgerd.output(), "metrics on http://127.0.0.1:");
-  auto channel =
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  LedgerdProcess ledgerd(ServeFlags(data_dir));
+  ASSERT_TRUE(ledgerd.Start());
+  const int metrics_port = ledgerd.metrics_port();
+  auto channel = grpc::CreateChannel(ledgerd.target(), grpc::InsecureChannelCredentials());
   int64_t balance = 0;
   ASSERT_TRUE(Deposit(channel, "alice", 700, &balance).ok());
   ASSERT_EQ(balance, 700);
@@ -247,17 +242,16 @@ TEST(LedgerdDataDirectoryTest, ADirectoryDeletedWhileServingRefusesWritesAndTurn
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.error_message(), HasSubstr("outcome unknown"));
   // The watcher looks once a second.
-  ASSERT_TRUE(ledgerd.WaitForOutput("Health is NOT_SERVING", std::chrono::seconds(5)))
-      << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr("data directory " + data_dir + " was deleted"));
+  ASSERT_TRUE(ledgerd.WaitForLog("Health is NOT_SERVING", std::chrono::seconds(5)))
+      << ledgerd.log();
+  EXPECT_THAT(ledgerd.log(), HasSubstr("data directory " + data_dir + " was deleted"));
   EXPECT_EQ(Health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   const std::optional<testing_util::HttpResponse> scrape =
       testing_util::HttpGet(metrics_port, "/metrics");
   ASSERT_TRUE(scrape.has_value());
   EXPECT_THAT(scrape->body, HasSubstr("\nledger_data_directory_lost 1\n"));
   EXPECT_EQ(Deposit(channel, "bob", 1).error_code(), grpc::StatusCode::UNAVAILABLE);
-  ledgerd.Signal(SIGTERM);
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
 
   // Restarted on the same path, it does not start an empty ledger.
   const Finished restarted = RunLedgerd(ServeFlags(data_dir));

@@ -2,7 +2,6 @@
 // load test then settles its ambiguous calls, transfers included, and verifies every balance and
 // the conservation sum exactly), and refusing a data directory that is not its own.
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -10,12 +9,12 @@
 #include <iterator>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/loadtest_report.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
@@ -29,7 +28,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::JsonNumber;
-using testing_util::PortAfter;
 using testing_util::ScratchDir;
 using testing_util::Subprocess;
 
@@ -40,40 +38,11 @@ std::string ReadFile(const std::string& path) {
 
 class CrashTest : public testing::Test {
  protected:
-  void SetUp() override { testing_util::InitLedgerDir(scratch_.Sub("data")); }
-
-  // Starts ledgerd on `port` (0: any); returns the port it listens on, 0 on failure. A port just
-  // freed by a killed ledgerd can take a moment to be bindable again, so a refused start is
-  // retried briefly.
-  int StartLedgerd(int port) {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      ledgerd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-          testing_util::LedgerdPath(), "--listen=127.0.0.1:" + std::to_string(port),
-          "--metrics_listen=127.0.0.1:0", "--shards=2", "--data_dir=" + scratch_.Sub("data")});
-      if (ledgerd_->WaitForOutput("overdraft limit")) {
-        metrics_port_ = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
-        return PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
-      }
-      ledgerd_->WaitForExit(std::chrono::seconds(5));
-      if (ledgerd_->output().find("cannot listen") == std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "ledgerd did not start: " << ledgerd_->output();
-    return 0;
-  }
-
-  void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
-  }
-
   // Deposits and withdrawals the running ledgerd has answered OK, alone or in Apply calls (from
   // its /metrics); 0 when the scrape fails.
   int64_t AcknowledgedWrites() const {
     const std::optional<testing_util::HttpResponse> scrape =
-        testing_util::HttpGet(metrics_port_, "/metrics");
+        testing_util::HttpGet(ledgerd_.metrics_port(), "/metrics");
     if (!scrape.has_value()) return 0;
     int64_t acknowledged = 0;
     for (const char* method : {"Deposit", "Withdraw"}) {
@@ -92,17 +61,18 @@ class CrashTest : public testing::Test {
 
   void KillUnderLoad(const std::vector<std::string>& load_flags, int64_t writes);
 
-  ScratchDir scratch_;
-  std::unique_ptr<Subprocess> ledgerd_;
-  int metrics_port_ = 0;
+  ScratchDir scratch_;  // The load test's reports.
+  // Restarted on the same data directory and gRPC port after each kill: the load test keeps its
+  // target.
+  testing_util::LedgerdProcess ledgerd_{std::vector<std::string>{"--shards=2"}};
 };
 
 // Three cycles of load, each killed with SIGKILL once ledgerd has acknowledged `writes` writes of
 // it; the load test (with `load_flags`) settles what the kill left unknown and verifies exactly.
 void CrashTest::KillUnderLoad(const std::vector<std::string>& load_flags, int64_t writes) {
   constexpr int kCycles = 3;
-  const int port = StartLedgerd(0);
-  ASSERT_GT(port, 0);
+  ASSERT_TRUE(ledgerd_.Start());
+  const int port = ledgerd_.grpc_port();
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));
     const int64_t acknowledged_before = AcknowledgedWrites();
@@ -122,11 +92,12 @@ void CrashTest::KillUnderLoad(const std::vector<std::string>& load_flags, int64_
         "ledgerd has acknowledged writes of this cycle's load", testing_util::kEventTimeout,
         std::chrono::milliseconds(20)))
         << loadtest.output();
-    ledgerd_->Signal(SIGKILL);
-    ASSERT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), std::nullopt)  // Died by signal.
-        << ledgerd_->output();
-    ASSERT_EQ(StartLedgerd(port), port);
-    EXPECT_THAT(ledgerd_->output(), HasSubstr("recovered "));
+    ledgerd_.Signal(SIGKILL);
+    ASSERT_EQ(ledgerd_.WaitForExit(std::chrono::seconds(10)), std::nullopt)  // Died by signal.
+        << ledgerd_.log();
+    ASSERT_TRUE(ledgerd_.Restart());
+    ASSERT_EQ(ledgerd_.grpc_port(), port);
+    EXPECT_THAT(ledgerd_.log(), HasSubstr("recovered "));
 
     const std::optional<int> exit_code = loadtest.WaitForExit(std::chrono::seconds(120));
     const std::string report = ReadFile(json_path);

@@ -6,6 +6,11 @@
 // shed operation gets RESOURCE_EXHAUSTED and the call the pushback), and can lose the answer to
 // whole calls after applying them, so that a client's retries and settling are tested without
 // depending on the real server's overload or failure behaviour.
+//
+// Every status it answers itself carries ledgerd's machine-readable reason (ErrorInfo), with
+// words unlike the real server's: a client that decided by the words instead of the reason
+// would do the wrong thing here. A write fault (Shedding::first_write_fault) can even answer
+// with words that say the opposite of the reason.
 #ifndef LEDGER_TESTS_E2E_FAKE_LEDGER_H_
 #define LEDGER_TESTS_E2E_FAKE_LEDGER_H_
 
@@ -18,9 +23,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "proto/error_details.h"
 
 namespace ledger::testing_util {
 
@@ -61,7 +68,26 @@ class FakeLedger final : public v1::Ledger::Service {
     int apply_calls_lost = 0;
   };
 
-  explicit FakeLedger(Shedding shedding) : shedding_(std::move(shedding)) {}
+  // How the first unshed attempt of each deposit or withdraw (by request_id) is answered, when
+  // set: with this status, after applying it when `applied`. Retries are answered as usual.
+  struct WriteFault {
+    grpc::StatusCode code;
+    v1::ErrorReason reason;
+    std::string words;
+    bool applied;
+  };
+
+  // A status as ledgerd would send it for `reason`, but with the fake's own `words`.
+  static grpc::Status Refusal(grpc::StatusCode code, v1::ErrorReason reason, std::string words,
+                              std::optional<std::chrono::milliseconds> retry_delay = {}) {
+    std::string details = EncodeErrorDetails(
+        static_cast<int>(code), words,
+        ErrorDetails{.reason = reason, .metadata = {}, .retry_delay = retry_delay});
+    return {code, std::move(words), std::move(details)};
+  }
+
+  explicit FakeLedger(Shedding shedding, std::optional<WriteFault> first_write_fault = {})
+      : shedding_(std::move(shedding)), first_write_fault_(std::move(first_write_fault)) {}
 
   // Listens on 127.0.0.1, a free port; returns "127.0.0.1:PORT".
   std::string Start() {
@@ -137,7 +163,7 @@ class FakeLedger final : public v1::Ledger::Service {
     if (Shed(context, "transfer:" + id)) return ShedStatus();
     if (id.empty() || request->from_account_id() == request->to_account_id() ||
         request->amount() <= 0) {
-      return {grpc::StatusCode::INVALID_ARGUMENT, "bad transfer"};
+      return Refusal(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST, "bad transfer");
     }
     const bool first = ++transfer_attempts_[id] == 1;
     const auto recorded = transfers_.find(id);
@@ -158,8 +184,9 @@ class FakeLedger final : public v1::Ledger::Service {
       return {grpc::StatusCode::UNAVAILABLE, "fake: connection lost after the transfer"};
     }
     if (ending == TransferEnding::kPendingThenUnavailable) {
-      return {grpc::StatusCode::UNAVAILABLE,
-              "transfer " + id + " is still pending; it will end COMMITTED or REFUSED on its own"};
+      // Words unlike the server's: the client must read TRANSFER_PENDING from the reason.
+      return Refusal(grpc::StatusCode::UNAVAILABLE, v1::TRANSFER_PENDING,
+                     "fake: transfer " + id + " is between its two shards");
     }
     return decided;
   }
@@ -170,13 +197,13 @@ class FakeLedger final : public v1::Ledger::Service {
     ++attempts_;
     if (Shed(context, "get-transfer:" + request->transfer_id())) return ShedStatus();
     if (shedding_.no_transfer_records) {
-      return {grpc::StatusCode::FAILED_PRECONDITION,
-              "the server keeps no transfer records (--durability=none)"};
+      return Refusal(grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
+                     "the server keeps no transfer records (--durability=none)");
     }
     const auto found = transfers_.find(request->transfer_id());
     if (found == transfers_.end()) {
-      return {grpc::StatusCode::NOT_FOUND,
-              "transfer " + request->transfer_id() + " not found: no durable record"};
+      return Refusal(grpc::StatusCode::NOT_FOUND, v1::TRANSFER_NOT_FOUND,
+                     "transfer " + request->transfer_id() + " not found: no durable record");
     }
     *response = found->second;
     if (++queries_[request->transfer_id()] <= shedding_.get_transfer_pending) {
@@ -197,7 +224,9 @@ class FakeLedger final : public v1::Ledger::Service {
     ++attempts_;
     if (Shed(context, "history:" + request->account_id())) return ShedStatus();
     const auto found = history_.find(request->account_id());
-    if (found == history_.end()) return {grpc::StatusCode::NOT_FOUND, "no such account"};
+    if (found == history_.end()) {
+      return Refusal(grpc::StatusCode::NOT_FOUND, v1::ACCOUNT_NOT_FOUND, "no such account");
+    }
     for (auto entry = found->second.rbegin(); entry != found->second.rend(); ++entry) {
       *response->add_entries() = *entry;
     }
@@ -233,7 +262,9 @@ class FakeLedger final : public v1::Ledger::Service {
     ++attempts_;
     if (Shed(context, "balance:" + request->account_id())) return ShedStatus();
     const auto found = balances_.find(request->account_id());
-    if (found == balances_.end()) return {grpc::StatusCode::NOT_FOUND, "no such account"};
+    if (found == balances_.end()) {
+      return Refusal(grpc::StatusCode::NOT_FOUND, v1::ACCOUNT_NOT_FOUND, "no such account");
+    }
     response->set_balance(found->second);
     return grpc::Status::OK;
   }
@@ -268,12 +299,14 @@ class FakeLedger final : public v1::Ledger::Service {
       result.set_to_balance(response.to_balance());
       result.set_replayed(response.replayed());
     } else {
-      status = {grpc::StatusCode::INVALID_ARGUMENT, "no operation"};
+      status = Refusal(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST, "no operation");
     }
     if (!status.ok()) {
       result.Clear();
       result.set_code(status.error_code());
       result.set_message(status.error_message());
+      std::optional<ErrorDetails> details = DecodeErrorDetails(status.error_details());
+      if (details.has_value()) result.set_reason(details->reason);
     }
     return result;
   }
@@ -291,19 +324,23 @@ class FakeLedger final : public v1::Ledger::Service {
     const auto to = balances_.find(request.to_account_id());
     grpc::Status refusal = grpc::Status::OK;
     if (from == balances_.end()) {
-      refusal = {grpc::StatusCode::NOT_FOUND, "account " + request.from_account_id() +
-                                                  " not found: it has never received a deposit"};
+      refusal = Refusal(
+          grpc::StatusCode::NOT_FOUND, v1::ACCOUNT_NOT_FOUND,
+          "account " + request.from_account_id() + " not found: it has never received a deposit");
     } else if (to == balances_.end()) {
-      refusal = {grpc::StatusCode::NOT_FOUND, "account " + request.to_account_id() +
-                                                  " not found: it has never received a deposit"};
+      refusal = Refusal(
+          grpc::StatusCode::NOT_FOUND, v1::COUNTERPARTY_NOT_FOUND,
+          "account " + request.to_account_id() + " not found: it has never received a deposit");
     } else if (from->second < request.amount()) {
-      refusal = {grpc::StatusCode::FAILED_PRECONDITION, "insufficient funds"};
+      refusal = Refusal(grpc::StatusCode::FAILED_PRECONDITION, v1::INSUFFICIENT_FUNDS,
+                        "insufficient funds");
     }
     *record.mutable_finished_time() = record.created_time();
     if (!refusal.ok()) {
       record.set_state(v1::TRANSFER_STATE_REFUSED);
       record.set_refusal_code(refusal.error_code());
       record.set_refusal_message(refusal.error_message());
+      record.set_refusal_reason(DecodeErrorDetails(refusal.error_details())->reason);
       return refusal;
     }
     from->second -= request.amount();
@@ -326,11 +363,14 @@ class FakeLedger final : public v1::Ledger::Service {
                              const v1::TransferRequest& request, v1::TransferResponse* response) {
     if (record.from_account_id() != request.from_account_id() ||
         record.to_account_id() != request.to_account_id() || record.amount() != request.amount()) {
-      return {grpc::StatusCode::ALREADY_EXISTS,
-              "transfer_id " + request.transfer_id() + " was already used for another transfer"};
+      return Refusal(grpc::StatusCode::ALREADY_EXISTS, v1::TRANSFER_ID_REUSED,
+                     "transfer_id " + request.transfer_id() +
+                         " was already used for another "
+                         "transfer");
     }
     if (record.state() == v1::TRANSFER_STATE_REFUSED) {
-      return {static_cast<grpc::StatusCode>(record.refusal_code()), record.refusal_message()};
+      return Refusal(static_cast<grpc::StatusCode>(record.refusal_code()), record.refusal_reason(),
+                     record.refusal_message());
     }
     response->set_from_balance(record.from_balance());
     response->set_to_balance(record.to_balance());
@@ -354,8 +394,16 @@ class FakeLedger final : public v1::Ledger::Service {
     entry.set_counterparty_account_id(counterparty);
   }
 
-  static grpc::Status ShedStatus() {
-    return {grpc::StatusCode::RESOURCE_EXHAUSTED, "shed by the fake ledger; nothing was applied"};
+  // Words unlike the server's: the client must read MAILBOX_FULL from the reason.
+  grpc::Status ShedStatus() const {
+    std::optional<std::chrono::milliseconds> delay;
+    int64_t millis = 0;
+    if (shedding_.pushback_ms.has_value() && absl::SimpleAtoi(*shedding_.pushback_ms, &millis) &&
+        millis >= 0) {
+      delay = std::chrono::milliseconds(millis);
+    }
+    return Refusal(grpc::StatusCode::RESOURCE_EXHAUSTED, v1::MAILBOX_FULL,
+                   "fake: the shard could not take it", delay);
   }
 
   bool Shed(grpc::ServerContext* context, const std::string& key)
@@ -378,22 +426,34 @@ class FakeLedger final : public v1::Ledger::Service {
     if (const auto done = recorded_.find(request_id); done != recorded_.end()) {
       response->set_balance(done->second.balance);
       response->set_replayed(true);
-      return {done->second.code, done->second.code == grpc::StatusCode::OK ? "" : "replayed"};
+      if (done->second.code == grpc::StatusCode::OK) return grpc::Status::OK;
+      return Refusal(done->second.code, v1::INSUFFICIENT_FUNDS, "replayed");
     }
     int64_t& balance = balances_[account];
     if (balance + delta < 0) {
       recorded_[request_id] = {grpc::StatusCode::FAILED_PRECONDITION, balance};
-      return {grpc::StatusCode::FAILED_PRECONDITION, "insufficient funds"};
+      return Refusal(grpc::StatusCode::FAILED_PRECONDITION, v1::INSUFFICIENT_FUNDS,
+                     "insufficient funds");
+    }
+    const bool faulted = first_write_fault_.has_value() && ++faulted_[request_id] == 1;
+    if (faulted && !first_write_fault_->applied) {
+      const auto& fault = *first_write_fault_;
+      return Refusal(fault.code, fault.reason, fault.words);
     }
     balance += delta;
     AddEntry(account, delta > 0 ? v1::OPERATION_DEPOSIT : v1::OPERATION_WITHDRAW,
              delta > 0 ? delta : -delta, balance, request_id, "", "");
     recorded_[request_id] = {grpc::StatusCode::OK, balance};
     response->set_balance(balance);
+    if (faulted) {
+      const auto& fault = *first_write_fault_;
+      return Refusal(fault.code, fault.reason, fault.words);
+    }
     return grpc::Status::OK;
   }
 
   const Shedding shedding_;
+  const std::optional<WriteFault> first_write_fault_;
   std::unique_ptr<grpc::Server> server_;
   mutable absl::Mutex mu_;
   std::map<std::string, int> attempts_of_ ABSL_GUARDED_BY(mu_);
@@ -403,7 +463,9 @@ class FakeLedger final : public v1::Ledger::Service {
   std::map<std::string, v1::GetTransferResponse> transfers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<v1::HistoryEntry>> history_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> transfer_attempts_ ABSL_GUARDED_BY(mu_);  // Unshed, per transfer_id.
-  std::map<std::string, int> queries_ ABSL_GUARDED_BY(mu_);  // GetTransfer calls, per transfer_id.
+  std::map<std::string, int> queries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> faulted_ ABSL_GUARDED_BY(
+      mu_);  // Write faults, per request_id.  // GetTransfer calls, per transfer_id.
   std::vector<std::string> ambiguous_ids_ ABSL_GUARDED_BY(mu_);  // First attempt not answered.
   size_t transfer_count_ ABSL_GUARDED_BY(mu_) = 0;
   int attempts_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,8 +3,6 @@
 #ifndef LEDGER_TESTS_E2E_LEDGERCTL_FIXTURE_H_
 #define LEDGER_TESTS_E2E_LEDGERCTL_FIXTURE_H_
 
-#include <signal.h>
-
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/e2e/fake_ledger.h"
-#include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/test_paths.h"
 
@@ -27,19 +25,15 @@ struct LedgerctlResult {
 // Not thread-safe, but for Run (see ShedCallIsOverloaded).
 class LedgerctlTest : public testing::Test {
  protected:
+  // A ledgerd with 2 shards, no metrics (unless `flags` say otherwise) and a new ledger.
   void StartLedgerd(std::vector<std::string> flags = {}) {
-    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                                 "--metrics_listen=", "--shards=2", NewLedgerDirFlag()});
-    ledgerd_ = std::make_unique<Subprocess>(flags);
-    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-    target_ = "--target=127.0.0.1:" +
-              std::to_string(PortAfter(ledgerd_->output(), "listening on 127.0.0.1:"));
+    flags.insert(flags.begin(), {"--metrics_listen=", "--shards=2"});  // The last value wins.
+    ledgerd_ = std::make_unique<LedgerdProcess>(flags);
+    ASSERT_TRUE(ledgerd_->Start());
+    target_ = "--target=" + ledgerd_->target();
   }
   void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
+    if (ledgerd_ != nullptr) ledgerd_->Stop();
   }
 
   // Runs ledgerctl against the started ledgerd; `stdout_only` drops what it writes to stderr;
@@ -56,12 +50,13 @@ class LedgerctlTest : public testing::Test {
   }
 
   // Serves ledgerctl's calls from a FakeLedger that sheds as `shedding` says.
-  void StartFakeLedger(FakeLedger::Shedding shedding) {
-    fake_ = std::make_unique<FakeLedger>(shedding);
+  void StartFakeLedger(FakeLedger::Shedding shedding,
+                       std::optional<FakeLedger::WriteFault> first_write_fault = {}) {
+    fake_ = std::make_unique<FakeLedger>(shedding, std::move(first_write_fault));
     target_ = "--target=" + fake_->Start();
   }
 
-  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<LedgerdProcess> ledgerd_;
   std::unique_ptr<FakeLedger> fake_;
   std::string target_;
 };

@@ -79,8 +79,9 @@ TEST_F(LedgerctlTest, ACallThatCannotConnectSaysNothingWasSent) {
   target_ = "--target=127.0.0.1:1";  // Nothing listens on port 1.
   Result refused = Run({"--deadline=2s", "deposit", "alice", "5"});
   EXPECT_EQ(refused.exit_code, kExitUnavailable);
-  EXPECT_THAT(refused.output, HasSubstr("ledgerctl: no connection to 127.0.0.1:1: the deposit was "
-                                        "not sent, so nothing was applied"));
+  EXPECT_THAT(refused.output, HasSubstr("ledgerctl: UNAVAILABLE: no connection to 127.0.0.1:1"));
+  EXPECT_THAT(refused.output,
+              HasSubstr("ledgerctl: the deposit was not sent, so nothing was applied"));
   EXPECT_THAT(refused.output, ::testing::Not(HasSubstr("outcome unknown")));
 }
 
@@ -189,9 +190,8 @@ TEST_F(LedgerctlTest, ShedCallIsOverloaded) {
   // every call accepted and not yet answered, so at capacity 2 a third is shed.
   StartLedgerd({"--mailbox_capacity=2", "--max_batch=1", "--debug_handler_delay=2s",
                 "--metrics_listen=127.0.0.1:0"});
-  const int metrics_port =
-      testing_util::PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
-  ASSERT_GT(metrics_port, 0) << ledgerd_->output();
+  const int metrics_port = ledgerd_->metrics_port();
+  ASSERT_GT(metrics_port, 0) << ledgerd_->log();
   Result results[3];
   std::vector<std::thread> callers;
   callers.reserve(2);
@@ -497,9 +497,40 @@ TEST_F(LedgerctlTest, WithoutPushbackAShedCallIsNotRetried) {
   StartFakeLedger({.attempts_shed = 1, .pushback_ms = std::nullopt});
   Result deposit = Run({"deposit", "alice", "5"});
   EXPECT_EQ(deposit.exit_code, kExitUnavailable);
-  EXPECT_THAT(deposit.output, HasSubstr("ledgerctl: RESOURCE_EXHAUSTED: shed by the fake ledger"));
+  EXPECT_THAT(deposit.output,
+              HasSubstr("ledgerctl: RESOURCE_EXHAUSTED: fake: the shard could not take it"));
   EXPECT_THAT(deposit.output, Not(HasSubstr("retrying")));
   EXPECT_EQ(fake_->attempts(), 1);
+}
+
+// A status's words are for people; ledgerctl decides by its reason (ErrorInfo). The fake's words
+// here say the opposite of the reason, and ledgerctl follows the reason.
+TEST_F(LedgerctlTest, AnUnknownOutcomeIsReadFromTheReasonWhateverTheWordsSay) {
+  StartFakeLedger({}, testing_util::FakeLedger::WriteFault{.code = grpc::StatusCode::UNAVAILABLE,
+                                                           .reason = v1::OUTCOME_UNKNOWN,
+                                                           .words = "nothing was applied",
+                                                           .applied = true});
+  Result deposit = Run({"deposit", "alice", "5", "--request_id=u-1"});
+  EXPECT_EQ(deposit.exit_code, kExitUnavailable);
+  EXPECT_THAT(deposit.output, HasSubstr("ledgerctl: UNAVAILABLE: nothing was applied\n"
+                                        "ledgerctl: outcome unknown: the deposit may have been "
+                                        "applied. Retry it exactly like this"));
+  Result retry = Run({"deposit", "alice", "5", "--request_id=u-1"});
+  EXPECT_EQ(retry.exit_code, kExitOk) << retry.output;
+  EXPECT_THAT(retry.output, HasSubstr("alice: 5 (replayed"));
+  EXPECT_EQ(Run({"balance", "alice"}).output, "alice: 5\n");
+}
+
+TEST_F(LedgerctlTest, ARefusalIsReadFromTheReasonWhateverTheWordsSay) {
+  StartFakeLedger({},
+                  testing_util::FakeLedger::WriteFault{.code = grpc::StatusCode::UNAVAILABLE,
+                                                       .reason = v1::SHUTTING_DOWN,
+                                                       .words = "outcome unknown: still pending",
+                                                       .applied = false});
+  Result deposit = Run({"deposit", "alice", "5"});
+  EXPECT_EQ(deposit.exit_code, kExitUnavailable);
+  EXPECT_EQ(deposit.output, "ledgerctl: UNAVAILABLE: outcome unknown: still pending\n");
+  EXPECT_EQ(Run({"balance", "alice"}).output, "alice: 0\n");
 }
 
 TEST_F(LedgerctlTest, ANegativeOrMalformedPushbackMeansDoNotRetry) {

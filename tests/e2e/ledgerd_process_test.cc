@@ -1,5 +1,7 @@
 // End-to-end tests of the ledgerd binary as an operator runs it: flags, start-up line, refusals,
 // and signals. Each test starts its own ledgerd on an ephemeral loopback port and stops it by PID.
+#include "tests/e2e/ledgerd_process.h"
+
 #include <signal.h>
 
 #include <atomic>
@@ -7,7 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -21,6 +25,7 @@
 #include "tests/e2e/calls_at_shards.h"
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/http_get.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
 #include "tests/wait_until.h"
@@ -29,31 +34,25 @@ namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::LedgerdProcess;
 using testing_util::Subprocess;
 
-// ledgerd with `flags`, serving metrics on a free port so that tests can run side by side.
-std::vector<std::string> LedgerdArgs(std::vector<std::string> flags) {
+// The command line of a ledgerd that is to refuse to start and exit (LedgerdProcess starts the
+// ones that serve): `flags` with metrics on a free port and a new ledger.
+std::vector<std::string> RefusedLedgerdArgs(std::vector<std::string> flags) {
   flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--metrics_listen=127.0.0.1:0",
                                testing_util::NewLedgerDirFlag()});
   return flags;
 }
 
-// Waits for ledgerd's start-up line and returns the port it names (0 on failure).
-int StartAndReadPort(Subprocess& ledgerd) {
-  if (!ledgerd.WaitForOutput("overdraft limit")) return 0;
-  return testing_util::PortAfter(ledgerd.output(), "listening on 127.0.0.1:");
-}
-
-std::unique_ptr<v1::Ledger::Stub> StubFor(int port) {
-  return v1::Ledger::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+std::unique_ptr<v1::Ledger::Stub> StubFor(const std::string& target) {
+  return v1::Ledger::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
 
 // A stub whose channel is already connected, so that calls made right after reach the server at
 // once even on a busy machine; null when it cannot connect within 10 s.
-std::unique_ptr<v1::Ledger::Stub> ConnectedStubFor(int port) {
-  auto channel =
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+std::unique_ptr<v1::Ledger::Stub> ConnectedStubFor(const std::string& target) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
     return nullptr;
   }
@@ -71,11 +70,6 @@ grpc::Status Deposit(v1::Ledger::Stub& stub, const std::string& account, int64_t
   grpc::Status status = stub.Deposit(&context, request, &response);
   if (balance != nullptr) *balance = response.balance();
   return status;
-}
-
-// The metrics port named in ledgerd's start-up line (0 when it serves none).
-int MetricsPort(const Subprocess& ledgerd) {
-  return testing_util::PortAfter(ledgerd.output(), "metrics on http://127.0.0.1:");
 }
 
 // The balance of `account`, or -1 when the call fails (so that it cannot equal a real count).
@@ -104,21 +98,63 @@ int CountOkRestRefusedUnapplied(const std::vector<grpc::Status>& outcomes) {
   return ok;
 }
 
+// The one test of the start-up line's wording (README shows it to operators); every other test
+// learns the ports from --ports_file.
 TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=3", "--mailbox_capacity=512",
-                                  "--max_in_flight=300", "--max_batch=64"}));
-  const int port = StartAndReadPort(ledgerd);
-  ASSERT_GT(port, 0) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(),
-              HasSubstr(", 3 shards, mailbox capacity 512, max in flight 300, max batch 64, "
-                        "overdraft limit 0"));
-  auto stub = StubFor(port);
+  LedgerdProcess ledgerd(
+      {"--shards=3", "--mailbox_capacity=512", "--max_in_flight=300", "--max_batch=64"});
+  ASSERT_TRUE(ledgerd.Start());
+  EXPECT_THAT(ledgerd.log(),
+              HasSubstr(": listening on 127.0.0.1:" + std::to_string(ledgerd.grpc_port()) +
+                        ", metrics on http://127.0.0.1:" + std::to_string(ledgerd.metrics_port()) +
+                        "/metrics, 3 shards, mailbox capacity 512, max in flight 300, max batch "
+                        "64, overdraft limit 0, durability sync, data dir " +
+                        ledgerd.data_dir() + ", gRPC plaintext (no TLS)\n"));
+  auto stub = StubFor(ledgerd.target());
   int64_t balance = 0;
   ASSERT_TRUE(Deposit(*stub, "alice", 1500, &balance).ok());
   EXPECT_EQ(balance, 1500);
-  ledgerd.Signal(SIGTERM);
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
+  EXPECT_THAT(ledgerd.log(), HasSubstr("stopped cleanly"));
+}
+
+TEST(LedgerdProcessTest, PortsFileNamesTheBoundPortsUntilACleanStop) {
+  LedgerdProcess ledgerd({});
+  ASSERT_TRUE(ledgerd.Start());
+  EXPECT_EQ(ledgerd.ReadPortsFile(),
+            "{\"pid\":" + std::to_string(ledgerd.pid()) +
+                ",\"grpc\":\"127.0.0.1:" + std::to_string(ledgerd.grpc_port()) +
+                "\",\"metrics\":\"127.0.0.1:" + std::to_string(ledgerd.metrics_port()) + "\"}\n");
+  EXPECT_FALSE(std::filesystem::exists(ledgerd.ports_file() + ".tmp"));
+  // The ports it names are the ones served.
+  int64_t balance = 0;
+  ASSERT_TRUE(Deposit(*StubFor(ledgerd.target()), "ported", 5, &balance).ok());
+  EXPECT_EQ(balance, 5);
+  const std::optional<testing_util::HttpResponse> scrape =
+      testing_util::HttpGet(ledgerd.metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
+  EXPECT_FALSE(std::filesystem::exists(ledgerd.ports_file()));
+}
+
+TEST(LedgerdProcessTest, APortsFileThatCannotBeWrittenIsRefusedBeforeServing) {
+  testing_util::ScratchDir scratch;
+  const struct {
+    std::string path, message;
+  } cases[] = {
+      {scratch.Sub("missing/ports.json"),
+       "--ports_file: cannot write " + scratch.Sub("missing/ports.json.tmp") +
+           ": No such file or directory (its directory must exist and be writable)"},
+      {scratch.path(), "--ports_file: " + scratch.path() + " is a directory; it must name a file"},
+  };
+  for (const auto& c : cases) {
+    Subprocess ledgerd(RefusedLedgerdArgs({"--listen=127.0.0.1:0", "--ports_file=" + c.path}));
+    EXPECT_EQ(ledgerd.WaitForExit(), 2) << ledgerd.output();
+    EXPECT_EQ(ledgerd.output(),
+              "ledgerd: " + c.message + "\n`ledgerd --help` explains the usage and every flag\n");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(scratch.path())) << "nothing is left behind";
 }
 
 TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
@@ -127,14 +163,12 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   // Each handler takes 100 ms, so the calls are still queued when the signal arrives (2 s of
   // work for the one account's shard, well within the 10 s grace); max batch 1 keeps them in
   // the mailbox, where the metrics count them.
-  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                      "--metrics_listen=127.0.0.1:0", data_dir_flag, "--shards=2", "--max_batch=1",
-                      "--debug_handler_delay=100ms"});
-  const int port = StartAndReadPort(ledgerd);
-  ASSERT_GT(port, 0) << ledgerd.output();
-  const int metrics_port = MetricsPort(ledgerd);
-  ASSERT_GT(metrics_port, 0) << ledgerd.output();
-  auto stub = ConnectedStubFor(port);
+  LedgerdProcess ledgerd(
+      {data_dir_flag, "--shards=2", "--max_batch=1", "--debug_handler_delay=100ms"});
+  ASSERT_TRUE(ledgerd.Start());
+  const int metrics_port = ledgerd.metrics_port();
+  ASSERT_GT(metrics_port, 0) << ledgerd.log();
+  auto stub = ConnectedStubFor(ledgerd.target());
   ASSERT_NE(stub, nullptr);
   std::vector<grpc::Status> outcomes(kCalls);
   std::vector<std::thread> callers;
@@ -153,19 +187,16 @@ TEST(LedgerdProcessTest, SigintAnswersEveryCallInFlightBeforeExiting) {
   EXPECT_TRUE(all_arrived) << arrived << " of " << kCalls << " arrived";
   ledgerd.Signal(SIGINT);
   for (std::thread& caller : callers) caller.join();
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.log();
+  EXPECT_THAT(ledgerd.log(), HasSubstr("stopped cleanly"));
   // Only a call that had not reached the shard before the signal may be refused.
   const int ok = CountOkRestRefusedUnapplied(outcomes);
   EXPECT_GE(ok, arrived);  // Every call the shard had accepted was applied and answered OK.
   // And exactly those are in the ledger after a restart.
-  Subprocess restarted(
-      {testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
-  const int restarted_port = StartAndReadPort(restarted);
-  ASSERT_GT(restarted_port, 0) << restarted.output();
-  EXPECT_EQ(BalanceOf(*StubFor(restarted_port), "drain"), ok);
-  restarted.Signal(SIGTERM);
-  EXPECT_EQ(restarted.WaitForExit(), 0) << restarted.output();
+  LedgerdProcess restarted({"--metrics_listen=", data_dir_flag});
+  ASSERT_TRUE(restarted.Start());
+  EXPECT_EQ(BalanceOf(*StubFor(restarted.target()), "drain"), ok);
+  EXPECT_EQ(restarted.Stop(), 0) << restarted.log();
 }
 
 // Deposit with a request_id and a long deadline, on its own channel's stub.
@@ -188,14 +219,12 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
   testing_util::InitLedgerDir(data_dir);
   // 150 ms a call, about 20 calls a shard: far more work than the 1 s grace. Max batch 1 keeps
   // the queued calls in the mailboxes, where the metrics count them.
-  Subprocess ledgerd({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                      "--metrics_listen=127.0.0.1:0", "--data_dir=" + data_dir, "--shards=2",
-                      "--max_batch=1", "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
-  const int port = StartAndReadPort(ledgerd);
-  ASSERT_GT(port, 0) << ledgerd.output();
-  const int metrics_port = MetricsPort(ledgerd);
-  ASSERT_GT(metrics_port, 0) << ledgerd.output();
-  auto stub = ConnectedStubFor(port);
+  LedgerdProcess ledgerd({"--data_dir=" + data_dir, "--shards=2", "--max_batch=1",
+                          "--debug_handler_delay=150ms", "--shutdown_grace=1s"});
+  ASSERT_TRUE(ledgerd.Start());
+  const int metrics_port = ledgerd.metrics_port();
+  ASSERT_GT(metrics_port, 0) << ledgerd.log();
+  auto stub = ConnectedStubFor(ledgerd.target());
   ASSERT_NE(stub, nullptr);
   std::vector<grpc::Status> outcomes(kCalls);
   std::vector<std::thread> callers;
@@ -216,11 +245,11 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
       "the deposits reach the shards", testing_util::kEventTimeout, std::chrono::milliseconds(10)))
       << arrived << " of " << kCalls << " arrived";
   ledgerd.Signal(SIGTERM);
-  ASSERT_TRUE(ledgerd.WaitForOutput("shutting down")) << ledgerd.output();
+  ASSERT_TRUE(ledgerd.WaitForLog("shutting down")) << ledgerd.log();
   // A new call during the drain is refused at once, definitely unapplied.
   const grpc::Status late = DepositWithId(*stub, "drain-late", "late");
   for (std::thread& caller : callers) caller.join();
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.log();
 
   EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
   EXPECT_THAT(late.error_message(), HasSubstr("shutting down; nothing was applied"));
@@ -230,11 +259,9 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
   EXPECT_GT(refused, 0);  // The grace ran out before the queue did.
 
   // Exactly the OK calls were applied.
-  Subprocess restarted({testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                        "--metrics_listen=", "--data_dir=" + data_dir, "--shards=2"});
-  const int restarted_port = StartAndReadPort(restarted);
-  ASSERT_GT(restarted_port, 0) << restarted.output();
-  auto after = StubFor(restarted_port);
+  LedgerdProcess restarted({"--metrics_listen=", "--data_dir=" + data_dir, "--shards=2"});
+  ASSERT_TRUE(restarted.Start());
+  auto after = StubFor(restarted.target());
   int64_t total = 0;
   for (int account = 0; account < 3; ++account) {
     v1::BalanceRequest request;
@@ -246,29 +273,26 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
     if (status.ok()) total += response.balance();
   }
   EXPECT_EQ(total, ok);
-  restarted.Signal(SIGTERM);
-  EXPECT_EQ(restarted.WaitForExit(), 0);
+  EXPECT_EQ(restarted.Stop(), 0);
 }
 
 TEST(LedgerdProcessTest, SighupDrainsLikeSigterm) {
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0"}));
-  const int port = StartAndReadPort(ledgerd);
-  ASSERT_GT(port, 0) << ledgerd.output();
-  auto stub = StubFor(port);
+  LedgerdProcess ledgerd({});
+  ASSERT_TRUE(ledgerd.Start());
+  auto stub = StubFor(ledgerd.target());
   ASSERT_TRUE(Deposit(*stub, "hangup", 3).ok());
   ledgerd.Signal(SIGHUP);
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr("received HUP, shutting down"));
-  EXPECT_THAT(ledgerd.output(), HasSubstr("stopped cleanly"));
+  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.log();
+  EXPECT_THAT(ledgerd.log(), HasSubstr("received HUP, shutting down"));
+  EXPECT_THAT(ledgerd.log(), HasSubstr("stopped cleanly"));
 }
 
 TEST(LedgerdProcessTest, AFloodOfUndecodableRequestsLogsAtMostAFewLinesASecond) {
   constexpr int kCalls = 2000;
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0"}));
-  const int port = StartAndReadPort(ledgerd);
-  ASSERT_GT(port, 0) << ledgerd.output();
+  LedgerdProcess ledgerd({});
+  ASSERT_TRUE(ledgerd.Start());
   grpc::GenericStub generic(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(ledgerd.target(), grpc::InsecureChannelCredentials()));
   const std::string not_utf8("\x0a\x02\xff\xfe\x10\x05", 6);
   int invalid = 0;
   const auto send_one = [&] {
@@ -290,37 +314,35 @@ TEST(LedgerdProcessTest, AFloodOfUndecodableRequestsLogsAtMostAFewLinesASecond) 
       [&] {
         send_one();
         ++sent_after;
-        return ledgerd.WaitForOutput("more log line(s) dropped", std::chrono::milliseconds(100));
+        return ledgerd.WaitForLog("more log line(s) dropped", std::chrono::milliseconds(100));
       },
       "ledgerd logs how many lines it dropped", testing_util::kEventTimeout,
       std::chrono::milliseconds(0)))
-      << ledgerd.output();
+      << ledgerd.log();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ledgerd.Signal(SIGTERM);
-  ASSERT_EQ(ledgerd.WaitForExit(), 0);
+  ASSERT_EQ(ledgerd.Stop(), 0);
+  const std::string log = ledgerd.log();
   EXPECT_EQ(invalid, kCalls + sent_after);
   // protobuf logs each invalid string; ledgerd lets 20 lines a second through and says how many
   // it dropped.
   size_t lines = 0;
-  for (size_t at = 0; (at = ledgerd.output().find("ledgerd: protobuf: ", at)) != std::string::npos;
-       ++at) {
+  for (size_t at = 0; (at = log.find("ledgerd: protobuf: ", at)) != std::string::npos; ++at) {
     ++lines;
   }
   EXPECT_LE(lines, static_cast<size_t>(2 * 21 * (seconds + 2))) << seconds << " s";
   EXPECT_LT(lines, static_cast<size_t>(kCalls) / 4);
-  EXPECT_THAT(ledgerd.output(), HasSubstr("more log line(s) dropped (rate limit 20/s)"));
+  EXPECT_THAT(log, HasSubstr("more log line(s) dropped (rate limit 20/s)"));
 }
 
 TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
   // One call in a 30 s handler and one queued behind it: a drain would take a minute.
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", "--shards=2", "--max_batch=1",
-                                  "--debug_handler_delay=30s", "--shutdown_grace=60s"}));
-  const int port = StartAndReadPort(ledgerd);
-  ASSERT_GT(port, 0) << ledgerd.output();
-  const int metrics_port = MetricsPort(ledgerd);
-  ASSERT_GT(metrics_port, 0) << ledgerd.output();
-  auto stub = StubFor(port);
+  LedgerdProcess ledgerd(
+      {"--shards=2", "--max_batch=1", "--debug_handler_delay=30s", "--shutdown_grace=60s"});
+  ASSERT_TRUE(ledgerd.Start());
+  const int metrics_port = ledgerd.metrics_port();
+  ASSERT_GT(metrics_port, 0) << ledgerd.log();
+  auto stub = StubFor(ledgerd.target());
   grpc::Status stuck_outcomes[2];
   std::vector<std::thread> stuck_calls;
   stuck_calls.reserve(2);
@@ -333,11 +355,11 @@ TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
       "a deposit waits behind the stuck one", testing_util::kEventTimeout,
       std::chrono::milliseconds(10)));
   ledgerd.Signal(SIGTERM);
-  ASSERT_TRUE(ledgerd.WaitForOutput("shutting down")) << ledgerd.output();
+  ASSERT_TRUE(ledgerd.WaitForLog("shutting down")) << ledgerd.log();
   ledgerd.Signal(SIGTERM);
   // Exiting at once means before any handler could finish: not one call was answered OK.
-  EXPECT_EQ(ledgerd.WaitForExit(std::chrono::seconds(20)), 1) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr("second signal, exiting at once"));
+  EXPECT_EQ(ledgerd.WaitForExit(std::chrono::seconds(20)), 1) << ledgerd.log();
+  EXPECT_THAT(ledgerd.log(), HasSubstr("second signal, exiting at once"));
   for (std::thread& call : stuck_calls) call.join();
   for (const grpc::Status& outcome : stuck_outcomes) {
     EXPECT_FALSE(outcome.ok()) << "a call was drained although the process was to exit at once";
@@ -345,32 +367,29 @@ TEST(LedgerdProcessTest, SecondSignalExitsAtOnceWithoutDraining) {
 }
 
 TEST(LedgerdProcessTest, AnEmptyMetricsListenServesNoMetrics) {
-  std::vector<std::string> args = LedgerdArgs({"--listen=127.0.0.1:0"});
-  args.push_back("--metrics_listen=");  // The last value of a flag wins.
-  Subprocess ledgerd(args);
-  ASSERT_GT(StartAndReadPort(ledgerd), 0) << ledgerd.output();
-  EXPECT_THAT(ledgerd.output(), HasSubstr(", no metrics, "));
-  ledgerd.Signal(SIGTERM);
-  EXPECT_EQ(ledgerd.WaitForExit(), 0);
+  LedgerdProcess ledgerd({"--metrics_listen="});
+  ASSERT_TRUE(ledgerd.Start());
+  EXPECT_THAT(ledgerd.log(), HasSubstr(", no metrics, "));
+  EXPECT_EQ(ledgerd.metrics_port(), 0);
+  EXPECT_THAT(ledgerd.ReadPortsFile(), HasSubstr(",\"metrics\":null}"));
+  EXPECT_EQ(ledgerd.Stop(), 0);
 }
 
 TEST(LedgerdProcessTest, RefusesAPortInUse) {
-  Subprocess first(LedgerdArgs({"--listen=127.0.0.1:0"}));
-  const int port = StartAndReadPort(first);
-  ASSERT_GT(port, 0) << first.output();
-  Subprocess second(LedgerdArgs({"--listen=127.0.0.1:" + std::to_string(port)}));
+  LedgerdProcess first({});
+  ASSERT_TRUE(first.Start());
+  const int port = first.grpc_port();
+  Subprocess second(RefusedLedgerdArgs({"--listen=127.0.0.1:" + std::to_string(port)}));
   EXPECT_EQ(second.WaitForExit(), 1);
   EXPECT_EQ(second.output(), "ledgerd: cannot listen on 127.0.0.1:" + std::to_string(port) +
                                  ": the port is in use (--listen)\n");
-  first.Signal(SIGTERM);
-  EXPECT_EQ(first.WaitForExit(), 0);
+  EXPECT_EQ(first.Stop(), 0);
 }
 
 TEST(LedgerdProcessTest, ALedgerInUseIsRefusedWithOnlyLedgerdsOwnLine) {
   const std::string data_dir_flag = testing_util::NewLedgerDirFlag();
-  Subprocess first(
-      {testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
-  ASSERT_GT(StartAndReadPort(first), 0) << first.output();
+  LedgerdProcess first({"--metrics_listen=", data_dir_flag});
+  ASSERT_TRUE(first.Start());
   Subprocess second(
       {testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=", data_dir_flag});
   EXPECT_EQ(second.WaitForExit(), 1) << second.output();
@@ -378,8 +397,7 @@ TEST(LedgerdProcessTest, ALedgerInUseIsRefusedWithOnlyLedgerdsOwnLine) {
   EXPECT_THAT(second.output(), ::testing::StartsWith("ledgerd: data directory "));
   EXPECT_THAT(second.output(), HasSubstr(" is in use by another process ("));
   EXPECT_EQ(second.output().find('\n'), second.output().size() - 1) << second.output();
-  first.Signal(SIGTERM);
-  EXPECT_EQ(first.WaitForExit(), 0);
+  EXPECT_EQ(first.Stop(), 0);
 }
 
 struct BadFlagCase {
@@ -390,7 +408,7 @@ struct BadFlagCase {
 class LedgerdBadFlagTest : public testing::TestWithParam<BadFlagCase> {};
 
 TEST_P(LedgerdBadFlagTest, IsRefusedAtStartWithExitTwoAndOnlyItsMessage) {
-  Subprocess ledgerd(LedgerdArgs({"--listen=127.0.0.1:0", GetParam().flag}));
+  Subprocess ledgerd(RefusedLedgerdArgs({"--listen=127.0.0.1:0", GetParam().flag}));
   EXPECT_EQ(ledgerd.WaitForExit(), 2) << ledgerd.output();
   EXPECT_EQ(ledgerd.output(), "ledgerd: " + GetParam().message +
                                   "\n`ledgerd --help` explains the usage and every flag\n");
@@ -463,7 +481,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
-  Subprocess ledgerd(LedgerdArgs({"--help"}));
+  Subprocess ledgerd(RefusedLedgerdArgs({"--help"}));
   EXPECT_EQ(ledgerd.WaitForExit(), 0);
   for (const char* flag : {"--listen",
                            "--shards",
@@ -485,6 +503,7 @@ TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
                            "--keepalive_time",
                            "--min_client_ping_interval",
                            "--verbose",
+                           "--ports_file",
                            "--version"}) {
     EXPECT_THAT(ledgerd.output(), HasSubstr(flag)) << flag;
   }
@@ -508,15 +527,16 @@ TEST(LedgerdProcessTest, VersionNamesTheCommitAndBuildType) {
 }
 
 TEST(LedgerdProcessTest, ListenWithOnlyAPortServesOnEveryInterface) {
-  Subprocess ledgerd(LedgerdArgs({"--listen=:0"}));
-  ASSERT_TRUE(ledgerd.WaitForOutput("overdraft limit")) << ledgerd.output();
-  const int port = testing_util::PortAfter(ledgerd.output(), "listening on 0.0.0.0:");
-  ASSERT_GT(port, 0) << ledgerd.output();
+  LedgerdProcess ledgerd({"--listen=:0"});
+  ASSERT_TRUE(ledgerd.Start());
+  EXPECT_THAT(ledgerd.ReadPortsFile(),
+              HasSubstr("\"grpc\":\"0.0.0.0:" + std::to_string(ledgerd.grpc_port()) + "\""));
   int64_t balance = 0;
-  ASSERT_TRUE(Deposit(*StubFor(port), "everywhere", 7, &balance).ok());
+  ASSERT_TRUE(Deposit(*StubFor("127.0.0.1:" + std::to_string(ledgerd.grpc_port())), "everywhere", 7,
+                      &balance)
+                  .ok());
   EXPECT_EQ(balance, 7);
-  ledgerd.Signal(SIGTERM);
-  EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.output();
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
 }
 
 // Every file under `dir` with its size and modification time, one per line.
@@ -531,11 +551,11 @@ std::string Listing(const std::filesystem::path& dir) {
 }
 
 TEST(LedgerdProcessTest, AStartRefusedForABusyPortTouchesNoDataDirectory) {
-  Subprocess first(LedgerdArgs({"--listen=127.0.0.1:0"}));
-  const int port = StartAndReadPort(first);
-  ASSERT_GT(port, 0) << first.output();
-  const int metrics_port = testing_util::PortAfter(first.output(), "metrics on http://127.0.0.1:");
-  ASSERT_GT(metrics_port, 0) << first.output();
+  LedgerdProcess first({});
+  ASSERT_TRUE(first.Start());
+  const int port = first.grpc_port();
+  const int metrics_port = first.metrics_port();
+  ASSERT_GT(metrics_port, 0) << first.log();
   testing_util::ScratchDir scratch;
   const std::string ledger_dir = scratch.Sub("ledger");
   testing_util::InitLedgerDir(ledger_dir);
@@ -562,8 +582,7 @@ TEST(LedgerdProcessTest, AStartRefusedForABusyPortTouchesNoDataDirectory) {
   }
   EXPECT_FALSE(std::filesystem::exists(scratch.Sub("new")));
   EXPECT_EQ(Listing(ledger_dir), before);
-  first.Signal(SIGTERM);
-  EXPECT_EQ(first.WaitForExit(), 0);
+  EXPECT_EQ(first.Stop(), 0);
 }
 
 }  // namespace

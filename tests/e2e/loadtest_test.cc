@@ -20,7 +20,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/fake_ledger.h"
-#include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/loadtest_report.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
@@ -57,19 +57,15 @@ long long Total(const google::protobuf::Map<std::string, int64_t>& counts) {
 
 class LoadtestTest : public testing::Test {
  protected:
+  // A ledgerd with `flags`, no metrics and a new ledger.
   void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                                 "--metrics_listen=", testing_util::NewLedgerDirFlag()});
-    ledgerd_ = std::make_unique<Subprocess>(flags);
-    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-    target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),
-                                                                    "listening on 127.0.0.1:"));
+    flags.insert(flags.begin(), "--metrics_listen=");
+    ledgerd_ = std::make_unique<testing_util::LedgerdProcess>(flags);
+    ASSERT_TRUE(ledgerd_->Start());
+    target_ = ledgerd_->target();
   }
   void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
+    if (ledgerd_ != nullptr) ledgerd_->Stop();
     std::filesystem::remove(json_path_);
   }
 
@@ -91,7 +87,7 @@ class LoadtestTest : public testing::Test {
   // Runs the load test; returns its exit code and leaves its JSON report in json_.
   int RunLoadtest(std::vector<std::string> flags) { return Finish(*StartLoadtest(flags)); }
 
-  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<testing_util::LedgerdProcess> ledgerd_;
   std::string target_;
   const std::string json_path_ =
       (std::filesystem::temp_directory_path() / ("loadtest-" + std::to_string(getpid()) + ".json"))
@@ -576,8 +572,7 @@ TEST_F(LoadtestTest, ServerKilledMidRunEndsInBoundedTimeWithAMessage) {
   auto loadtest = StartLoadtest({"--duration=3s", "--resolve_for=0", "--deadline=1s",
                                  "--concurrency=16", "--accounts=100", "--progress"});
   ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
-  ledgerd_->Signal(SIGKILL);
-  ledgerd_->WaitForExit();
+  ledgerd_->Kill();
   ledgerd_.reset();
   // 3 s of measurement, at most 1 s for the calls in flight, 5 s without an answer while
   // verifying: well under 20 s.
@@ -599,8 +594,7 @@ TEST_F(LoadtestTest, ServerKilledMidRunStopsSettlingAndSaysWhy) {
   auto loadtest = StartLoadtest({"--duration=3s", "--resolve_for=60s", "--deadline=1s",
                                  "--concurrency=16", "--accounts=100", "--progress"});
   ASSERT_TRUE(loadtest->WaitForOutput("OK/s")) << loadtest->output();
-  ledgerd_->Signal(SIGKILL);
-  ledgerd_->WaitForExit();
+  ledgerd_->Kill();
   ledgerd_.reset();
   // Not the 60 s of --resolve_for: 5 s without any answer while settling ends it.
   EXPECT_EQ(Finish(*loadtest, std::chrono::seconds(20)), 5) << output_;

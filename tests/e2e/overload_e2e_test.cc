@@ -16,7 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/loadtest_report.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
@@ -32,21 +32,16 @@ using testing_util::Subprocess;
 
 class OverloadTest : public testing::Test {
  protected:
+  // A ledgerd with 2 shards, 2 ms in every handler, then `flags`, and a new ledger.
   void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                                 "--metrics_listen=127.0.0.1:0", testing_util::NewLedgerDirFlag(),
-                                 "--shards=2", "--debug_handler_delay=2ms"});
-    ledgerd_ = std::make_unique<Subprocess>(flags);
-    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-    target_ = "127.0.0.1:" + std::to_string(testing_util::PortAfter(ledgerd_->output(),
-                                                                    "listening on 127.0.0.1:"));
-    metrics_port_ = testing_util::PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
+    flags.insert(flags.begin(), {"--shards=2", "--debug_handler_delay=2ms"});
+    ledgerd_ = std::make_unique<testing_util::LedgerdProcess>(flags);
+    ASSERT_TRUE(ledgerd_->Start());
+    target_ = ledgerd_->target();
+    metrics_port_ = ledgerd_->metrics_port();
   }
   void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
+    if (ledgerd_ != nullptr) ledgerd_->Stop();
     std::filesystem::remove(json_path_);
   }
 
@@ -73,7 +68,7 @@ class OverloadTest : public testing::Test {
     return testing_util::SampleValue(response->body, series).value_or(-1);
   }
 
-  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<testing_util::LedgerdProcess> ledgerd_;
   std::string target_;
   int metrics_port_ = 0;
   const std::string json_path_ =

@@ -26,7 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
-#include "tests/e2e/ledger_dir.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
@@ -37,8 +37,7 @@ namespace ledger {
 namespace {
 
 using testing_util::HttpGet;
-using testing_util::NewLedgerDirFlag;
-using testing_util::PortAfter;
+using testing_util::LedgerdProcess;
 using testing_util::Subprocess;
 
 // A port that was free a moment ago (Prometheus has no "port 0, tell me which" mode).
@@ -105,27 +104,20 @@ class PrometheusEndToEndTest : public testing::Test {
       prometheus_->Signal(SIGTERM);
       prometheus_->WaitForExit(std::chrono::seconds(20));
     }
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
+    if (ledgerd_ != nullptr) ledgerd_->Stop();
     std::filesystem::remove_all(data_dir_);
   }
 
   std::filesystem::path data_dir_;
-  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<LedgerdProcess> ledgerd_;
   std::unique_ptr<Subprocess> prometheus_;
 };
 
 TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall) {
   constexpr int kMaxCalls = 20'000;
-  ledgerd_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                               "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag(), "--shards=2"});
-  ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-  const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
-  const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
-  ASSERT_GT(grpc_port, 0);
+  ledgerd_ = std::make_unique<LedgerdProcess>(std::vector<std::string>{"--shards=2"});
+  ASSERT_TRUE(ledgerd_->Start());
+  const int metrics_port = ledgerd_->metrics_port();
   ASSERT_GT(metrics_port, 0);
 
   const int prometheus_port = PickFreePort();
@@ -140,8 +132,8 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
   ASSERT_TRUE(prometheus_->WaitForOutput("Server is ready to receive web requests"))
       << prometheus_->output();
 
-  auto stub = v1::Ledger::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port),
-                                                      grpc::InsecureChannelCredentials()));
+  auto stub = v1::Ledger::NewStub(
+      grpc::CreateChannel(ledgerd_->target(), grpc::InsecureChannelCredentials()));
   // A short load spread over a few scrapes, so that rates have samples to work on.
   int ok_calls = 0;
   int calls = 0;
@@ -177,14 +169,11 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
 }
 
 TEST_F(PrometheusEndToEndTest, PromtoolAcceptsAScrapeTakenUnderLoad) {
-  ledgerd_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                               "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
-  ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-  const int grpc_port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
-  const int metrics_port = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
-  auto stub = v1::Ledger::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port),
-                                                      grpc::InsecureChannelCredentials()));
+  ledgerd_ = std::make_unique<LedgerdProcess>(std::vector<std::string>{});
+  ASSERT_TRUE(ledgerd_->Start());
+  const int metrics_port = ledgerd_->metrics_port();
+  auto stub = v1::Ledger::NewStub(
+      grpc::CreateChannel(ledgerd_->target(), grpc::InsecureChannelCredentials()));
   std::atomic<bool> stop{false};
   std::atomic<int> calls{0};
   std::vector<std::thread> load;
@@ -268,11 +257,9 @@ std::set<std::string> RecordedNames(const std::string& text, bool definitions) {
 
 // A rename in ledgerd must break the build, not silently empty a dashboard panel or an alert.
 TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports) {
-  ledgerd_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                               "--metrics_listen=127.0.0.1:0", NewLedgerDirFlag()});
-  ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-  auto scrape = HttpGet(PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:"), "/metrics");
+  ledgerd_ = std::make_unique<LedgerdProcess>(std::vector<std::string>{});
+  ASSERT_TRUE(ledgerd_->Start());
+  auto scrape = HttpGet(ledgerd_->metrics_port(), "/metrics");
   ASSERT_TRUE(scrape.has_value());
   const std::filesystem::path deploy = std::filesystem::path(testing_util::SourceDir()) / "deploy";
   const std::string rules = ReadFile(deploy / "prometheus" / "rules.yml");

@@ -1,5 +1,6 @@
 // Test helper: runs a program as a child process with its stdout and stderr captured in one pipe,
-// and stops it by PID.
+// and stops it by PID. A ledgerd that is to serve is started with LedgerdProcess
+// (tests/e2e/ledgerd_process.h) instead; this runs the clients, and a ledgerd that is to exit.
 #ifndef LEDGER_TESTS_E2E_SUBPROCESS_H_
 #define LEDGER_TESTS_E2E_SUBPROCESS_H_
 
@@ -10,22 +11,13 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 extern char** environ;
 
 namespace ledger::testing_util {
-
-// The port number printed right after `prefix` in `output` (for example after "listening on
-// 127.0.0.1:" in ledgerd's start-up line), or 0 when `prefix` is not there.
-inline int PortAfter(const std::string& output, std::string_view prefix) {
-  const size_t at = output.find(prefix);
-  return at == std::string::npos ? 0 : std::atoi(output.c_str() + at + prefix.size());
-}
 
 // Not thread-safe.
 class Subprocess {

@@ -1,6 +1,5 @@
 // The binaries over mutual TLS with an authorization policy: ledgerd started with the TLS flags,
 // ledgerctl and ledger-loadtest calling it with theirs. Certificates are made at test time.
-#include <signal.h>
 
 #include <chrono>
 #include <fstream>
@@ -9,8 +8,10 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledgerctl_fixture.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
@@ -32,10 +33,7 @@ class TlsE2eTest : public testing::Test {
     pki_.MakeClientCert("payments", "ca");
   }
   void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
+    if (ledgerd_ != nullptr) ledgerd_->Stop();
   }
 
   std::vector<std::string> ServerTlsFlags() const {
@@ -45,12 +43,20 @@ class TlsE2eTest : public testing::Test {
         "--authz_policy_file=" + testing_util::SourceDir() + "/deploy/authz/policy.example.json"};
   }
 
-  void StartLedgerd(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {testing_util::LedgerdPath(), "--listen=127.0.0.1:0",
-                                 "--metrics_listen=", "--shards=2", "--durability=none"});
-    ledgerd_ = std::make_unique<Subprocess>(flags);
-    ASSERT_TRUE(ledgerd_->WaitForOutput("overdraft limit")) << ledgerd_->output();
-    port_ = testing_util::PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
+  // A ledgerd in memory with `flags`; its health is checked as "payments" over TLS, against
+  // `server_name` when its certificate does not name 127.0.0.1.
+  void StartLedgerd(std::vector<std::string> flags, const std::string& server_name = "") {
+    flags.insert(flags.begin(), {"--metrics_listen=", "--shards=2", "--durability=none"});
+    testing_util::LedgerdProcess::Options options;
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = testing_util::TestPki::Read(pki_.Cert("ca"));
+    tls.pem_cert_chain = testing_util::TestPki::Read(pki_.Cert("payments"));
+    tls.pem_private_key = testing_util::TestPki::Read(pki_.Key("payments"));
+    options.credentials = grpc::SslCredentials(tls);
+    options.tls_server_name = server_name;
+    ledgerd_ = std::make_unique<testing_util::LedgerdProcess>(flags, options);
+    ASSERT_TRUE(ledgerd_->Start());
+    port_ = ledgerd_->grpc_port();
   }
 
   // Flags that make a client `identity` ("" for none) that trusts the test CA.
@@ -77,13 +83,13 @@ class TlsE2eTest : public testing::Test {
   }
 
   testing_util::TestPki pki_;
-  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<testing_util::LedgerdProcess> ledgerd_;
   int port_ = 0;
 };
 
 TEST_F(TlsE2eTest, LedgerctlCallsWhatThePolicyAllowsItsCertificate) {
   StartLedgerd(ServerTlsFlags());
-  EXPECT_THAT(ledgerd_->output(),
+  EXPECT_THAT(ledgerd_->log(),
               HasSubstr(", gRPC mutual TLS, authorization policy \"ledger\" (files re-read "
                         "every 1m)\n"));
 
@@ -123,7 +129,8 @@ TEST_F(TlsE2eTest, ClientsWithoutACertificateOrWithoutTlsAreRefused) {
 TEST_F(TlsE2eTest, ServerNameVerifiesACertificateThatDoesNotListTheTargetsHost) {
   pki_.MakeCert("internal", "ca", "ledger.internal", "DNS:ledger.internal");
   StartLedgerd(
-      {"--tls_cert_file=" + pki_.Cert("internal"), "--tls_key_file=" + pki_.Key("internal")});
+      {"--tls_cert_file=" + pki_.Cert("internal"), "--tls_key_file=" + pki_.Key("internal")},
+      "ledger.internal");
   const std::string target = "--target=127.0.0.1:" + std::to_string(port_);
   Result by_ip = Ledgerctl({target, "--tls_ca_file=" + pki_.Cert("ca"), "--deadline=2s", "health"});
   EXPECT_EQ(by_ip.exit_code, 5) << by_ip.output;

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "tests/e2e/ledger_dir.h"
-#include "tests/e2e/subprocess.h"
+#include "tests/e2e/ledgerd_process.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
@@ -26,9 +25,7 @@ namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_util::PortAfter;
 using testing_util::ScratchDir;
-using testing_util::Subprocess;
 
 constexpr int32_t kShards = 2;
 constexpr int kCrashExitCode = 86;  // ledgerd's --debug_crash_after_transfer_step exit.
@@ -52,29 +49,17 @@ class TransferCrashTest : public testing::TestWithParam<Scenario> {
  protected:
   void SetUp() override { testing_util::InitLedgerDir(scratch_.Sub("data")); }
 
-  void TearDown() override {
-    if (ledgerd_ != nullptr) {
-      ledgerd_->Signal(SIGTERM);
-      ledgerd_->WaitForExit();
-    }
-  }
-
-  // Starts ledgerd with `extra` flags; false when it did not start.
-  bool Start(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {
-        testing_util::LedgerdPath(), "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-        absl::StrCat("--shards=", kShards), "--data_dir=" + scratch_.Sub("data")};
-    args.insert(args.end(), extra.begin(), extra.end());
-    ledgerd_ = std::make_unique<Subprocess>(args);
-    if (!ledgerd_->WaitForOutput("overdraft limit")) {
-      ADD_FAILURE() << "ledgerd did not start: " << ledgerd_->output();
-      return false;
-    }
-    const int port = PortAfter(ledgerd_->output(), "listening on 127.0.0.1:");
-    metrics_port_ = PortAfter(ledgerd_->output(), "metrics on http://127.0.0.1:");
+  // Starts ledgerd on the test's ledger with `extra` flags (the one before is stopped).
+  ::testing::AssertionResult Start(const std::vector<std::string>& extra) {
+    std::vector<std::string> flags = {absl::StrCat("--shards=", kShards),
+                                      "--data_dir=" + scratch_.Sub("data")};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    ledgerd_ = std::make_unique<testing_util::LedgerdProcess>(flags);
+    ::testing::AssertionResult started = ledgerd_->Start();
+    metrics_port_ = ledgerd_->metrics_port();
     stub_ = v1::Ledger::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-    return true;
+        grpc::CreateChannel(ledgerd_->target(), grpc::InsecureChannelCredentials()));
+    return started;
   }
 
   void Deposit(const std::string& account, int64_t amount) {
@@ -121,7 +106,7 @@ class TransferCrashTest : public testing::TestWithParam<Scenario> {
   }
 
   ScratchDir scratch_;
-  std::unique_ptr<Subprocess> ledgerd_;
+  std::unique_ptr<testing_util::LedgerdProcess> ledgerd_;
   std::unique_ptr<v1::Ledger::Stub> stub_;
   int metrics_port_ = 0;
   const std::string from_ = OnShard("from", 0);
@@ -139,12 +124,12 @@ TEST_P(TransferCrashTest, TheTransferEndsExactlyOnceAfterTheRestart) {
   grpc::Status crashed = Transfer(response);
   // The process died before it could answer: the caller cannot know the outcome.
   EXPECT_FALSE(crashed.ok());
-  EXPECT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), kCrashExitCode) << ledgerd_->output();
-  EXPECT_THAT(ledgerd_->output(), HasSubstr("is " + scenario.step + "; exiting now"));
+  EXPECT_EQ(ledgerd_->WaitForExit(std::chrono::seconds(10)), kCrashExitCode) << ledgerd_->log();
+  EXPECT_THAT(ledgerd_->log(), HasSubstr("is " + scenario.step + "; exiting now"));
 
   ASSERT_TRUE(Start({}));
   if (scenario.step != "settled") {
-    EXPECT_THAT(ledgerd_->output(), HasSubstr("resuming 1 pending transfer"));
+    EXPECT_THAT(ledgerd_->log(), HasSubstr("resuming 1 pending transfer"));
   }
   // Resumed in the background: it ends on its own, without a retry.
   v1::GetTransferResponse got;

@@ -12,22 +12,52 @@ const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const { GrpcReflection, serviceHelper } = require('grpc-js-reflection-client');
 
-function startLedgerd(ledgerdPath, dataDir) {
-  return new Promise((resolve, reject) => {
-    const ledgerd = spawn(ledgerdPath, [
-      '--listen=127.0.0.1:0', '--metrics_listen=', '--shards=2', `--data_dir=${dataDir}`,
-    ]);
-    let output = '';
-    const timer = setTimeout(() => reject(new Error(`ledgerd did not start: ${output}`)), 20000);
-    ledgerd.stdout.on('data', (chunk) => {
-      output += chunk;
-      const match = output.match(/listening on 127\.0\.0\.1:(\d+)/);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ ledgerd, port: Number(match[1]) });
-      }
-    });
+// How long ledgerd may take to write its --ports_file and answer SERVING.
+const START_TIMEOUT_MS = 20000;
+
+// True when grpc.health.v1.Health/Check at `target` answers SERVING. Called raw (an empty
+// request; the answer is field 1 = 1, SERVING): the test resolves Health by reflection later on.
+function isServing(target) {
+  const client = new grpc.Client(target, grpc.credentials.createInsecure());
+  return new Promise((resolve) => {
+    client.makeUnaryRequest('/grpc.health.v1.Health/Check', (request) => request,
+      (response) => response, Buffer.alloc(0), { deadline: new Date(Date.now() + 1000) },
+      (error, response) => {
+        client.close();
+        resolve(!error && response.equals(Buffer.from([0x08, 0x01])));
+      });
   });
+}
+
+// Starts ledgerd on a free port; resolves once its --ports_file names the port (never parsed
+// from the start-up line, which is prose for people) and it answers SERVING.
+async function startLedgerd(ledgerdPath, dataDir, portsFile) {
+  const ledgerd = spawn(ledgerdPath, [
+    '--listen=127.0.0.1:0', '--metrics_listen=', '--shards=2', `--data_dir=${dataDir}`,
+    `--ports_file=${portsFile}`,
+  ]);
+  let output = '';
+  let exited = false;
+  ledgerd.stdout.on('data', (chunk) => { output += chunk; });
+  ledgerd.stderr.on('data', (chunk) => { output += chunk; });
+  ledgerd.on('exit', () => { exited = true; });
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline && !exited) {
+    let ports = null;
+    try {
+      ports = JSON.parse(fs.readFileSync(portsFile, 'utf8'));  // Renamed into place whole.
+    } catch (error) {
+      if (error.code !== 'ENOENT') throw error;
+    }
+    if (ports !== null && ports.pid === ledgerd.pid) {
+      const port = Number(ports.grpc.split(':').pop());
+      if (await isServing(`127.0.0.1:${port}`)) return { ledgerd, port };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  ledgerd.kill('SIGKILL');
+  throw new Error(`ledgerd did not start (no ports file, or not SERVING, within ` +
+    `${START_TIMEOUT_MS} ms): ${output}`);
 }
 
 function call(client, method, request) {
@@ -38,10 +68,12 @@ function call(client, method, request) {
 }
 
 async function main() {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledgerd-node-test-'));
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'ledgerd-node-test-'));
+  const dataDir = path.join(scratch, 'data');
   // A new ledger, made the way an operator makes one.
   execFileSync(process.argv[2], ['init', `--data_dir=${dataDir}`], { stdio: 'ignore' });
-  const { ledgerd, port } = await startLedgerd(process.argv[2], dataDir);
+  const { ledgerd, port } = await startLedgerd(process.argv[2], dataDir,
+    path.join(scratch, 'ports.json'));
   const target = `127.0.0.1:${port}`;
   const results = { passed: 0, failed: 0 };
   const check = (name, test) => {
@@ -125,7 +157,7 @@ async function main() {
     const exited = new Promise((resolve) => ledgerd.on('exit', resolve));
     ledgerd.kill('SIGTERM');
     await exited;
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(scratch, { recursive: true, force: true });
   }
   console.log(`${results.passed} passed, ${results.failed} failed`);
   process.exit(results.failed === 0 ? 0 : 1);

@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ledger/v1/ledger.grpc.pb.h"
+#include "proto/error_details.h"
 #include "server/ledger_service.h"
 #include "shard/admission_control.h"
 #include "tests/scratch_ledger.h"
@@ -153,6 +154,12 @@ v1::ApplyResult ViaUnary(v1::Ledger::Stub& stub, const v1::ApplyOperation& op) {
   }
   result.set_code(static_cast<int32_t>(status.error_code()));
   result.set_message(status.error_message());
+  if (!status.ok()) {
+    // Every refusal carries its reason (grpc-status-details-bin), which the ApplyResult repeats.
+    std::optional<ErrorDetails> details = DecodeErrorDetails(status.error_details());
+    EXPECT_TRUE(details.has_value()) << status.error_message();
+    if (details.has_value()) result.set_reason(details->reason);
+  }
   return result;
 }
 

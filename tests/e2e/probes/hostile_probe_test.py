@@ -18,10 +18,10 @@ Probes: rapid_reset, stream_flood (h2load, 1 connection x 50,000 streams), strea
 Prints one JSON line of figures; with --check exits 1 when a goal is missed.
 """
 import argparse
+import atexit
 import collections
 import json
 import os
-import re
 import resource
 import shutil
 import socket
@@ -41,6 +41,10 @@ BUDGET_SECONDS = 1.0
 # The other clients connect from another loopback address than the probe, as another machine
 # would: the proxy's per-source limits must not count them with the attacker.
 CLIENT_SOURCE = "127.0.0.2"
+# How long ledgerd may take to write its --ports_file and answer SERVING.
+START_SECONDS_MAX = 20
+HEALTH_CHECK_PATH = "/grpc.health.v1.Health/Check"
+SERVING = 1  # grpc.health.v1.HealthCheckResponse.ServingStatus
 # The probe is stopped early when ledgerd's RSS passes this (a shared 24 GiB machine).
 SAFETY_RSS_BYTES = 3 * 2**30
 
@@ -51,33 +55,64 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def read_ports_file(path):
+    """What ledgerd's --ports_file holds ({"pid", "grpc", "metrics"}), or None before it is there.
+    ledgerd renames it into place whole, so a file that is there is complete."""
+    try:
+        with open(path) as ports:
+            return json.load(ports)
+    except FileNotFoundError:
+        return None
+
+
+def port_of(address):
+    return int(address.rpartition(":")[2])
+
+
+def serving(port):
+    """True when grpc.health.v1.Health/Check on `port` answers SERVING (1)."""
+    try:
+        connection = h2grpc.GrpcConnection(HOST, port, 1.0)
+        try:
+            status, _, body = connection.unary(HEALTH_CHECK_PATH, b"", 1.0)
+        finally:
+            connection.close()
+    except (OSError, ConnectionError, TimeoutError):
+        return False
+    return status == 0 and h2grpc.decode_int64_field1(body) == SERVING
+
+
 def start_ledgerd(path, nofile, extra_flags):
+    """Starts ledgerd; returns (process, gRPC port, metrics port, the tail of its output) once its
+    --ports_file names the ports and the health check answers SERVING."""
     def limit():
         if nofile:
             soft, _, hard = nofile.partition(":")
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1] if hard == "max" else hard
             resource.setrlimit(resource.RLIMIT_NOFILE, (int(soft), int(hard or soft)))
+    scratch = tempfile.mkdtemp(prefix="ledgerd-probe-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    ports_file = os.path.join(scratch, "ports.json")
     process = subprocess.Popen(
         [path, f"--listen={HOST}:0", f"--metrics_listen={HOST}:0", "--durability=none",
-         "--shards=2", "--shutdown_grace=1s"] + extra_flags,
+         "--shards=2", "--shutdown_grace=1s", f"--ports_file={ports_file}"] + extra_flags,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limit)
-    lines, deadline = [], time.monotonic() + 20
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "listening on" in line:
-            grpc = int(re.search(r"listening on [\d.]+:(\d+)", line).group(1))
-            metrics = int(re.search(r"metrics on http://[\d.]+:(\d+)", line).group(1))
-            # Keep reading its output, so that a chatty ledgerd never blocks on a full pipe.
-            tail = collections.deque(lines, maxlen=200)
-            process.reader = threading.Thread(target=lambda: tail.extend(process.stdout),
-                                              daemon=True)
-            process.reader.start()
-            return process, grpc, metrics, tail
+    # Read its output all along, so that a chatty ledgerd never blocks on a full pipe.
+    tail = collections.deque(maxlen=200)
+    process.reader = threading.Thread(target=lambda: tail.extend(process.stdout), daemon=True)
+    process.reader.start()
+    deadline = time.monotonic() + START_SECONDS_MAX
+    while time.monotonic() < deadline and process.poll() is None:
+        ports = read_ports_file(ports_file)
+        if ports is not None and ports["pid"] == process.pid:
+            grpc, metrics = port_of(ports["grpc"]), port_of(ports["metrics"])
+            if serving(grpc):
+                return process, grpc, metrics, tail
+        time.sleep(0.02)
     process.kill()
-    raise SystemExit("ledgerd did not start:\n" + "".join(lines))
+    process.reader.join(5)
+    raise SystemExit("ledgerd did not start (no ports file, or not SERVING, within "
+                     f"{START_SECONDS_MAX} s):\n" + "".join(tail))
 
 
 def start_haproxy(path, cfg, backend_port):

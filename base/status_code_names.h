@@ -1,7 +1,8 @@
 // Defines the canonical names of gRPC's status codes, the one table that metric labels and the
-// command-line clients print. Header-only and free of gRPC types (codes are plain ints 0-16).
-#ifndef LEDGER_METRICS_STATUS_CODE_NAMES_H_
-#define LEDGER_METRICS_STATUS_CODE_NAMES_H_
+// command-line clients print. Header-only and free of gRPC types (codes are plain ints 0-16), so
+// it lives in base/, which both the server's metrics and the clients may include.
+#ifndef LEDGER_BASE_STATUS_CODE_NAMES_H_
+#define LEDGER_BASE_STATUS_CODE_NAMES_H_
 
 #include <array>
 #include <cstddef>
@@ -38,4 +39,4 @@ inline constexpr const char* StatusCodeName(int code) {
 
 }  // namespace ledger
 
-#endif  // LEDGER_METRICS_STATUS_CODE_NAMES_H_
+#endif  // LEDGER_BASE_STATUS_CODE_NAMES_H_

@@ -1,0 +1,33 @@
+// Defines `RunOutcome`, what one ledger-loadtest run found: its statistics, how verification
+// ended, and how the ambiguous calls were settled; what the text and JSON reports print and the
+// exit code is chosen from.
+#ifndef LEDGER_CLIENT_LOADTEST_OUTCOME_H_
+#define LEDGER_CLIENT_LOADTEST_OUTCOME_H_
+
+#include <string>
+
+#include "client/ledger_book.h"
+#include "client/loadtest_settle.h"
+#include "client/loadtest_stats.h"
+
+namespace ledger {
+
+// Plain data; filled by main and Verify, read by the reports.
+struct RunOutcome {
+  Stats::Snapshot stats;
+  double seconds = 0;
+  double client_cpu_seconds = 0;     // User + system CPU of ledger-loadtest over `seconds`.
+  std::string interrupted;           // "SIGINT", "SIGTERM", or empty.
+  bool measurement_complete = true;  // False when a signal cut the measurement short.
+  // PASS, FAIL, SKIPPED (--verify=false or a signal) or INCOMPLETE (ledgerd gone, or the reads
+  // were refused or out of time).
+  std::string verification = "SKIPPED";
+  std::string verification_note;  // Why SKIPPED or INCOMPLETE.
+  VerificationResult checked;
+  Resolution resolution;
+  bool server_gone = false;
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_CLIENT_LOADTEST_OUTCOME_H_
