@@ -431,8 +431,10 @@ int RunTranscriptBlock(const std::vector<std::string>& lines,
 // (transfers) and the third (apply), run one after the other against one ledgerd, as a reader
 // would.
 TEST_F(LedgerctlTest, TheClientsDocTranscriptIsWhatLedgerctlPrints) {
-  // Handlers take 20 ms, so that the transcript's 1 ms deadlines always run out.
-  StartLedgerd({"--debug_handler_delay=20ms"});
+  // Handlers take 200 ms, so that the transcript's 100 ms deadlines always run out after the
+  // call was sent: ledgerctl connects first, within the deadline, and a call that could not
+  // connect in time was not sent at all.
+  StartLedgerd({"--debug_handler_delay=200ms"});
   testing_util::ScratchDir files;
   int commands = 0;
   int last_exit_code = 0;
