@@ -156,16 +156,16 @@ check("grafana's admin password comes from a compose secret, not the compose fil
       and "GF_SECURITY_ADMIN_PASSWORD" not in grafana_env
       and "grafana_admin_password" in compose.get("secrets", {}), grafana_env)
 
-# Every variable README's Docker section names is one docker-compose.yml reads.
-with open(os.path.join(source, "README.md")) as file:
-    readme = file.read()
-docker_section = readme[readme.index("## Running it with Docker"):]
+# Every variable the Docker section of docs/deployment.md names is one docker-compose.yml reads.
+with open(os.path.join(source, "docs/deployment.md")) as file:
+    deployment = file.read()
+docker_section = deployment[deployment.index("## Running it with Docker"):]
 docker_section = docker_section[:docker_section.index("\n## ", 1)]
 named = set(re.findall(r"\b(?:LEDGER|GRAFANA|PROMETHEUS)_[A-Z_]+\b", docker_section))
 with open(os.path.join(source, "docker-compose.yml")) as file:
     compose_text = file.read()
 unknown = sorted(n for n in named if "${" + n + ":" not in compose_text and n + ":" not in compose_text)
-check(f"the {len(named)} variables README's Docker section names are all read by compose",
+check(f"the {len(named)} variables docs/deployment.md's Docker section names are all read by compose",
       len(named) >= 10 and not unknown, unknown)
 
 # Prometheus, as mounted: deploy/prometheus is /etc/prometheus.

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -339,9 +341,10 @@ TEST(WorseExitCodeTest, OrdersTheClassesFromOkToOtherFailure) {
   }
 }
 
-// README.md's ledgerctl transcript (the ```console block after "## ledgerctl"), run command by
-// command against a new ledger: each output must be what ledgerctl prints, but for the times and
-// the request_ids that ledgerctl makes up, which differ on every run.
+// The ledgerctl transcripts of docs/clients.md (the ```console blocks after "## ledgerctl") and of
+// README.md (the block after "### With ledgerctl"), run command by command against a new ledger:
+// each output must be what ledgerctl prints, but for the times and the request_ids that ledgerctl
+// makes up, which differ on every run.
 std::string WithoutRunSpecifics(std::string text) {
   std::string out;
   for (size_t i = 0; i < text.size();) {
@@ -362,11 +365,13 @@ std::string WithoutRunSpecifics(std::string text) {
   return out;
 }
 
-// The lines of the `index`-th ```console block after "## ledgerctl" in README.md (0: the first).
-std::vector<std::string> ReadmeLedgerctlBlock(int index) {
-  std::ifstream file(testing_util::SourceDir() + "/README.md");
+// The lines of the `index`-th ```console block (0: the first) after the line `heading` in the
+// document at `path`, relative to the source tree.
+std::vector<std::string> DocLedgerctlBlock(const std::string& path, const std::string& heading,
+                                           int index) {
+  std::ifstream file(testing_util::SourceDir() + "/" + path);
   const std::string readme{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-  size_t end = readme.find("\n## ledgerctl\n");
+  size_t end = readme.find("\n" + heading + "\n");
   EXPECT_NE(end, std::string::npos);
   size_t start = end;
   for (int block = 0; block <= index; ++block) {
@@ -378,50 +383,81 @@ std::vector<std::string> ReadmeLedgerctlBlock(int index) {
   return absl::StrSplit(readme.substr(start + 11, end - start - 11), '\n', absl::SkipEmpty());
 }
 
-// The first block (deposits, withdrawals, history, errors), the second (transfers) and the third
-// (apply), run one after the other against one ledgerd, as a reader would. `cat FILE` is not run:
-// its output is written to FILE, which the later commands read.
-TEST_F(LedgerctlTest, TheReadmeTranscriptIsWhatLedgerctlPrints) {
-  // Handlers take 20 ms, so that the transcript's 1 ms deadlines always run out.
-  StartLedgerd({"--debug_handler_delay=20ms"});
+// Runs one transcript block command by command through `run` (ledgerctl with the given
+// arguments; the output without `target_flag`) and returns how many ledgerctl commands it ran.
+// `cat FILE` is not run: its output is written to FILE in `files`, which later commands read.
+// `last_exit_code` carries the last command's exit code across blocks, for `echo $?`.
+int RunTranscriptBlock(const std::vector<std::string>& lines,
+                       const std::function<Result(std::vector<std::string>)>& run,
+                       const std::string& target_flag, testing_util::ScratchDir& files,
+                       int& last_exit_code) {
+  int commands = 0;
+  for (size_t i = 0; i < lines.size();) {
+    EXPECT_TRUE(absl::StartsWith(lines[i], "$ ")) << lines[i];
+    if (!absl::StartsWith(lines[i], "$ ")) return commands;
+    const std::string command = lines[i].substr(2);
+    std::string expected;
+    for (++i; i < lines.size() && !absl::StartsWith(lines[i], "$ "); ++i) {
+      expected += lines[i] + "\n";
+    }
+    SCOPED_TRACE(command);
+    if (command == "echo $?") {
+      EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
+      continue;
+    }
+    if (absl::StartsWith(command, "cat ")) {
+      std::ofstream(files.Sub(command.substr(4))) << expected;
+      continue;
+    }
+    EXPECT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
+    if (!absl::StartsWith(command, "ledgerctl ")) return commands;
+    std::vector<std::string> args = absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty());
+    for (std::string& arg : args) {
+      if (absl::EndsWith(arg, ".jsonl")) arg = files.Sub(arg);  // A file `cat` wrote.
+    }
+    const Result result = run(args);
+    last_exit_code = result.exit_code;
+    // The documents' commands reach the default target and name the files as written there;
+    // this run's carry --target and the scratch directory.
+    const std::string output =
+        absl::StrReplaceAll(result.output, {{target_flag + " ", ""}, {files.path() + "/", ""}});
+    EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
+    ++commands;
+  }
+  return commands;
+}
+
+// docs/clients.md: the first block (deposits, withdrawals, history, errors), the second
+// (transfers) and the third (apply), run one after the other against one ledgerd, as a reader
+// would.
+TEST_F(LedgerctlTest, TheClientsDocTranscriptIsWhatLedgerctlPrints) {
+  // Handlers take 200 ms, so that the transcript's 100 ms deadlines always run out after the
+  // call was sent: ledgerctl connects first, within the deadline, and a call that could not
+  // connect in time was not sent at all.
+  StartLedgerd({"--debug_handler_delay=200ms"});
   testing_util::ScratchDir files;
   int commands = 0;
   int last_exit_code = 0;
   for (int block = 0; block < 3; ++block) {
-    SCOPED_TRACE(absl::StrCat("README ledgerctl block ", block));
-    const std::vector<std::string> lines = ReadmeLedgerctlBlock(block);
-    for (size_t i = 0; i < lines.size();) {
-      ASSERT_TRUE(absl::StartsWith(lines[i], "$ ")) << lines[i];
-      const std::string command = lines[i].substr(2);
-      std::string expected;
-      for (++i; i < lines.size() && !absl::StartsWith(lines[i], "$ "); ++i) {
-        expected += lines[i] + "\n";
-      }
-      SCOPED_TRACE(command);
-      if (command == "echo $?") {
-        EXPECT_EQ(absl::StrCat(last_exit_code, "\n"), expected);
-        continue;
-      }
-      if (absl::StartsWith(command, "cat ")) {
-        std::ofstream(files.Sub(command.substr(4))) << expected;
-        continue;
-      }
-      ASSERT_TRUE(absl::StartsWith(command, "ledgerctl ")) << command;
-      std::vector<std::string> args = absl::StrSplit(command.substr(10), ' ', absl::SkipEmpty());
-      for (std::string& arg : args) {
-        if (absl::EndsWith(arg, ".jsonl")) arg = files.Sub(arg);  // A file `cat` wrote.
-      }
-      const Result result = Run(args);
-      last_exit_code = result.exit_code;
-      // The README's commands reach the default target and name the files as written there;
-      // this run's carry --target and the scratch directory.
-      const std::string output =
-          absl::StrReplaceAll(result.output, {{target_ + " ", ""}, {files.path() + "/", ""}});
-      EXPECT_EQ(WithoutRunSpecifics(output), WithoutRunSpecifics(expected));
-      ++commands;
-    }
+    SCOPED_TRACE(absl::StrCat("docs/clients.md ledgerctl block ", block));
+    commands += RunTranscriptBlock(
+        DocLedgerctlBlock("docs/clients.md", "## ledgerctl", block),
+        [this](std::vector<std::string> args) { return Run(std::move(args)); }, target_, files,
+        last_exit_code);
   }
   EXPECT_GE(commands, 19);
+}
+
+// README.md's quickstart: its one ledgerctl block, against a new ledger.
+TEST_F(LedgerctlTest, TheReadmeQuickstartIsWhatLedgerctlPrints) {
+  StartLedgerd({});
+  testing_util::ScratchDir files;
+  int last_exit_code = 0;
+  const int commands = RunTranscriptBlock(
+      DocLedgerctlBlock("README.md", "### With ledgerctl", 0),
+      [this](std::vector<std::string> args) { return Run(std::move(args)); }, target_, files,
+      last_exit_code);
+  EXPECT_GE(commands, 3);
 }
 
 // Pushback (issue 14): the fake ledger sheds the first attempts of each call.

@@ -1,5 +1,6 @@
-// Runs every grpcurl command of README.md's transcript against a real ledgerd over real gRPC and
-// compares what grpcurl would print with what the README shows. grpcurl itself cannot be
+// Runs every grpcurl command of the grpcurl transcripts in README.md (a short one) and docs/api.md
+// (every method) against a real ledgerd over real gRPC and compares what grpcurl would print with
+// what the document shows. grpcurl itself cannot be
 // installed here (it is not in Debian 12, and Go's module proxy is out of reach), so this test
 // does what grpcurl does, step by step: it learns the schema by server reflection alone, builds
 // the request from the command's JSON, calls the method, and prints the answer in grpcurl's format:
@@ -8,7 +9,7 @@
 //   - errors: "ERROR:\n  Code: <Go's codes.Code name>\n  Message: <message>";
 //   - list: the services, sorted; describe: protoprint's compact, sorted layout with the
 //     elements' leading comments.
-// The transcript is the ```console block after the marker below; the test fails when the README
+// A transcript is the ```console block after the marker below; the test fails when a document
 // drifts from what the server answers.
 #include <algorithm>
 #include <atomic>
@@ -87,7 +88,7 @@ std::vector<Example> ReadTranscript(const std::string& readme) {
   return examples;
 }
 
-// Splits a shell command line on spaces, honouring single quotes (all the README uses).
+// Splits a shell command line on spaces, honouring single quotes (all the transcripts use).
 std::vector<std::string> ShellWords(const std::string& command) {
   std::vector<std::string> words;
   std::string word;
@@ -370,16 +371,19 @@ TEST(GrpcurlReadmeTest, IndentLikeGoMatchesEncodingJsonIndent) {
             "  \"e\": {},\n  \"f\": []\n}");
 }
 
-TEST(GrpcurlReadmeTest, EveryReadmeGrpcurlOutputIsWhatTheServerAnswers) {
+// Runs the transcript of the document at `path` (relative to the source tree) against a new
+// ledger, command by command, and expects at least `examples_min` commands in it.
+void ExpectTranscriptIsWhatTheServerAnswers(const std::string& path, size_t examples_min) {
   const std::vector<Example> examples =
-      ReadTranscript(ReadFile(testing_util::SourceDir() + "/README.md"));
-  ASSERT_GE(examples.size(), 10u) << "the README's grpcurl transcript (after the marker) is gone";
+      ReadTranscript(ReadFile(testing_util::SourceDir() + "/" + path));
+  ASSERT_GE(examples.size(), examples_min)
+      << "the grpcurl transcript of " << path << " (after the marker) is gone";
 
   testing_util::ScratchLedger data;
   ServerOptions options = testing_util::LoopbackOptions();
   options.storage.durability = storage::Durability::kSync;
   options.storage.data_dir = data.path();
-  // A clock the test steps, so that History's times are the README's: each command runs 50 ms
+  // A clock the test steps, so that History's times are the document's: each command runs 50 ms
   // after the previous one, from 2026-11-30T11:49:59.701Z.
   auto now = std::make_shared<std::atomic<int64_t>>(1796039399701);
   options.storage.clock = [now] { return absl::FromUnixMillis(now->load()); };
@@ -387,9 +391,17 @@ TEST(GrpcurlReadmeTest, EveryReadmeGrpcurlOutputIsWhatTheServerAnswers) {
 
   GrpcurlLike grpcurl(server.NewChannel());
   for (const Example& example : examples) {
-    EXPECT_EQ(grpcurl.Run(example.command), example.output) << "$ " << example.command;
+    EXPECT_EQ(grpcurl.Run(example.command), example.output) << path << ": $ " << example.command;
     now->fetch_add(50);
   }
+}
+
+TEST(GrpcurlReadmeTest, EveryApiDocGrpcurlOutputIsWhatTheServerAnswers) {
+  ExpectTranscriptIsWhatTheServerAnswers("docs/api.md", 10);
+}
+
+TEST(GrpcurlReadmeTest, TheReadmeGrpcurlExampleIsWhatTheServerAnswers) {
+  ExpectTranscriptIsWhatTheServerAnswers("README.md", 3);
 }
 
 }  // namespace

@@ -181,7 +181,7 @@ TEST(LedgerServiceTest, CallWhoseDeadlinePassesInTheMailboxIsNotApplied) {
   EXPECT_EQ(server.server().metrics().shard(shard.index()).expired(), 1u);
 }
 
-// What `grpcurl list` and `grpcurl describe ledger.v1.Ledger` (README) are built from.
+// What `grpcurl list` and `grpcurl describe ledger.v1.Ledger` (docs/api.md) are built from.
 TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
   TestServer server;
   auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(server.NewChannel());
