@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <string>
 
+#include "base/check.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits for protobuf messages.
 #include "metrics/ledger_metrics.h"
 #include "shard/admission_control.h"
-#include "base/check.h"
 
 namespace ledger {
 

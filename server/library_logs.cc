@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "base/log_rate_limiter.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
-#include "base/log_rate_limiter.h"
 
 namespace ledger {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "base/check.h"
+#include "gtest/gtest.h"
 #include "tests/shard/memory_store.h"
 #include "tests/shard/shard_test_util.h"
 
