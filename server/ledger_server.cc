@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
-#include "base/check.h"
 
 namespace ledger {
 namespace {
@@ -25,14 +25,15 @@ void SetServing(grpc::Server& server, bool serving) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOptions& options) {
-  if (options.shutdown_grace < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("shutdown grace must not be negative");
+  if (absl::Status status =
+          CheckDurationAtLeast("--shutdown_grace", options.shutdown_grace, absl::ZeroDuration());
+      !status.ok()) {
+    return status;
   }
   if (absl::Status status = ValidateTransportLimits(options.transport); !status.ok()) return status;
-  if (options.max_in_flight < kMaxInFlightMin || options.max_in_flight > kMaxInFlightMax) {
-    return absl::InvalidArgumentError(absl::StrCat("max in flight must be ", kMaxInFlightMin,
-                                                   " to ", kMaxInFlightMax, "; got ",
-                                                   options.max_in_flight));
+  if (absl::Status status = CheckOptionBound(kMaxInFlightBound, options.max_in_flight);
+      !status.ok()) {
+    return status;
   }
   RouterOptions router_options = options.router;
   router_options.shard.idempotency_ttl = options.storage.idempotency_ttl;

@@ -127,7 +127,7 @@ ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
 ABSL_FLAG(int32_t, max_concurrent_streams, ledger::TransportLimits{}.max_concurrent_streams,
           "calls one HTTP/2 connection may have open at once (1 to 100000); a client must wait "
           "for one to finish before starting another");
-ABSL_FLAG(int64_t, transport_memory_mb, ledger::TransportLimits{}.memory_bytes >> 20,
+ABSL_FLAG(int64_t, transport_memory_mb, ledger::TransportLimits{}.memory_mb,
           "memory, in MiB, that gRPC's connections and calls may hold together (16 to 65536); "
           "near it gRPC slows reads, refuses new connections and closes the busiest one");
 ABSL_FLAG(int32_t, grpc_max_threads, ledger::TransportLimits{}.max_threads,
@@ -169,61 +169,34 @@ namespace {
 // The status a --debug_crash_after_transfer_step exit ends with, for tests to tell it apart.
 constexpr int kDebugCrashExitCode = 86;
 
-absl::Status OutOfRange(absl::string_view flag, int64_t value, int64_t min, uint64_t max) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(flag, " must be ", min, " to ", max, "; got ", value));
-}
-
-// Reads the transport flags; InvalidArgument names the flag that is out of range.
+// Reads the transport flags. Each numeric flag is checked against its bound before it is
+// narrowed into the struct, then the struct as LedgerServer::Start checks it: InvalidArgument
+// names the flag.
 absl::StatusOr<ledger::TransportLimits> TransportLimitsFromFlags() {
-  ledger::TransportLimits limits;
-  limits.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
-  if (limits.max_concurrent_streams < ledger::kMaxConcurrentStreamsMin ||
-      limits.max_concurrent_streams > ledger::kMaxConcurrentStreamsMax) {
-    return OutOfRange("--max_concurrent_streams", limits.max_concurrent_streams,
-                      ledger::kMaxConcurrentStreamsMin, ledger::kMaxConcurrentStreamsMax);
-  }
+  const int64_t max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   const int64_t memory_mb = absl::GetFlag(FLAGS_transport_memory_mb);
-  if (memory_mb < (ledger::kTransportMemoryBytesMin >> 20) ||
-      memory_mb > (ledger::kTransportMemoryBytesMax >> 20)) {
-    return OutOfRange("--transport_memory_mb", memory_mb, ledger::kTransportMemoryBytesMin >> 20,
-                      ledger::kTransportMemoryBytesMax >> 20);
+  const int64_t max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
+  const int64_t max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  for (const auto& [bound, value] :
+       {std::pair{ledger::kMaxConcurrentStreamsBound, max_concurrent_streams},
+        std::pair{ledger::kTransportMemoryMbBound, memory_mb},
+        std::pair{ledger::kGrpcMaxThreadsBound, max_threads},
+        std::pair{ledger::kMaxReceiveMessageBytesBound, max_receive_message_bytes}}) {
+    if (absl::Status status = ledger::CheckOptionBound(bound, value); !status.ok()) return status;
   }
-  limits.memory_bytes = memory_mb << 20;
-  limits.max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
-  if (limits.max_threads < ledger::kMaxThreadsMin || limits.max_threads > ledger::kMaxThreadsMax) {
-    return OutOfRange("--grpc_max_threads", limits.max_threads, ledger::kMaxThreadsMin,
-                      ledger::kMaxThreadsMax);
-  }
-  limits.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
-  if (limits.max_receive_message_bytes < ledger::kMaxReceiveMessageBytesMin ||
-      limits.max_receive_message_bytes > ledger::kMaxReceiveMessageBytesMax) {
-    return OutOfRange("--max_receive_message_bytes", limits.max_receive_message_bytes,
-                      ledger::kMaxReceiveMessageBytesMin, ledger::kMaxReceiveMessageBytesMax);
-  }
-  const struct {
-    absl::string_view flag;
-    absl::Duration value;
-    absl::Duration* field;
-  } durations[] = {
-      {"--max_connection_idle", absl::GetFlag(FLAGS_max_connection_idle),
-       &limits.max_connection_idle},
-      {"--max_connection_age", absl::GetFlag(FLAGS_max_connection_age), &limits.max_connection_age},
-      {"--max_connection_age_grace", absl::GetFlag(FLAGS_max_connection_age_grace),
-       &limits.max_connection_age_grace},
-      {"--handshake_timeout", absl::GetFlag(FLAGS_handshake_timeout), &limits.handshake_timeout},
-      {"--keepalive_time", absl::GetFlag(FLAGS_keepalive_time), &limits.keepalive_time},
-      {"--keepalive_timeout", absl::GetFlag(FLAGS_keepalive_timeout), &limits.keepalive_timeout},
-      {"--min_client_ping_interval", absl::GetFlag(FLAGS_min_client_ping_interval),
-       &limits.min_client_ping_interval},
-  };
-  for (const auto& [flag, value, field] : durations) {
-    if (value < absl::Milliseconds(1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, " must be at least 1ms; got ", absl::FormatDuration(value)));
-    }
-    *field = value;
-  }
+  ledger::TransportLimits limits;
+  limits.max_concurrent_streams = static_cast<int32_t>(max_concurrent_streams);
+  limits.memory_mb = memory_mb;
+  limits.max_threads = static_cast<int32_t>(max_threads);
+  limits.max_receive_message_bytes = static_cast<int32_t>(max_receive_message_bytes);
+  limits.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  limits.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  limits.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
+  limits.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
+  limits.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  limits.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  limits.min_client_ping_interval = absl::GetFlag(FLAGS_min_client_ping_interval);
+  if (absl::Status status = ledger::ValidateTransportLimits(limits); !status.ok()) return status;
   return limits;
 }
 
@@ -249,37 +222,29 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
     options.metrics_listen_address = metrics->ToString();
   }
   options.version = LEDGER_VERSION;
-  options.router.num_shards = absl::GetFlag(FLAGS_shards);
+  const int64_t shards = absl::GetFlag(FLAGS_shards);
   const int64_t capacity = absl::GetFlag(FLAGS_mailbox_capacity);
   const int64_t max_batch = absl::GetFlag(FLAGS_max_batch);
   const int64_t overdraft_limit = absl::GetFlag(FLAGS_overdraft_limit);
-  if (options.router.num_shards < ledger::kMinShards ||
-      options.router.num_shards > ledger::kMaxShards) {
-    return OutOfRange("--shards", options.router.num_shards, ledger::kMinShards,
-                      ledger::kMaxShards);
-  }
-  if (capacity < 1 || static_cast<uint64_t>(capacity) > ledger::kMailboxCapacityMax) {
-    return OutOfRange("--mailbox_capacity", capacity, 1, ledger::kMailboxCapacityMax);
-  }
   options.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
-  if (options.max_in_flight < ledger::kMaxInFlightMin ||
-      options.max_in_flight > ledger::kMaxInFlightMax) {
-    return OutOfRange("--max_in_flight", options.max_in_flight, ledger::kMaxInFlightMin,
-                      ledger::kMaxInFlightMax);
+  // The bounds the router, the shards and the server check again (base/option_bound.h), here
+  // before anything starts and before a value is narrowed.
+  for (const auto& [bound, value] :
+       {std::pair{ledger::kShardsBound, shards}, std::pair{ledger::kMailboxCapacityBound, capacity},
+        std::pair{ledger::kMaxInFlightBound, options.max_in_flight},
+        std::pair{ledger::kMaxBatchBound, max_batch},
+        std::pair{ledger::kOverdraftLimitBound, overdraft_limit}}) {
+    if (absl::Status status = ledger::CheckOptionBound(bound, value); !status.ok()) return status;
   }
-  if (max_batch < 1 || static_cast<uint64_t>(max_batch) > ledger::kMaxBatchMax) {
-    return OutOfRange("--max_batch", max_batch, 1, ledger::kMaxBatchMax);
-  }
-  if (overdraft_limit < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--overdraft_limit must be 0 or more; got ", overdraft_limit));
-  }
+  options.router.num_shards = static_cast<int32_t>(shards);
   options.router.shard.mailbox_capacity = static_cast<size_t>(capacity);
   options.router.shard.max_batch = static_cast<size_t>(max_batch);
   options.router.shard.policy.overdraft_limit = overdraft_limit;
   options.router.shard.debug_handler_delay = absl::GetFlag(FLAGS_debug_handler_delay);
-  if (options.router.shard.debug_handler_delay < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--debug_handler_delay must not be negative");
+  if (absl::Status status = ledger::CheckDurationAtLeast(
+          "--debug_handler_delay", options.router.shard.debug_handler_delay, absl::ZeroDuration());
+      !status.ok()) {
+    return status;
   }
   // The injected sleep must run on shard threads, never on gRPC's.
   options.router.shard.inline_execution =
@@ -324,8 +289,10 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   options.storage.created_by = absl::StrCat("ledgerd ", LEDGER_VERSION);
   options.require_request_id = absl::GetFlag(FLAGS_require_request_id);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
-  if (options.shutdown_grace < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--shutdown_grace must not be negative");
+  if (absl::Status status = ledger::CheckDurationAtLeast("--shutdown_grace", options.shutdown_grace,
+                                                         absl::ZeroDuration());
+      !status.ok()) {
+    return status;
   }
   // Checked, and the files read, by LedgerServer::Start.
   options.transport_security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);

@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/resource_quota.h"
 #include "base/check.h"
+#include "grpcpp/resource_quota.h"
 
 namespace ledger {
 namespace {
@@ -19,16 +19,6 @@ int Milliseconds(absl::Duration duration) {
   const int64_t ms = absl::ToInt64Milliseconds(duration);
   return ms > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
                                               : static_cast<int>(ms);
-}
-
-absl::Status OutOfBounds(absl::string_view field, int64_t value, int64_t min, int64_t max) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " must be ", min, " to ", max, "; got ", value));
-}
-
-absl::Status NotPositive(absl::string_view field, absl::Duration value) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " must be at least 1ms; got ", absl::FormatDuration(value)));
 }
 
 // The kernel's ceiling on a process's descriptors (/proc/sys/fs/nr_open; 1048576 when unreadable,
@@ -42,38 +32,19 @@ rlim_t NrOpen() {
 }  // namespace
 
 absl::Status ValidateTransportLimits(const TransportLimits& limits) {
-  if (limits.max_concurrent_streams < kMaxConcurrentStreamsMin ||
-      limits.max_concurrent_streams > kMaxConcurrentStreamsMax) {
-    return OutOfBounds("max concurrent streams", limits.max_concurrent_streams,
-                       kMaxConcurrentStreamsMin, kMaxConcurrentStreamsMax);
+  for (const auto& [bound, value] :
+       {std::pair<OptionBound, int64_t>{kMaxConcurrentStreamsBound, limits.max_concurrent_streams},
+        {kTransportMemoryMbBound, limits.memory_mb},
+        {kGrpcMaxThreadsBound, limits.max_threads},
+        {kMaxReceiveMessageBytesBound, limits.max_receive_message_bytes}}) {
+    if (absl::Status status = CheckOptionBound(bound, value); !status.ok()) return status;
   }
-  if (limits.memory_bytes < kTransportMemoryBytesMin ||
-      limits.memory_bytes > kTransportMemoryBytesMax) {
-    return OutOfBounds("transport memory bytes", limits.memory_bytes, kTransportMemoryBytesMin,
-                       kTransportMemoryBytesMax);
-  }
-  if (limits.max_threads < kMaxThreadsMin || limits.max_threads > kMaxThreadsMax) {
-    return OutOfBounds("max threads", limits.max_threads, kMaxThreadsMin, kMaxThreadsMax);
-  }
-  if (limits.max_receive_message_bytes < kMaxReceiveMessageBytesMin ||
-      limits.max_receive_message_bytes > kMaxReceiveMessageBytesMax) {
-    return OutOfBounds("max receive message bytes", limits.max_receive_message_bytes,
-                       kMaxReceiveMessageBytesMin, kMaxReceiveMessageBytesMax);
-  }
-  const struct {
-    absl::string_view name;
-    absl::Duration value;
-  } durations[] = {
-      {"max connection idle", limits.max_connection_idle},
-      {"max connection age", limits.max_connection_age},
-      {"max connection age grace", limits.max_connection_age_grace},
-      {"handshake timeout", limits.handshake_timeout},
-      {"keepalive time", limits.keepalive_time},
-      {"keepalive timeout", limits.keepalive_timeout},
-      {"min client ping interval", limits.min_client_ping_interval},
-  };
-  for (const auto& [name, value] : durations) {
-    if (value < absl::Milliseconds(1)) return NotPositive(name, value);
+  for (const TransportDuration& duration : kTransportDurations) {
+    if (absl::Status status =
+            CheckDurationAtLeast(duration.flag, limits.*duration.field, kTransportDurationMin);
+        !status.ok()) {
+      return status;
+    }
   }
   return absl::OkStatus();
 }
@@ -81,7 +52,7 @@ absl::Status ValidateTransportLimits(const TransportLimits& limits) {
 void ApplyTransportLimits(const TransportLimits& limits, grpc::ServerBuilder& builder) {
   LEDGER_CHECK(ValidateTransportLimits(limits).ok());
   grpc::ResourceQuota quota("ledgerd-transport");
-  quota.Resize(static_cast<size_t>(limits.memory_bytes));
+  quota.Resize(static_cast<size_t>(limits.memory_mb) << 20);
   quota.SetMaxThreads(limits.max_threads);
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(limits.max_receive_message_bytes);

@@ -11,19 +11,20 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/option_bound.h"
 #include "grpcpp/server_builder.h"
 
 namespace ledger {
 
-// Bounds of each field, checked by ValidateTransportLimits (and by ledgerd's flags).
-inline constexpr int32_t kMaxConcurrentStreamsMin = 1;
-inline constexpr int32_t kMaxConcurrentStreamsMax = 100'000;
-inline constexpr int64_t kTransportMemoryBytesMin = 16LL << 20;
-inline constexpr int64_t kTransportMemoryBytesMax = 64LL << 30;
-inline constexpr int32_t kMaxThreadsMin = 2;
-inline constexpr int32_t kMaxThreadsMax = 10'000;
-inline constexpr int32_t kMaxReceiveMessageBytesMin = 1 << 10;
-inline constexpr int32_t kMaxReceiveMessageBytesMax = 64 << 20;
+// Bounds of each field, named by ledgerd's flag for it; checked by ValidateTransportLimits and
+// by ledgerd on the flag (base/option_bound.h).
+inline constexpr OptionBound kMaxConcurrentStreamsBound{"--max_concurrent_streams", 1, 100'000};
+inline constexpr OptionBound kTransportMemoryMbBound{"--transport_memory_mb", 16, 64 << 10};
+inline constexpr OptionBound kGrpcMaxThreadsBound{"--grpc_max_threads", 2, 10'000};
+inline constexpr OptionBound kMaxReceiveMessageBytesBound{"--max_receive_message_bytes", 1 << 10,
+                                                          64 << 20};
+// Each duration is at least this long.
+inline constexpr absl::Duration kTransportDurationMin = absl::Milliseconds(1);
 
 // A plain options struct; each field names the gRPC 1.51 mechanism that enforces it.
 struct TransportLimits {
@@ -32,7 +33,7 @@ struct TransportLimits {
   int32_t max_concurrent_streams = 100;
   // Memory gRPC's transports and calls may hold (a grpc::ResourceQuota). Near it gRPC slows its
   // reads, drops new connections ("high memory pressure") and closes the busiest connection.
-  int64_t memory_bytes = 128LL << 20;
+  int64_t memory_mb = 128;
   // Threads gRPC's synchronous services may use (the reflection service; the ledger itself is
   // served on the callback API): ResourceQuota::SetMaxThreads.
   int32_t max_threads = 64;
@@ -58,7 +59,22 @@ struct TransportLimits {
   absl::Duration min_client_ping_interval = absl::Seconds(10);
 };
 
-// InvalidArgument naming the field that is out of its bounds.
+// The flag of each duration field, in the order ValidateTransportLimits checks them.
+struct TransportDuration {
+  absl::string_view flag;
+  absl::Duration TransportLimits::*field;
+};
+inline constexpr TransportDuration kTransportDurations[] = {
+    {"--max_connection_idle", &TransportLimits::max_connection_idle},
+    {"--max_connection_age", &TransportLimits::max_connection_age},
+    {"--max_connection_age_grace", &TransportLimits::max_connection_age_grace},
+    {"--handshake_timeout", &TransportLimits::handshake_timeout},
+    {"--keepalive_time", &TransportLimits::keepalive_time},
+    {"--keepalive_timeout", &TransportLimits::keepalive_timeout},
+    {"--min_client_ping_interval", &TransportLimits::min_client_ping_interval},
+};
+
+// InvalidArgument naming (by its flag) the first field out of its bounds.
 absl::Status ValidateTransportLimits(const TransportLimits& limits);
 
 // Sets `limits` on `builder` as channel arguments and a ResourceQuota. `limits` must be valid.

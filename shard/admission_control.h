@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "base/annotated_mutex.h"
+#include "base/option_bound.h"
 #include "shard/mailbox.h"
 
 namespace ledger {
@@ -28,6 +29,7 @@ namespace ledger {
 // Bounds of --max_in_flight.
 inline constexpr int64_t kMaxInFlightMin = 1;
 inline constexpr int64_t kMaxInFlightMax = 1 << 24;
+inline constexpr OptionBound kMaxInFlightBound{"--max_in_flight", kMaxInFlightMin, kMaxInFlightMax};
 
 // The pushback told to a refused client is clamped to this range: at least a millisecond, so that
 // a retry is never immediate, and at most two seconds, so that a stalled measurement never tells

@@ -9,9 +9,8 @@
 namespace ledger {
 
 absl::Status Router::ValidateOptions(const RouterOptions& options) {
-  if (options.num_shards < kMinShards || options.num_shards > kMaxShards) {
-    return absl::InvalidArgumentError(absl::StrCat("shard count must be ", kMinShards, " to ",
-                                                   kMaxShards, "; got ", options.num_shards));
+  if (absl::Status shards = CheckOptionBound(kShardsBound, options.num_shards); !shards.ok()) {
+    return shards;
   }
   if (!options.observers.empty() &&
       options.observers.size() != static_cast<size_t>(options.num_shards)) {

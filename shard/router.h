@@ -18,6 +18,8 @@ namespace ledger {
 inline constexpr int32_t kMinShards = 2;
 inline constexpr int32_t kMaxShards = 1024;
 
+inline constexpr OptionBound kShardsBound{"--shards", kMinShards, kMaxShards};
+
 struct RouterOptions {
   int32_t num_shards = kMinShards;  // kMinShards to kMaxShards.
   // Applied to every shard; its `index` and `observer` are set per shard by the router.

@@ -14,20 +14,21 @@
 namespace ledger {
 
 absl::Status ValidateShardOptions(const ShardOptions& options) {
-  if (options.mailbox_capacity < 1 || options.mailbox_capacity > kMailboxCapacityMax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mailbox capacity must be 1 to ", kMailboxCapacityMax, "; got ", options.mailbox_capacity));
+  // Sizes above int64 are out of every bound.
+  for (const auto& [bound, value] : {std::pair{kMailboxCapacityBound, options.mailbox_capacity},
+                                     std::pair{kMaxBatchBound, options.max_batch}}) {
+    const auto signed_value = static_cast<int64_t>(
+        std::min<size_t>(value, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
+    if (absl::Status status = CheckOptionBound(bound, signed_value); !status.ok()) return status;
   }
-  if (options.max_batch < 1 || options.max_batch > kMaxBatchMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max batch must be 1 to ", kMaxBatchMax, "; got ", options.max_batch));
+  if (absl::Status status = CheckOptionBound(kOverdraftLimitBound, options.policy.overdraft_limit);
+      !status.ok()) {
+    return status;
   }
-  if (options.policy.overdraft_limit < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("overdraft limit must be >= 0; got ", options.policy.overdraft_limit));
-  }
-  if (options.debug_handler_delay < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("debug handler delay must not be negative");
+  if (absl::Status status = CheckDurationAtLeast("--debug_handler_delay",
+                                                 options.debug_handler_delay, absl::ZeroDuration());
+      !status.ok()) {
+    return status;
   }
   if (options.debug_handler_delay > absl::ZeroDuration() && options.inline_execution) {
     return absl::InvalidArgumentError(

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/option_bound.h"
 #include "shard/commit_pipeline.h"
 #include "shard/drain_token.h"
 #include "shard/ledger_rules.h"
@@ -33,6 +35,11 @@ inline constexpr size_t kMailboxCapacityMax = size_t{1} << 24;
 inline constexpr size_t kMaxBatchMax = 65536;
 inline constexpr size_t kDefaultMaxBatch = 256;
 inline constexpr size_t kDefaultMailboxCapacity = 16384;
+inline constexpr OptionBound kMailboxCapacityBound{"--mailbox_capacity", 1,
+                                                   static_cast<int64_t>(kMailboxCapacityMax)};
+inline constexpr OptionBound kMaxBatchBound{"--max_batch", 1, static_cast<int64_t>(kMaxBatchMax)};
+inline constexpr OptionBound kOverdraftLimitBound{"--overdraft_limit", 0,
+                                                  std::numeric_limits<int64_t>::max()};
 // The most work a sending thread does for a shard before it hands the rest to the shard thread:
 // it bounds how long a gRPC thread is kept from its own calls.
 inline constexpr size_t kInlineBatchMax = 64;

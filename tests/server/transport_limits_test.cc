@@ -37,26 +37,29 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"StreamsMin", [](TransportLimits& l) { l.max_concurrent_streams = 1; }, true},
         LimitCase{"StreamsBelowMin", [](TransportLimits& l) { l.max_concurrent_streams = 0; },
                   false},
-        LimitCase{"StreamsMax",
-                  [](TransportLimits& l) { l.max_concurrent_streams = kMaxConcurrentStreamsMax; },
-                  true},
         LimitCase{
-            "StreamsAboveMax",
-            [](TransportLimits& l) { l.max_concurrent_streams = kMaxConcurrentStreamsMax + 1; },
-            false},
-        LimitCase{"MemoryMin",
-                  [](TransportLimits& l) { l.memory_bytes = kTransportMemoryBytesMin; }, true},
-        LimitCase{"MemoryBelowMin",
-                  [](TransportLimits& l) { l.memory_bytes = kTransportMemoryBytesMin - 1; }, false},
-        LimitCase{"ThreadsBelowMin", [](TransportLimits& l) { l.max_threads = kMaxThreadsMin - 1; },
-                  false},
-        LimitCase{
-            "MessageMax",
-            [](TransportLimits& l) { l.max_receive_message_bytes = kMaxReceiveMessageBytesMax; },
+            "StreamsMax",
+            [](TransportLimits& l) { l.max_concurrent_streams = kMaxConcurrentStreamsBound.max; },
             true},
+        LimitCase{"StreamsAboveMax",
+                  [](TransportLimits& l) {
+                    l.max_concurrent_streams = kMaxConcurrentStreamsBound.max + 1;
+                  },
+                  false},
+        LimitCase{"MemoryMin",
+                  [](TransportLimits& l) { l.memory_mb = kTransportMemoryMbBound.min; }, true},
+        LimitCase{"MemoryBelowMin",
+                  [](TransportLimits& l) { l.memory_mb = kTransportMemoryMbBound.min - 1; }, false},
+        LimitCase{"ThreadsBelowMin",
+                  [](TransportLimits& l) { l.max_threads = kGrpcMaxThreadsBound.min - 1; }, false},
+        LimitCase{"MessageMax",
+                  [](TransportLimits& l) {
+                    l.max_receive_message_bytes = kMaxReceiveMessageBytesBound.max;
+                  },
+                  true},
         LimitCase{"MessageAboveMax",
                   [](TransportLimits& l) {
-                    l.max_receive_message_bytes = kMaxReceiveMessageBytesMax + 1;
+                    l.max_receive_message_bytes = kMaxReceiveMessageBytesBound.max + 1;
                   },
                   false},
         LimitCase{"IdleOneMillisecond",
@@ -73,7 +76,8 @@ TEST(TransportLimitsTest, StartRefusesInvalidLimitsNamingTheField) {
   absl::StatusOr<std::unique_ptr<LedgerServer>> server = LedgerServer::Start(options);
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(server.status().message(), HasSubstr("max concurrent streams must be 1 to 100000"));
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("--max_concurrent_streams must be 1 to 100000; got 0"));
 }
 
 TEST(TransportLimitsTest, AMessageOverTheReceiveLimitIsRefusedBeforeTheService) {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "base/stable_hash.h"
+#include "gtest/gtest.h"
 #include "tests/shard/shard_test_util.h"
 
 namespace ledger {
@@ -121,7 +121,7 @@ TEST_P(RouterTest, AfterStopEveryShardRefusesNewMessages) {
 TEST(RouterOptionsTest, CreateRefusesOptionsOutOfRange) {
   RouterOptions options;
   options.num_shards = 1;
-  EXPECT_EQ(Router::Create(options).status().message(), "shard count must be 2 to 1024; got 1");
+  EXPECT_EQ(Router::Create(options).status().message(), "--shards must be 2 to 1024; got 1");
   options.num_shards = kMaxShards + 1;
   EXPECT_FALSE(Router::Create(options).ok());
   options.num_shards = 2;

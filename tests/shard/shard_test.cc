@@ -249,7 +249,8 @@ TEST(ShardOptionsTest, RefusesEachBoundOutOfRange) {
   EXPECT_FALSE(ValidateShardOptions(options).ok());
   options = ShardOptions{};
   options.policy.overdraft_limit = -1;
-  EXPECT_EQ(ValidateShardOptions(options).message(), "overdraft limit must be >= 0; got -1");
+  EXPECT_EQ(ValidateShardOptions(options).message(),
+            "--overdraft_limit must be at least 0; got -1");
   options = ShardOptions{};
   options.debug_handler_delay = absl::Milliseconds(1);
   EXPECT_FALSE(ValidateShardOptions(options).ok());  // Inline execution is on by default.
