@@ -25,6 +25,11 @@ void SetServing(grpc::Server& server, bool serving) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOptions& options) {
+  return Start(options, ServerTestHooks{});
+}
+
+absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOptions& options,
+                                                                  const ServerTestHooks& hooks) {
   if (absl::Status status =
           CheckDurationAtLeast("--shutdown_grace", options.shutdown_grace, absl::ZeroDuration());
       !status.ok()) {
@@ -50,7 +55,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   std::unique_ptr<storage::RocksDbStore> store;
   if (durable) {
     absl::StatusOr<std::unique_ptr<storage::RocksDbStore>> opened =
-        storage::RocksDbStore::Open(options.storage);
+        storage::RocksDbStore::Open(options.storage, hooks.store);
     if (!opened.ok()) return opened.status();
     store = *std::move(opened);
     router_options.shard.store = store.get();
@@ -58,7 +63,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   auto metrics = std::make_shared<LedgerMetrics>(router_options.num_shards, options.version);
   router_options.observers = metrics->observers();
   router_options.commit_observer = metrics->commit_observer();
-  absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options);
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options, hooks.router);
   if (!router.ok()) return router.status();
 
   // Recovery: every account goes to the shard that owns it under this run's shard count.

@@ -55,6 +55,13 @@ struct ServerOptions {
   TransportLimits transport;
 };
 
+// Where tests (and ledgerd's fault-injection flags) reach inside the server's router and store:
+// kept out of ServerOptions, which hold only what production configures. Empty in production.
+struct ServerTestHooks {
+  RouterTestHooks router;
+  storage::StoreTestHooks store;
+};
+
 // How long Shutdown lets gRPC deliver the answers the shards have already given, even once the
 // grace has run out (see Shutdown). Only calls still unanswered then wait this long.
 inline constexpr absl::Duration kAnswerDeliveryMin = absl::Seconds(1);
@@ -72,6 +79,9 @@ class LedgerServer {
   // data directory that is refused (see RocksDbStore::Open) or cannot be read; Unavailable when
   // an address cannot be listened on (in use, or not this machine's).
   static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options);
+  // The same, with test hooks.
+  static absl::StatusOr<std::unique_ptr<LedgerServer>> Start(const ServerOptions& options,
+                                                             const ServerTestHooks& hooks);
 
   ~LedgerServer();
 

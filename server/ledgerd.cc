@@ -200,6 +200,34 @@ absl::StatusOr<ledger::TransportLimits> TransportLimitsFromFlags() {
   return limits;
 }
 
+// The fault injection ledgerd's --debug_ flags ask for, as the server's test hooks (kept out of
+// its options); empty hooks without them.
+absl::StatusOr<ledger::ServerTestHooks> FaultInjectionFromFlags() {
+  ledger::ServerTestHooks hooks;
+  if (const std::string crash_step = absl::GetFlag(FLAGS_debug_crash_after_transfer_step);
+      !crash_step.empty()) {
+    std::optional<ledger::TransferStep> step;
+    for (ledger::TransferStep candidate :
+         {ledger::TransferStep::kDebited, ledger::TransferStep::kCredited,
+          ledger::TransferStep::kSettled}) {
+      if (ledger::TransferStepName(candidate) == crash_step) step = candidate;
+    }
+    if (!step.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--debug_crash_after_transfer_step must be debited, credited or settled; got \"",
+          crash_step, "\""));
+    }
+    hooks.router.transfers.after_step = [crash = *step](ledger::TransferStep done,
+                                                        absl::string_view transfer_id) {
+      if (done != crash) return;
+      std::cerr << "ledgerd: --debug_crash_after_transfer_step: transfer " << transfer_id << " is "
+                << ledger::TransferStepName(done) << "; exiting now as a crash\n";
+      std::_Exit(kDebugCrashExitCode);
+    };
+  }
+  return hooks;
+}
+
 // Reads the flags into options; InvalidArgument names the flag that is out of range.
 absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   ledger::ServerOptions options;
@@ -249,27 +277,6 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   // The injected sleep must run on shard threads, never on gRPC's.
   options.router.shard.inline_execution =
       options.router.shard.debug_handler_delay == absl::ZeroDuration();
-  if (const std::string crash_step = absl::GetFlag(FLAGS_debug_crash_after_transfer_step);
-      !crash_step.empty()) {
-    std::optional<ledger::TransferStep> step;
-    for (ledger::TransferStep candidate :
-         {ledger::TransferStep::kDebited, ledger::TransferStep::kCredited,
-          ledger::TransferStep::kSettled}) {
-      if (ledger::TransferStepName(candidate) == crash_step) step = candidate;
-    }
-    if (!step.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--debug_crash_after_transfer_step must be debited, credited or settled; got \"",
-          crash_step, "\""));
-    }
-    options.router.transfers.test_after_step = [crash = *step](ledger::TransferStep done,
-                                                               absl::string_view transfer_id) {
-      if (done != crash) return;
-      std::cerr << "ledgerd: --debug_crash_after_transfer_step: transfer " << transfer_id << " is "
-                << ledger::TransferStepName(done) << "; exiting now as a crash\n";
-      std::_Exit(kDebugCrashExitCode);
-    };
-  }
   absl::StatusOr<ledger::storage::Durability> durability =
       ledger::storage::ParseDurability(absl::GetFlag(FLAGS_durability));
   if (!durability.ok()) {
@@ -528,7 +535,11 @@ int main(int argc, char** argv) {
   }
 
   absl::StatusOr<ledger::ServerOptions> options = OptionsFromFlags();
+  absl::StatusOr<ledger::ServerTestHooks> fault_injection = FaultInjectionFromFlags();
   if (!options.ok()) ledger::cli::ExitUsage(program, options.status().message());
+  if (!fault_injection.ok()) {
+    ledger::cli::ExitUsage(program, fault_injection.status().message());
+  }
   ledger::LimitLibraryLogs(/*quiet=*/!absl::GetFlag(FLAGS_verbose));
   if (init) return InitLedger(options->storage);
   const std::string ports_file = absl::GetFlag(FLAGS_ports_file);
@@ -552,7 +563,7 @@ int main(int argc, char** argv) {
   const absl::StatusOr<ledger::OpenFileLimit> files = ledger::RaiseOpenFileLimit();
   SignalWatcher signals;
   absl::StatusOr<std::unique_ptr<ledger::LedgerServer>> server =
-      ledger::LedgerServer::Start(*options);
+      ledger::LedgerServer::Start(*options, *fault_injection);
   if (!server.ok()) {
     std::cerr << "ledgerd: " << server.status().message() << "\n";
     return EXIT_FAILURE;

@@ -22,6 +22,11 @@ absl::Status Router::ValidateOptions(const RouterOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& options) {
+  return Create(options, RouterTestHooks{});
+}
+
+absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& options,
+                                                       const RouterTestHooks& hooks) {
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
 
   std::unique_ptr<CommitPipeline> pipeline;
@@ -38,20 +43,21 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterOptions& opti
     shard_options.index = i;
     shard_options.observer = options.observers.empty() ? nullptr : options.observers[i];
     shard_options.pipeline = pipeline.get();
-    shards.push_back(std::make_unique<Shard>(std::move(shard_options)));
+    shards.push_back(std::make_unique<Shard>(std::move(shard_options), hooks.shard));
   }
   return std::unique_ptr<Router>(
-      new Router(std::move(pipeline), std::move(shards), options.transfers));
+      new Router(std::move(pipeline), std::move(shards), options.transfers, hooks.transfers));
 }
 
 Router::Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards,
-               TransferCoordinatorOptions transfers)
+               TransferCoordinatorOptions transfers, TransferTestHooks transfer_hooks)
     : pipeline_(std::move(pipeline)), shards_(std::move(shards)) {
   transfers.send = [this](int32_t shard, Message&& message) {
     return TrySend(shard, std::move(message));
   };
   transfers.shard_for = [this](absl::string_view account_id) { return ShardFor(account_id); };
-  transfers_ = std::make_unique<TransferCoordinator>(std::move(transfers));
+  transfers_ =
+      std::make_unique<TransferCoordinator>(std::move(transfers), std::move(transfer_hooks));
 }
 
 Router::~Router() { Stop(); }

@@ -32,6 +32,13 @@ struct RouterOptions {
   TransferCoordinatorOptions transfers;
 };
 
+// Where tests reach inside the router's shards and coordinator: kept out of RouterOptions (see
+// ShardTestHooks). Empty in production.
+struct RouterTestHooks {
+  ShardTestHooks shard;
+  TransferTestHooks transfers;
+};
+
 // Thread-safe: ShardFor, TrySend and the accessors may be called from any thread; Start and Stop
 // from one controlling thread. Stop is mandatory before destruction.
 class Router {
@@ -41,6 +48,9 @@ class Router {
 
   // InvalidArgument when an option is out of range (see ValidateOptions).
   static absl::StatusOr<std::unique_ptr<Router>> Create(const RouterOptions& options);
+  // The same, with test hooks for every shard and the transfer coordinator.
+  static absl::StatusOr<std::unique_ptr<Router>> Create(const RouterOptions& options,
+                                                        const RouterTestHooks& hooks);
 
   ~Router();
 
@@ -82,7 +92,7 @@ class Router {
 
  private:
   Router(std::unique_ptr<CommitPipeline> pipeline, std::vector<std::unique_ptr<Shard>> shards,
-         TransferCoordinatorOptions transfers);
+         TransferCoordinatorOptions transfers, TransferTestHooks transfer_hooks);
 
   // With a store: the one write path of every shard. Declared first, so it outlives them.
   const std::unique_ptr<CommitPipeline> pipeline_;

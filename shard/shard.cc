@@ -54,8 +54,7 @@ ShardCoreOptions CoreOptions(const ShardOptions& options, ShardObserver* observe
                           .idempotency_ttl = options.idempotency_ttl,
                           .clock = options.clock,
                           .steady_clock = nullptr,
-                          .debug_handler_delay = options.debug_handler_delay,
-                          .test_before_handle = options.test_before_handle};
+                          .debug_handler_delay = options.debug_handler_delay};
 }
 
 }  // namespace
@@ -70,13 +69,15 @@ std::unique_ptr<CommitPipeline> OwnPipeline(const ShardOptions& options) {
 
 }  // namespace
 
-Shard::Shard(ShardOptions options)
+Shard::Shard(ShardOptions options) : Shard(std::move(options), ShardTestHooks{}) {}
+
+Shard::Shard(ShardOptions options, ShardTestHooks hooks)
     : options_(std::move(options)),
       observer_(options_.observer != nullptr ? options_.observer : DiscardingShardObserver()),
       own_pipeline_(OwnPipeline(options_)),
       pipeline_(own_pipeline_ != nullptr ? own_pipeline_.get() : options_.pipeline),
       mailbox_(options_.mailbox_capacity),
-      core_(CoreOptions(options_, observer_)) {
+      core_(CoreOptions(options_, observer_), std::move(hooks)) {
   LEDGER_CHECK(ValidateShardOptions(options_).ok());
   if (pipeline_ != nullptr) pipeline_->SetLane(options_.index, this);
 }

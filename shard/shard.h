@@ -62,9 +62,6 @@ struct ShardOptions {
   // Fault injection: slows every handler by this much. Zero in production. Requires
   // inline_execution == false: a sleep must never run on a sender's (gRPC) thread.
   absl::Duration debug_handler_delay = absl::ZeroDuration();
-  // Test-only: runs before each handler, on whichever thread applies it; may block (to hold the
-  // shard) or throw (to simulate a handler fault). Empty in production.
-  std::function<void(const Message&)> test_before_handle;
   // Not owned; must outlive the shard. Null discards everything.
   ShardObserver* observer = nullptr;
   // Not owned; must outlive the shard. Null keeps accounts in memory only: no journal, and
@@ -103,6 +100,8 @@ class Shard final : public CommitLane {
  public:
   // Requires ValidateShardOptions(options).ok().
   explicit Shard(ShardOptions options);
+  // The same, with test hooks (shard/shard_core.h).
+  Shard(ShardOptions options, ShardTestHooks hooks);
   ~Shard();
 
   Shard(const Shard&) = delete;

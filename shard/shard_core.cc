@@ -35,8 +35,11 @@ bool IsCredit(EntryKind kind) {
 
 }  // namespace
 
-ShardCore::ShardCore(ShardCoreOptions options)
+ShardCore::ShardCore(ShardCoreOptions options) : ShardCore(std::move(options), ShardTestHooks{}) {}
+
+ShardCore::ShardCore(ShardCoreOptions options, ShardTestHooks hooks)
     : options_(std::move(options)),
+      hooks_(std::move(hooks)),
       observer_(options_.observer != nullptr ? options_.observer : DiscardingShardObserver()),
       steady_clock_(options_.steady_clock != nullptr ? options_.steady_clock : &SteadyClock::now),
       transfers_(/*durable=*/options_.store != nullptr) {
@@ -263,7 +266,7 @@ void ShardCore::RollBack(std::vector<std::unique_ptr<SealedBatch>>& failed) {
   }
   observer_->OnStorageError();
   LogStorageError(failed.front()->failure, "writing a batch");
-  if (options_.bug_for_testing != CoreBugForTesting::kSkipRollback) {
+  if (hooks_.core_bug != CoreBugForTesting::kSkipRollback) {
     for (auto batch = failed.rbegin(); batch != failed.rend(); ++batch) {
       for (auto undo = (*batch)->undo.rbegin(); undo != (*batch)->undo.rend(); ++undo) {
         unsettled_accounts_.insert(undo->first);
@@ -348,7 +351,7 @@ void ShardCore::LogInternalError(Op op, absl::string_view what) {
 
 Reply ShardCore::Handle(const Message& message) {
   try {
-    if (options_.test_before_handle) options_.test_before_handle(message);
+    if (hooks_.before_handle) hooks_.before_handle(message);
     if (options_.debug_handler_delay > absl::ZeroDuration()) {
       absl::SleepFor(options_.debug_handler_delay);
     }
@@ -475,7 +478,7 @@ std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
                  .recorded_op = record.op,
                  .recorded_amount = record.amount};
   }
-  if (options_.bug_for_testing == CoreBugForTesting::kReapplyReplays) return std::nullopt;
+  if (hooks_.core_bug == CoreBugForTesting::kReapplyReplays) return std::nullopt;
   return Reply{.outcome = record.outcome, .balance = record.balance, .replayed = true};
 }
 

@@ -71,11 +71,20 @@ struct ShardCoreOptions {
   SteadyClock::time_point (*steady_clock)() = nullptr;
   // See ShardOptions.
   absl::Duration debug_handler_delay = absl::ZeroDuration();
-  std::function<void(const Message&)> test_before_handle;
-  CoreBugForTesting bug_for_testing = CoreBugForTesting::kNone;
   // False silences the storage and internal error lines (the simulator injects thousands). The
   // lines' rate limiter reads the real steady clock; it decides only what is printed.
   bool log_errors = true;
+};
+
+// Where tests and the simulator reach inside a shard: kept out of the options, which hold only
+// what production configures, and handed in only through the constructors that take them
+// (ShardCore, Shard, Router::Create, LedgerServer::Start). Empty in production.
+struct ShardTestHooks {
+  // Runs before each handler, on whichever thread applies it; may block (to hold the shard) or
+  // throw (to simulate a handler fault).
+  std::function<void(const Message&)> before_handle;
+  // A bug planted in the core, which the simulator's auditor must catch.
+  CoreBugForTesting core_bug = CoreBugForTesting::kNone;
 };
 
 // What Seal did with a decided batch.
@@ -98,6 +107,8 @@ class ShardCore {
  public:
   // Requires options.policy.overdraft_limit >= 0 and options.idempotency_ttl > 0.
   explicit ShardCore(ShardCoreOptions options);
+  // The same, with test hooks.
+  ShardCore(ShardCoreOptions options, ShardTestHooks hooks);
 
   ShardCore(const ShardCore&) = delete;
   ShardCore& operator=(const ShardCore&) = delete;
@@ -226,6 +237,7 @@ class ShardCore {
   }
 
   const ShardCoreOptions options_;
+  const ShardTestHooks hooks_;
   ShardObserver* const observer_;
   SteadyClock::time_point (*const steady_clock_)();  // Null: SteadyClock::now.
 

@@ -94,7 +94,11 @@ class TransferCoordinator::Flight final : public Completion {
 };
 
 TransferCoordinator::TransferCoordinator(TransferCoordinatorOptions options)
-    : options_(std::move(options)) {
+    : TransferCoordinator(std::move(options), TransferTestHooks{}) {}
+
+TransferCoordinator::TransferCoordinator(TransferCoordinatorOptions options,
+                                         TransferTestHooks hooks)
+    : options_(std::move(options)), hooks_(std::move(hooks)) {
   LEDGER_CHECK(options_.send && options_.shard_for);
   LEDGER_CHECK(options_.retry_delay > absl::ZeroDuration());
   LEDGER_CHECK(options_.max_retry_delay >= options_.retry_delay);
@@ -218,8 +222,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         return;
       }
       MoneyLeft(flight->amount);
-      if (options_.test_after_step)
-        options_.test_after_step(TransferStep::kDebited, flight->transfer_id);
+      if (hooks_.after_step) hooks_.after_step(TransferStep::kDebited, flight->transfer_id);
       flight->from_balance = reply.balance;
       flight->phase = Flight::Phase::kCredit;
       Enqueue(flight, /*retry=*/false);
@@ -236,8 +239,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         // The money reached the destination.
         MoneyLanded(flight->amount);
       }
-      if (options_.test_after_step)
-        options_.test_after_step(TransferStep::kCredited, flight->transfer_id);
+      if (hooks_.after_step) hooks_.after_step(TransferStep::kCredited, flight->transfer_id);
       flight->credit_outcome = reply.outcome;
       flight->credit_balance = reply.to_balance;
       flight->credited_at = reply.credited_at;
@@ -254,8 +256,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         // Refunded to the source.
         MoneyLanded(flight->amount);
       }
-      if (options_.test_after_step)
-        options_.test_after_step(TransferStep::kSettled, flight->transfer_id);
+      if (hooks_.after_step) hooks_.after_step(TransferStep::kSettled, flight->transfer_id);
       // The caller's answer is the settle's, with the balances of both steps; replayed only when
       // the whole transfer was (a settle replayed after a failed write is still this call's).
       Reply answer = reply;

@@ -46,15 +46,22 @@ struct TransferCoordinatorOptions {
   // doubled on each further refusal up to max_retry_delay.
   absl::Duration retry_delay = absl::Milliseconds(1);
   absl::Duration max_retry_delay = absl::Milliseconds(100);
-  // Test-only: runs on the thread that learns a step is durable, before the next step is sent;
-  // the crash tests exit the process here. Empty in production.
-  std::function<void(TransferStep step, absl::string_view transfer_id)> test_after_step;
+};
+
+// Where tests and ledgerd's --debug_crash_after_transfer_step reach inside the coordinator: kept
+// out of its options (see ShardTestHooks). Empty in production.
+struct TransferTestHooks {
+  // Runs on the thread that learns a step is durable, before the next step is sent; the crash
+  // tests exit the process here.
+  std::function<void(TransferStep step, absl::string_view transfer_id)> after_step;
 };
 
 // Thread-safe: Submit and Resume from any thread; Start and Stop from one controlling thread.
 class TransferCoordinator {
  public:
   explicit TransferCoordinator(TransferCoordinatorOptions options);
+  // The same, with test hooks.
+  TransferCoordinator(TransferCoordinatorOptions options, TransferTestHooks hooks);
   ~TransferCoordinator();
 
   TransferCoordinator(const TransferCoordinator&) = delete;
@@ -122,6 +129,7 @@ class TransferCoordinator {
   void RunCourier();
 
   const TransferCoordinatorOptions options_;
+  const TransferTestHooks hooks_;
   std::atomic<int64_t> in_flight_count_{0};
   std::atomic<int64_t> in_flight_amount_{0};
   std::atomic<int64_t> step_retries_{0};

@@ -292,14 +292,15 @@ class Simulation {
     // Steady time only feeds the observer's durations; a constant keeps the run deterministic.
     core.steady_clock = [] { return SteadyClock::time_point{}; };
     // A handler fault (a bug the shard survives): every SimCompletion is the simulator's own.
-    core.test_before_handle = [](const Message& message) {
+    ShardTestHooks hooks;
+    hooks.before_handle = [](const Message& message) {
       if (static_cast<const SimCompletion*>(message.completion)->handler_throws()) {
         throw std::runtime_error("simulated handler fault");
       }
     };
-    core.bug_for_testing = options_.core_bug;
+    hooks.core_bug = options_.core_bug;
     core.log_errors = false;
-    core_ = std::make_unique<ShardCore>(std::move(core));
+    core_ = std::make_unique<ShardCore>(std::move(core), std::move(hooks));
     for (const auto& [id, state] : store_.accounts()) core_->LoadAccount(id, state);
     finished_through_ = 0;
     auditor_.Restart();

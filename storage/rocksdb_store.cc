@@ -172,6 +172,11 @@ absl::StatusOr<std::string> RocksDbStore::Init(const StoreOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options) {
+  return Open(options, StoreTestHooks{});
+}
+
+absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options,
+                                                                 StoreTestHooks hooks) {
   if (absl::Status usable = CheckDirectoryForOpen(options.data_dir); !usable.ok()) return usable;
   absl::StatusOr<std::unique_ptr<DataDirectoryGuard>> guard =
       DataDirectoryGuard::Open(options.data_dir);
@@ -179,7 +184,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/false);
   if (!handles.ok()) return handles.status();
   return std::unique_ptr<RocksDbStore>(
-      new RocksDbStore(options, *std::move(guard), *std::move(handles)));
+      new RocksDbStore(options, std::move(hooks), *std::move(guard), *std::move(handles)));
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles(
@@ -313,9 +318,11 @@ absl::Status RocksDbStore::ReadFormatMarker(Handles& handles, const std::string&
   return absl::OkStatus();
 }
 
-RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<DataDirectoryGuard> guard,
+RocksDbStore::RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
+                           std::unique_ptr<DataDirectoryGuard> guard,
                            std::unique_ptr<Handles> handles)
     : options_(options),
+      hooks_(std::move(hooks)),
       guard_(std::move(guard)),
       ledger_id_(handles->ledger_id),
       handles_(std::move(handles)) {}
@@ -323,8 +330,8 @@ RocksDbStore::RocksDbStore(const StoreOptions& options, std::unique_ptr<DataDire
 RocksDbStore::~RocksDbStore() = default;
 
 absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batches) {
-  if (options_.test_write_fault) {
-    if (absl::Status fault = options_.test_write_fault(); !fault.ok()) return fault;
+  if (hooks_.write_fault) {
+    if (absl::Status fault = hooks_.write_fault(); !fault.ok()) return fault;
   }
   // Before RocksDB: a deleted directory still takes writes into its unlinked files, which no
   // restart would ever read.

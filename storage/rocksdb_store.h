@@ -53,9 +53,12 @@ struct StoreOptions {
   std::function<absl::Time()> clock;
   // Recorded in a new directory's format marker.
   std::string created_by = "ledgerd";
-  // Test-only fault injection: called before every Write; a non-OK status fails that write
-  // without touching RocksDB. Empty in production.
-  std::function<absl::Status()> test_write_fault;
+};
+
+// Where tests reach inside the store: kept out of StoreOptions. Empty in production.
+struct StoreTestHooks {
+  // Called before every Write; a non-OK status fails that write without touching RocksDB.
+  std::function<absl::Status()> write_fault;
 };
 
 // One page of an account's journal.
@@ -79,6 +82,9 @@ class RocksDbStore final : public LedgerStore {
   // `ledgerd init`), holds anything other than a ledgerd data directory of format kFormatVersion,
   // is corrupt, cannot be read or written, or is in use by another process.
   static absl::StatusOr<std::unique_ptr<RocksDbStore>> Open(const StoreOptions& options);
+  // The same, with test hooks.
+  static absl::StatusOr<std::unique_ptr<RocksDbStore>> Open(const StoreOptions& options,
+                                                            StoreTestHooks hooks);
 
   ~RocksDbStore() override;
 
@@ -138,8 +144,8 @@ class RocksDbStore final : public LedgerStore {
 
  private:
   struct Handles;
-  RocksDbStore(const StoreOptions& options, std::unique_ptr<DataDirectoryGuard> guard,
-               std::unique_ptr<Handles> handles);
+  RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
+               std::unique_ptr<DataDirectoryGuard> guard, std::unique_ptr<Handles> handles);
 
   // Opens the database; with `create`, makes a new one in a directory already checked to be
   // empty, and writes its format marker.
@@ -176,6 +182,7 @@ class RocksDbStore final : public LedgerStore {
   absl::Status ClosedError() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const StoreOptions options_;
+  const StoreTestHooks hooks_;
   const std::unique_ptr<DataDirectoryGuard> guard_;
   const std::string ledger_id_;
   // Shared by every read and write; exclusive to close the database after a failed write and to

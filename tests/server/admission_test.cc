@@ -25,19 +25,25 @@ using testing_util::TestServer;
 
 constexpr int64_t kHolderAmount = 1'000'000;
 
-// The server options of these tests: deposits of kHolderAmount block their shard's thread until
-// `release` is notified (the shard applies calls on its own thread, not on gRPC's).
-ServerOptions HoldingOptions(testing_util::Event& held, testing_util::Event& release) {
+// The server options of these tests: the shard applies calls on its own thread (not on gRPC's),
+// one at a time.
+ServerOptions HoldingOptions() {
   ServerOptions options = LoopbackOptions();
   options.router.shard.inline_execution = false;
   options.router.shard.max_batch = 1;
-  options.router.shard.test_before_handle = [&held, &release](const Message& message) {
+  return options;
+}
+
+// Deposits of kHolderAmount block their shard's thread until `release` is notified.
+ServerTestHooks HoldingHooks(testing_util::Event& held, testing_util::Event& release) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&held, &release](const Message& message) {
     if (message.amount == kHolderAmount) {
       held.Notify();
       release.WaitForNotification();
     }
   };
-  return options;
+  return hooks;
 }
 
 // One asynchronous Deposit whose state outlives the server (its Shutdown answers it on every
@@ -75,9 +81,9 @@ TEST(AdmissionTest, AtTheLimitTheNextCallIsRefusedAtOnceWithPushbackAndNothingOf
   constexpr int64_t kLimit = 3;
   testing_util::Event held;
   testing_util::Event release;
-  ServerOptions options = HoldingOptions(held, release);
+  ServerOptions options = HoldingOptions();
   options.max_in_flight = kLimit;
-  TestServer server(options);
+  TestServer server(options, HoldingHooks(held, release));
   absl::Cleanup always_release = [&] { release.Notify(); };
   auto stub = server.NewStub();
   const AdmissionControl& admission = server.server().admission();
@@ -150,9 +156,9 @@ TEST(AdmissionTest, TheBoundFreesAsCallsAreAnswered) {
 TEST(AdmissionTest, AFullMailboxIsRefusedWithThePushbackOfItsShard) {
   testing_util::Event held;
   testing_util::Event release;
-  ServerOptions options = HoldingOptions(held, release);
+  ServerOptions options = HoldingOptions();
   options.router.shard.mailbox_capacity = 1;
-  TestServer server(options);
+  TestServer server(options, HoldingHooks(held, release));
   absl::Cleanup always_release = [&] { release.Notify(); };
   auto stub = server.NewStub();
   const Shard& shard = server.server().router().shard(server.server().router().ShardFor("hot"));

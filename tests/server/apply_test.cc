@@ -719,13 +719,14 @@ TEST(ApplyAdmissionTest, APartIsRefusedWholeWhenOnlySomeOfItFits) {
   options.router.shard.mailbox_capacity = kCapacity;
   options.router.shard.inline_execution = false;
   options.router.shard.max_batch = 1;
-  options.router.shard.test_before_handle = [&held, &release](const Message& message) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&held, &release](const Message& message) {
     if (message.amount == kHolderAmount) {
       held.Notify();
       release.WaitForNotification();
     }
   };
-  TestServer server(options);
+  TestServer server(options, hooks);
   absl::Cleanup always_release = [&] { release.Notify(); };
   std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
   const std::string s0a = OnShard("room-a", 0);
@@ -823,7 +824,8 @@ TEST(ApplyAdmissionTest, APartWhoseCallerGaveUpIsSkipped) {
   ServerOptions options = ApplyOptions();
   options.router.shard.inline_execution = false;
   options.router.shard.max_batch = 1;
-  options.router.shard.test_before_handle = [&held, &release](const Message&) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&held, &release](const Message&) {
     if (!held.HasBeenNotified()) {
       held.Notify();
       release.WaitForNotification();
@@ -844,7 +846,7 @@ TEST(ApplyAdmissionTest, APartWhoseCallerGaveUpIsSkipped) {
   auto part_context = testing_util::ContextWithDeadline(kPartTimeout);
   testing_util::Event part_done;
   grpc::Status part_status;
-  TestServer server(options);
+  TestServer server(options, hooks);
   absl::Cleanup always_release = [&] { release.Notify(); };
   std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
   const Shard& shard = server.server().router().shard(0);

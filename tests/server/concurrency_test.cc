@@ -96,7 +96,8 @@ TEST(ConcurrencyTest, OverloadIsShedBeforeTheHeldShardMovesAndNothingShedIsAppli
   options.router.shard.mailbox_capacity = kCapacity;
   options.router.shard.max_batch = 1;             // So that the queued calls stay in the mailbox.
   options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
-  options.router.shard.test_before_handle = [&](const Message& message) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&](const Message& message) {
     if (message.amount == kBurst + 1) {  // The holder, sent before the burst.
       held.Notify();
       release.WaitForNotification();
@@ -110,7 +111,7 @@ TEST(ConcurrencyTest, OverloadIsShedBeforeTheHeldShardMovesAndNothingShedIsAppli
   std::vector<char> answered_while_held(kBurst + 1, 0);
   std::atomic<int> replies{0};
   std::atomic<int> shed_replies{0};
-  TestServer server(options);
+  TestServer server(options, hooks);
   absl::Cleanup always_release = [&] { release.Notify(); };
   auto stub = server.NewStub();
   const auto send = [&](int i) {

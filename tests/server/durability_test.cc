@@ -284,11 +284,12 @@ TEST(DurabilityTest, AnInjectedWriteFailureIsUnavailableCountedAndLeavesReadsSer
   ScratchLedger scratch;
   auto failing = std::make_shared<std::atomic<bool>>(false);
   ServerOptions options = DurableOptions(scratch.path());
-  options.storage.test_write_fault = [failing] {
+  ServerTestHooks hooks;
+  hooks.store.write_fault = [failing] {
     return failing->load() ? absl::UnavailableError("injected: disk unplugged") : absl::OkStatus();
   };
   {
-    TestServer server(options);
+    TestServer server(options, hooks);
     auto stub = server.NewStub();
     ASSERT_EQ(Deposit(*stub, "carol", 100).balance, 100);
     failing->store(true);

@@ -97,12 +97,13 @@ TEST(LedgerServiceTest, DepositThatWouldOverflowIsOutOfRangeAndChangesNothing) {
 
 TEST(LedgerServiceTest, HandlerFaultIsInternalForThatCallAndTheServerKeepsServing) {
   ServerOptions options = LoopbackOptions();
-  options.router.shard.test_before_handle = [](const Message& message) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [](const Message& message) {
     if (message.op == Op::kDeposit && message.account_id == "boom") {
       throw std::runtime_error("injected fault");
     }
   };
-  TestServer server(options);
+  TestServer server(options, hooks);
   auto stub = server.NewStub();
   CallResult fault = Deposit(*stub, "boom", 10);
   EXPECT_EQ(fault.status.error_code(), grpc::StatusCode::INTERNAL);
@@ -117,7 +118,8 @@ TEST(LedgerServiceTest, CallWhoseDeadlinePassesInTheMailboxIsNotApplied) {
   ServerOptions options = LoopbackOptions();
   options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
   options.router.shard.max_batch = 1;             // So that the second call stays in the mailbox.
-  options.router.shard.test_before_handle = [&](const Message&) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&](const Message&) {
     if (!first_call_held.HasBeenNotified()) {
       first_call_held.Notify();
       release.WaitForNotification();
@@ -140,7 +142,7 @@ TEST(LedgerServiceTest, CallWhoseDeadlinePassesInTheMailboxIsNotApplied) {
   auto second_context = ContextWithDeadline(kSecondTimeout);
   std::atomic<bool> second_done{false};
   grpc::Status second_status;
-  TestServer server(options);
+  TestServer server(options, hooks);
   // Released on every path, so that a failed assertion cannot leave Shutdown waiting forever.
   absl::Cleanup always_release = [&] { release.Notify(); };
   auto stub = server.NewStub();
@@ -263,7 +265,8 @@ TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
   ServerOptions options = LoopbackOptions();
   options.router.shard.max_batch = 1;  // So that the calls behind the first stay in the mailbox.
   options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
-  options.router.shard.test_before_handle = [&](const Message&) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&](const Message&) {
     if (!first_call_held.HasBeenNotified()) {
       first_call_held.Notify();
       release.WaitForNotification();
@@ -277,7 +280,7 @@ TEST(LedgerServiceTest, GracefulStopAnswersCallsInFlightThenRefusesNewCalls) {
   v1::DepositRequest request;
   request.set_account_id("inflight");
   request.set_amount(5);
-  TestServer server(options);
+  TestServer server(options, hooks);
   std::thread stopper;
   // Runs before the server is destroyed, on every path: a failed assertion must neither leave
   // Shutdown waiting for the held call forever nor destroy a joinable thread.

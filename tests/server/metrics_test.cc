@@ -3,9 +3,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/stable_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "base/stable_hash.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
@@ -135,13 +135,14 @@ TEST(MetricsTest, DepthRisesWhileAShardIsHeldAndASheddingAddsOneToItsRejectedCou
   ServerOptions options = WithMetrics();
   options.router.shard.mailbox_capacity = 2;
   options.router.shard.inline_execution = false;  // The hold blocks a shard thread, not gRPC.
-  options.router.shard.test_before_handle = [&](const Message& message) {
+  ServerTestHooks hooks;
+  hooks.router.shard.before_handle = [&](const Message& message) {
     if (message.account_id == "hold") {
       held.Notify();
       release.WaitForNotification();
     }
   };
-  TestServer server(options);
+  TestServer server(options, hooks);
   auto stub = server.NewStub();
   std::thread holder([&] { EXPECT_TRUE(Deposit(*stub, "hold", 1).status.ok()); });
   ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); },

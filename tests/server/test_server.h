@@ -29,8 +29,9 @@ inline ServerOptions LoopbackOptions() {
 // Owns a started server; shuts it down (if the test did not) when destroyed.
 class TestServer {
  public:
-  explicit TestServer(const ServerOptions& options = LoopbackOptions()) {
-    absl::StatusOr<std::unique_ptr<LedgerServer>> server = LedgerServer::Start(options);
+  explicit TestServer(const ServerOptions& options = LoopbackOptions(),
+                      const ServerTestHooks& hooks = {}) {
+    absl::StatusOr<std::unique_ptr<LedgerServer>> server = LedgerServer::Start(options, hooks);
     EXPECT_TRUE(server.ok()) << server.status();
     if (server.ok()) server_ = *std::move(server);
   }

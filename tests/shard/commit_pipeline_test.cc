@@ -180,21 +180,26 @@ class PipelineFixture {
     options.inline_execution = inline_execution;
     options.observer = &observer_;
     options.store = &store_;
-    // A call for an account "stall..." blocks whichever thread decides it, so that calls sent
-    // after it stay queued and undecided.
-    options.test_before_handle = [this](const Message& message) {
+    return options;
+  }
+
+  // A call for an account "stall..." blocks whichever thread decides it, so that calls sent after
+  // it stay queued and undecided.
+  ShardTestHooks Hooks() {
+    ShardTestHooks hooks;
+    hooks.before_handle = [this](const Message& message) {
       if (absl::StartsWith(message.account_id, "stall")) {
         stalled_.Notify();
         unstall_.WaitForNotification();
       }
     };
-    return options;
+    return hooks;
   }
 
   void StartShard(size_t capacity, bool inline_execution, LedgerStore* store = nullptr) {
     ShardOptions options = Options(capacity, inline_execution);
     if (store != nullptr) options.store = store;
-    shard_ = std::make_unique<Shard>(std::move(options));
+    shard_ = std::make_unique<Shard>(std::move(options), Hooks());
     shard_->Start();
   }
 
@@ -206,7 +211,8 @@ class PipelineFixture {
     router_observers_ = std::vector<CountingObserver>(shards);
     for (CountingObserver& observer : router_observers_) options.observers.push_back(&observer);
     options.commit_observer = &commit_observer_;
-    absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(options);
+    absl::StatusOr<std::unique_ptr<Router>> router =
+        Router::Create(options, RouterTestHooks{.shard = Hooks(), .transfers = {}});
     ASSERT_TRUE(router.ok()) << router.status();
     router_ = *std::move(router);
     router_->Start();
@@ -933,7 +939,7 @@ TEST_F(CommitPipelineScenarioTest, ALookupThatNeedsTheDiskRunsOnTheShardThread) 
   front_store_.reset(disk);
   ShardOptions options = Options(1024, /*inline_execution=*/true);
   options.store = disk;
-  shard_ = std::make_unique<Shard>(std::move(options));
+  shard_ = std::make_unique<Shard>(std::move(options), Hooks());
   shard_->LoadAccount("a", {.balance = 100, .sequence = 1});
   shard_->Start();
 

@@ -31,13 +31,14 @@ class DurableShardTest : public testing::Test {
     options.idempotency_ttl = absl::Hours(24);
     options.clock = [this] { return absl::FromUnixSeconds(now_seconds_.load()); };
     // Messages for "hold" block the shard thread until Release, so that a test can queue a batch.
-    options.test_before_handle = [this](const Message& message) {
+    ShardTestHooks hooks;
+    hooks.before_handle = [this](const Message& message) {
       if (message.account_id == "hold") {
         held_.Notify();
         release_.WaitForNotification();
       }
     };
-    shard_ = std::make_unique<Shard>(std::move(options));
+    shard_ = std::make_unique<Shard>(std::move(options), std::move(hooks));
     for (auto& [id, state] : recovered) shard_->LoadAccount(id, state);
     shard_->Start();
   }

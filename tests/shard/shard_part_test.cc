@@ -83,16 +83,17 @@ class ShardPartTest : public testing::TestWithParam<Mode> {
     options.observer = &observer_;
     options.inline_execution = GetParam().inline_execution;
     if (GetParam().durable) options.store = &store_;
+    ShardTestHooks hooks;
     if (!GetParam().inline_execution) {
       // Messages for "hold" block the shard thread until released, so that a test can fill it.
-      options.test_before_handle = [this](const Message& message) {
+      hooks.before_handle = [this](const Message& message) {
         if (message.account_id == "hold") {
           held_.Notify();
           release_.WaitForNotification();
         }
       };
     }
-    shard_ = std::make_unique<Shard>(std::move(options));
+    shard_ = std::make_unique<Shard>(std::move(options), std::move(hooks));
     shard_->Start();
   }
 

@@ -29,14 +29,15 @@ class HeldShardTest : public testing::Test {
     options.mailbox_capacity = capacity;
     options.observer = &observer_;
     options.inline_execution = inline_execution;
-    options.test_before_handle = [this](const Message& message) {
+    ShardTestHooks hooks;
+    hooks.before_handle = [this](const Message& message) {
       if (message.account_id == "hold") {
         held_.Notify();
         release_.WaitForNotification();
       }
       if (message.account_id == "boom") throw std::runtime_error("injected fault");
     };
-    shard_ = std::make_unique<Shard>(std::move(options));
+    shard_ = std::make_unique<Shard>(std::move(options), std::move(hooks));
     shard_->Start();
   }
 

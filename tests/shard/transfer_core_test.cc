@@ -264,11 +264,12 @@ TEST(TransferIdRaceTest, TheSameIdFromTwoSourceShardsAtOnceMovesMoneyOnce) {
   options.shard.store = &store;
   options.shard.clock = [] { return kNow; };
   options.shard.inline_execution = false;
-  options.shard.test_before_handle = [&](const Message& message) {
+  RouterTestHooks hooks;
+  hooks.shard.before_handle = [&](const Message& message) {
     if (message.op == Op::kTransfer && message.account_id == b) second_decided.Notify();
   };
   options.transfers.retry_delay = absl::Microseconds(200);
-  auto router = *Router::Create(options);
+  auto router = *Router::Create(options, hooks);
   router->Start();
   for (const std::string& account : {a, b, c}) {
     ASSERT_EQ(CallShard(*router, Op::kDeposit, account, 100).outcome, Outcome::kOk);
@@ -463,10 +464,11 @@ TEST(TransferPendingRetryTest, ARetryWhileTheCreditIsHeldIsAnsweredPending) {
   options.shard.store = &store;
   options.shard.inline_execution = false;  // The hook blocks: only on a shard thread.
   options.shard.clock = [] { return kNow; };
-  options.shard.test_before_handle = [&](const Message& message) {
+  RouterTestHooks hooks;
+  hooks.shard.before_handle = [&](const Message& message) {
     if (message.op == Op::kTransferCredit) release.WaitForNotification();
   };
-  auto router = *Router::Create(options);
+  auto router = *Router::Create(options, hooks);
   router->Start();
   const std::string from = IdOn(0, "held-from");
   const std::string to = IdOn(1, "held-to");
