@@ -1,9 +1,31 @@
 #include "proto/error_details.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
 namespace ledger {
+namespace {
+
+// Packs `message` with its map entries in key order, so that the same error is the same bytes
+// (and a client that prints the metadata prints it sorted, as grpcurl does).
+void PackDeterministically(const google::protobuf::Message& message, google::protobuf::Any& any) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  any.set_type_url(absl::StrCat("type.googleapis.com/", message.GetDescriptor()->full_name()));
+  any.set_value(std::move(bytes));
+}
+
+}  // namespace
 
 std::string EncodeErrorDetails(int code, absl::string_view message, const ErrorDetails& details) {
   google::rpc::Status status;
@@ -13,7 +35,7 @@ std::string EncodeErrorDetails(int code, absl::string_view message, const ErrorD
   info.set_reason(v1::ErrorReason_Name(details.reason));
   info.set_domain(kErrorDomain);
   for (const auto& [key, value] : details.metadata) (*info.mutable_metadata())[key] = value;
-  status.add_details()->PackFrom(info);
+  PackDeterministically(info, *status.add_details());
   if (details.retry_delay.has_value()) {
     google::rpc::RetryInfo retry;
     const auto millis = details.retry_delay->count();

@@ -4,12 +4,15 @@
 // a shard is held in its handler while the test looks.
 #include <charconv>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/error_details.h"
 #include "server/ledger_service.h"
 #include "tests/server/test_server.h"
 #include "tests/shard/shard_test_util.h"
@@ -113,6 +116,13 @@ TEST(AdmissionTest, AtTheLimitTheNextCallIsRefusedAtOnceWithPushbackAndNothingOf
   const int64_t pushback = PushbackMs(refused_context);
   EXPECT_GE(pushback, kMinPushback.count());
   EXPECT_LE(pushback, kMaxPushback.count());
+  // For machines: the reason, the bound, and the same wait as RetryInfo.
+  const std::optional<ErrorDetails> details = DecodeErrorDetails(refused.error_details());
+  ASSERT_TRUE(details.has_value());
+  EXPECT_EQ(details->reason, v1::IN_FLIGHT_LIMIT);
+  EXPECT_EQ(MetadataValue(details->metadata, "max_in_flight"), "3");
+  ASSERT_TRUE(details->retry_delay.has_value());
+  EXPECT_EQ(details->retry_delay->count(), pushback);
   EXPECT_EQ(Balance(*stub, "held").status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(testing_util::History(*stub, "held").status.error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -184,6 +194,13 @@ TEST(AdmissionTest, AFullMailboxIsRefusedWithThePushbackOfItsShard) {
   const int64_t pushback = PushbackMs(context);
   EXPECT_GE(pushback, kMinPushback.count());
   EXPECT_LE(pushback, kMaxPushback.count());
+  const std::optional<ErrorDetails> details = DecodeErrorDetails(shed.error_details());
+  ASSERT_TRUE(details.has_value());
+  EXPECT_EQ(details->reason, v1::MAILBOX_FULL);
+  EXPECT_EQ(MetadataValue(details->metadata, "mailbox_capacity"), "1");
+  EXPECT_EQ(MetadataValue(details->metadata, "shard"), absl::StrCat(shard.index()));
+  ASSERT_TRUE(details->retry_delay.has_value());
+  EXPECT_EQ(details->retry_delay->count(), pushback);
   const AdmissionControl& admission = server.server().admission();
   EXPECT_EQ(admission.refused(RefusalReason::kMailboxFull), 1u);
   EXPECT_EQ(admission.refused(RefusalReason::kInFlightLimit), 0u);

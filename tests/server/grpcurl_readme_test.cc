@@ -32,6 +32,8 @@
 #include "google/protobuf/descriptor_database.h"
 #include "google/protobuf/dynamic_message.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver.h"
+#include "google/protobuf/util/type_resolver_util.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
@@ -276,7 +278,7 @@ class GrpcurlLike {
 
   // Learns the file that defines `symbol`, and what it imports, as grpcurl does; then the pool
   // finds it. Every import must come in the same answer or by name (file_by_filename).
-  const protobuf::ServiceDescriptor* ResolveService(const std::string& symbol) {
+  void LearnFileOf(const std::string& symbol) {
     ServerReflectionRequest request;
     request.set_file_containing_symbol(symbol);
     ServerReflectionResponse response = Ask(request);
@@ -289,6 +291,10 @@ class GrpcurlLike {
       EXPECT_TRUE(database_.Add(file));
       for (const std::string& dependency : file.dependency()) FetchFile(dependency);
     }
+  }
+
+  const protobuf::ServiceDescriptor* ResolveService(const std::string& symbol) {
+    LearnFileOf(symbol);
     return pool_.FindServiceByName(symbol);
   }
 
@@ -342,7 +348,8 @@ class GrpcurlLike {
     if (!done.WaitForNotificationWithTimeout(absl::Seconds(30))) return "call timed out";
     if (!status.ok()) {
       return absl::StrCat("ERROR:\n  Code: ", GoCodeName(status.error_code()),
-                          "\n  Message: ", status.error_message(), "\n");
+                          "\n  Message: ", status.error_message(), "\n",
+                          Details(status.error_details()));
     }
     grpc::Slice received;
     EXPECT_TRUE(response_buffer.DumpToSingleSlice(&received).ok());
@@ -353,6 +360,43 @@ class GrpcurlLike {
     std::string compact;
     EXPECT_TRUE(protobuf::util::MessageToJsonString(*response, &compact, options).ok());
     return IndentLikeGo(compact) + "\n";
+  }
+
+  // grpcurl's "Details:" of an error (grpcurl.PrintStatus): each google.protobuf.Any of the
+  // google.rpc.Status in grpc-status-details-bin, its type learnt by reflection, printed as
+  // jsonpb with its "@type", the first line after "  N)\t" and the others after as many spaces
+  // and a tab. Empty when the status has no details.
+  std::string Details(const std::string& bytes) {
+    if (bytes.empty()) return "";
+    LearnFileOf("google.rpc.Status");
+    const protobuf::Descriptor* status_type = pool_.FindMessageTypeByName("google.rpc.Status");
+    if (status_type == nullptr) return "cannot resolve google.rpc.Status\n";
+    std::unique_ptr<protobuf::Message> status(factory_.GetPrototype(status_type)->New());
+    if (!status->ParseFromString(bytes)) return "grpc-status-details-bin does not parse\n";
+    const protobuf::FieldDescriptor* details = status_type->FindFieldByName("details");
+    const protobuf::Reflection* reflection = status->GetReflection();
+    std::unique_ptr<protobuf::util::TypeResolver> resolver(
+        protobuf::util::NewTypeResolverForDescriptorPool("type.googleapis.com", &pool_));
+    std::string out = "  Details:\n";
+    for (int i = 0; i < reflection->FieldSize(*status, details); ++i) {
+      const protobuf::Message& any = reflection->GetRepeatedMessage(*status, details, i);
+      const std::string type_url =
+          any.GetReflection()->GetString(any, any.GetDescriptor()->FindFieldByName("type_url"));
+      LearnFileOf(std::string(absl::StripPrefix(type_url, "type.googleapis.com/")));
+      std::string compact;
+      const auto printed = protobuf::util::BinaryToJsonString(
+          resolver.get(), "type.googleapis.com/google.protobuf.Any", any.SerializeAsString(),
+          &compact, protobuf::util::JsonPrintOptions());
+      if (!printed.ok())
+        return absl::StrCat(out, "cannot print ", type_url, ": ", printed.ToString());
+      const std::string prefix = absl::StrCat("  ", i + 1, ")");
+      const std::vector<std::string> lines = absl::StrSplit(IndentLikeGo(compact), '\n');
+      for (size_t k = 0; k < lines.size(); ++k) {
+        absl::StrAppend(&out, k == 0 ? prefix : std::string(prefix.size(), ' '), "\t", lines[k],
+                        "\n");
+      }
+    }
+    return out;
   }
 
   std::shared_ptr<grpc::Channel> channel_;
