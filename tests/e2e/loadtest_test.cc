@@ -282,6 +282,39 @@ TEST_F(LoadtestPushbackTest, RetriesStayWithinTheBudgetAndTheBookStaysExact) {
   EXPECT_THAT(output_, HasSubstr("latency SHED attempt "));
 }
 
+// The load test decides by the reason (ErrorInfo), never by the words: this fake applies the
+// first attempt of every deposit and withdraw and answers it OUTCOME_UNKNOWN in words that say
+// "nothing was applied". A client that believed the words would book none of them, and the
+// verification would find the money it left out.
+class LoadtestReasonTest : public LoadtestTest {
+ protected:
+  void SetUp() override {
+    fake_ = std::make_unique<testing_util::FakeLedger>(
+        testing_util::FakeLedger::Shedding{.attempts_shed = 0, .pushback_ms = std::nullopt},
+        testing_util::FakeLedger::WriteFault{.code = grpc::StatusCode::UNAVAILABLE,
+                                             .reason = v1::OUTCOME_UNKNOWN,
+                                             .words = "nothing was applied",
+                                             .applied = true});
+    target_ = fake_->Start();
+  }
+  std::unique_ptr<testing_util::FakeLedger> fake_;
+};
+
+TEST_F(LoadtestReasonTest, AnUnknownOutcomeIsSettledWhateverItsWordsSay) {
+  ASSERT_EQ(RunLoadtest({"--requests=200", "--duration=0s", "--concurrency=4", "--accounts=10",
+                         "--mix=deposit=1", "--resolve_for=30s"}),
+            0)
+      << output_;
+  EXPECT_THAT(json_, HasSubstr("\"verification\":\"PASS\""));
+  // Every measured deposit was answered OUTCOME_UNKNOWN, then settled as applied by its retry.
+  const std::string ambiguous = "\"ambiguous\":";
+  ASSERT_THAT(json_, HasSubstr(ambiguous));
+  const std::string settled = json_.substr(json_.find(ambiguous));
+  EXPECT_EQ(JsonNumber(settled, "calls"), 200) << json_;
+  EXPECT_EQ(JsonNumber(settled, "applied"), 200) << json_;
+  EXPECT_EQ(JsonNumber(settled, "unresolved"), 0) << json_;
+}
+
 TEST_F(LoadtestPushbackTest, ABudgetOfOneRetriesEveryShedCallOnce) {
   // Each first attempt earns a whole token before it can be shed, so none is ever missing.
   ASSERT_EQ(Run({"--retry_budget=1"}), 0) << output_;
