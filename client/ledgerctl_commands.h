@@ -1,0 +1,27 @@
+// Declares ledgerctl's commands, one function each, run by client/ledgerctl.cc once the command
+// line is checked: `args` is the positional words ("ledgerctl", the command, its arguments).
+// Each prints its result (or error) and returns ledgerctl's exit code (client/exit_codes.h).
+//   client/ledgerctl_writes.cc         deposit, withdraw, transfer
+//   client/ledgerctl_reads.cc          balance, history, get-transfer, health
+//   client/ledgerctl_apply_command.cc  apply
+#ifndef LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
+#define LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
+
+#include <vector>
+
+#include "client/ledgerctl_session.h"
+
+namespace ledger::ctl {
+
+int RunDeposit(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunWithdraw(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunTransfer(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunBalance(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunHistory(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunGetTransfer(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunHealth(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunApply(const LedgerctlSession& session, const std::vector<char*>& args);
+
+}  // namespace ledger::ctl
+
+#endif  // LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
