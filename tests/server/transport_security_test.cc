@@ -176,6 +176,10 @@ TEST_F(TransportSecurityTest, PolicyLetsReportingReadButNotWrite) {
   EXPECT_EQ(deposit.status.error_message(),
             "authorization policy \"ledger\" does not allow reporting to call "
             "/ledger.v1.Ledger/Deposit (no allow rule matches)");
+  // gRPC's authorization hook (AuthMetadataProcessor) passes on a code and a message only: this
+  // refusal has no reason in its details, and PERMISSION_DENIED alone says nothing was applied
+  // (docs/api.md, "Statuses without a reason").
+  EXPECT_EQ(deposit.status.error_details(), "");
   EXPECT_EQ(testing_util::Withdraw(*reporting, "alice", 5).status.error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(testing_util::Balance(*payments, "alice").balance, 200);  // Nothing applied.
