@@ -64,9 +64,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> NewChannelCredentials(
 
 std::shared_ptr<grpc::Channel> NewLedgerChannel(
     const std::string& target, const ClientTlsOptions& options,
-    std::shared_ptr<grpc::ChannelCredentials> credentials, grpc::ChannelArguments arguments) {
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    grpc::ChannelArguments arguments) {
   if (!options.server_name.empty()) arguments.SetSslTargetNameOverride(options.server_name);
-  return grpc::CreateCustomChannel(target, std::move(credentials), arguments);
+  return grpc::CreateCustomChannel(target, credentials, arguments);
 }
 
 grpc::Status ConnectBefore(grpc::Channel& channel, const std::string& target,

@@ -39,7 +39,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> NewChannelCredentials(
 // any number of channels) and `arguments`, plus options.server_name as the name to verify.
 std::shared_ptr<grpc::Channel> NewLedgerChannel(
     const std::string& target, const ClientTlsOptions& options,
-    std::shared_ptr<grpc::ChannelCredentials> credentials, grpc::ChannelArguments arguments = {});
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    grpc::ChannelArguments arguments = {});
 
 // Connects `channel`, the way a call that does not wait for ready would: OK once it is READY;
 // UNAVAILABLE as soon as an attempt fails (refused, unreachable, a TLS handshake that failed);

@@ -15,7 +15,7 @@
 namespace ledger {
 
 // A status with `code`, `message` and the details of `reason` (never ERROR_REASON_UNSPECIFIED).
-grpc::Status ErrorStatus(grpc::StatusCode code, v1::ErrorReason reason, std::string message,
+grpc::Status ErrorStatus(grpc::StatusCode code, v1::ErrorReason reason, const std::string& message,
                          ErrorMetadata metadata = {},
                          std::optional<std::chrono::milliseconds> retry_delay = std::nullopt);
 
