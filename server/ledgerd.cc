@@ -123,7 +123,8 @@ ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
           "seconds)");
 
 // What one client's connections may cost; bounds in server/transport_limits.h. gRPC 1.51 cannot
-// defend against every hostile client by itself: README, "Exposure", says which need the proxy.
+// defend against every hostile client by itself: docs/deployment.md, "Exposure", says which
+// need the proxy.
 ABSL_FLAG(int32_t, max_concurrent_streams, ledger::TransportLimits{}.max_concurrent_streams,
           "calls one HTTP/2 connection may have open at once (1 to 100000); a client must wait "
           "for one to finish before starting another");

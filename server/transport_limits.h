@@ -2,7 +2,7 @@
 // cost the server (streams, memory, message size, connection lifetime, pings, handshake time),
 // the function that applies them to a grpc::ServerBuilder, and the start-up step that raises the
 // open-file limit. What gRPC 1.51 cannot bound itself (HTTP/2 rapid reset, accept() after the
-// descriptors run out) needs the proxy in deploy/haproxy/: see README, "Exposure".
+// descriptors run out) needs the proxy in deploy/haproxy/: see docs/deployment.md, "Exposure".
 #ifndef LEDGER_SERVER_TRANSPORT_LIMITS_H_
 #define LEDGER_SERVER_TRANSPORT_LIMITS_H_
 
