@@ -41,7 +41,10 @@ EXPOSE 50051 9464
 # The start period covers recovery: ledgerd loads every account before it listens.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=30s --retries=3 \
   CMD ["ledgerctl", "--target=127.0.0.1:50051", "--deadline=2s", "health"]
-# Inside the container ledgerd listens on every interface of the container's own network; which
-# host interfaces reach it is decided where the port is published (compose: 127.0.0.1 only).
+# Inside the container ledgerd listens on every interface of the container's own network, in
+# plaintext: said by name (--plaintext_beyond_loopback), because a bare ledgerd listens on loopback
+# only. Which host interfaces reach it is decided where the port is published (compose: 127.0.0.1
+# only, behind HAProxy); docs/deployment.md says why and how to serve TLS instead.
 ENTRYPOINT ["ledgerd"]
-CMD ["--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", "--data_dir=/data/ledger"]
+CMD ["--listen=0.0.0.0:50051", "--plaintext_beyond_loopback", "--metrics_listen=0.0.0.0:9464", \
+     "--data_dir=/data/ledger"]

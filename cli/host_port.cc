@@ -78,4 +78,19 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view flag, absl::string_view
   return HostPort{std::move(host), static_cast<int>(port)};
 }
 
+bool HostPort::IsLoopback() const {
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8, as dotted digits only: a name that merely starts with "127." is not an address.
+  if (!absl::StartsWith(host, "127.")) return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
 }  // namespace ledger::cli

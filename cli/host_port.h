@@ -26,6 +26,9 @@ struct HostPort {
   std::string ToString() const;
   // The same with another port (the one actually bound when `port` was 0).
   std::string WithPort(int actual_port) const;
+  // Whether only this machine can reach it: "localhost", 127.0.0.0/8 or ::1. A wildcard
+  // (0.0.0.0, ::) or any other name or address is not.
+  bool IsLoopback() const;
 };
 
 inline constexpr int kPortMax = 65535;

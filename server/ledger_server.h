@@ -27,7 +27,7 @@ inline constexpr int64_t kDefaultMaxInFlight = 256;
 
 struct ServerOptions {
   // host:port; port 0 picks a free port (see LedgerServer::port).
-  std::string listen_address = "0.0.0.0:50051";
+  std::string listen_address = "127.0.0.1:50051";
   // host:port for GET /metrics (Prometheus text format); empty serves no metrics. Port 0 picks
   // a free port (see LedgerServer::metrics_port).
   std::string metrics_listen_address;

@@ -50,13 +50,19 @@ int32_t DefaultShards() {
 
 }  // namespace
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "HOST:PORT for gRPC (ledger.v1.Ledger, grpc.health.v1.Health, reflection); :PORT is "
           "every interface, [::1]:PORT an IPv6 address; port 0 picks a free port, printed at "
-          "start");
-ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
-          "HOST:PORT for Prometheus metrics at GET /metrics, spelled as --listen; empty serves "
-          "none");
+          "start. Loopback by default; another address needs TLS (--tls_cert_file) or "
+          "--plaintext_beyond_loopback");
+ABSL_FLAG(bool, plaintext_beyond_loopback, false,
+          "allow plaintext gRPC, without TLS or authentication, on a --listen address other than "
+          "loopback: anyone who reaches the port may call every method. Without TLS, ledgerd "
+          "refuses such an address unless this is given; use it only on a private network or "
+          "behind the bundled HAProxy (docs/deployment.md)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "HOST:PORT for Prometheus metrics at GET /metrics (plain HTTP, read-only), spelled as "
+          "--listen; loopback by default; empty serves none");
 ABSL_FLAG(std::string, ports_file, "",
           "once gRPC and metrics are listening, write the addresses they are bound to as one "
           "line of JSON to this file, e.g. {\"pid\":1234,\"grpc\":\"127.0.0.1:43121\","
@@ -229,6 +235,17 @@ absl::StatusOr<ledger::ServerTestHooks> FaultInjectionFromFlags() {
   return hooks;
 }
 
+// What the start-up line says of gRPC's transport: its security and, for plaintext beyond
+// loopback, that --plaintext_beyond_loopback asked for it.
+std::string GrpcTransportWords(const ledger::ServerOptions& options, const std::string& security) {
+  const absl::StatusOr<ledger::cli::HostPort> listen = ledger::cli::ParseHostPort(
+      "--listen", options.listen_address, ledger::cli::AddressUse::kListen, 50051);
+  if (options.transport_security.cert_file.empty() && listen.ok() && !listen->IsLoopback()) {
+    return absl::StrCat(security, " beyond loopback (--plaintext_beyond_loopback)");
+  }
+  return security;
+}
+
 // Reads the flags into options; InvalidArgument names the flag that is out of range.
 absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   ledger::ServerOptions options;
@@ -308,6 +325,15 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   options.transport_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.transport_security.authz_policy_file = absl::GetFlag(FLAGS_authz_policy_file);
   options.transport_security.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  // Safe by default: plaintext gRPC beyond this machine only when asked for by name.
+  if (options.transport_security.cert_file.empty() && !listen->IsLoopback() &&
+      !absl::GetFlag(FLAGS_plaintext_beyond_loopback)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen=", absl::GetFlag(FLAGS_listen),
+        " would serve gRPC in plaintext, without TLS or authentication, beyond this machine: give "
+        "--tls_cert_file and --tls_key_file (docs/deployment.md), listen on loopback "
+        "(127.0.0.1, the default), or say --plaintext_beyond_loopback to mean it"));
+  }
   absl::StatusOr<ledger::TransportLimits> transport = TransportLimitsFromFlags();
   if (!transport.ok()) return transport.status();
   options.transport = *transport;
@@ -606,7 +632,7 @@ int main(int argc, char** argv) {
                    ListenAddressWithPort(options->listen_address, (*server)->port()), metrics,
                    options->router.num_shards, shard.mailbox_capacity, options->max_in_flight,
                    shard.max_batch, shard.policy.overdraft_limit, storage,
-                   (*server)->transport_security().description())
+                   GrpcTransportWords(*options, (*server)->transport_security().description()))
             << std::endl;
   if (!ports_file.empty()) {
     const std::string json = PortsFileJson(

@@ -116,5 +116,15 @@ TEST(HostPortTest, WithPortKeepsTheHostAndItsBrackets) {
   EXPECT_EQ((HostPort{"0.0.0.0", 0}).WithPort(4242), "0.0.0.0:4242");
 }
 
+TEST(HostPortTest, OnlyLocalhost127SlashEightAndIpv6OneAreLoopback) {
+  for (const char* host : {"localhost", "127.0.0.1", "127.1.2.3", "::1"}) {
+    EXPECT_TRUE((HostPort{host, 1}).IsLoopback()) << host;
+  }
+  for (const char* host : {"0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "127.example.com", "127.0.0",
+                           "localhost.example.com", "::2", "ledger.internal"}) {
+    EXPECT_FALSE((HostPort{host, 1}).IsLoopback()) << host;
+  }
+}
+
 }  // namespace
 }  // namespace ledger::cli

@@ -101,6 +101,8 @@ for service in ("proxy", "prometheus", "grafana"):
 check("ledger's metrics listen only inside the container network (no published 9464)",
       "--metrics_listen=0.0.0.0:9464" in services.get("ledger", {}).get("command", [])
       and all(target != 9464 for _, _, target in published("ledger")))
+check("ledger serves plaintext beyond loopback only because compose says so by name",
+      "--plaintext_beyond_loopback" in services.get("ledger", {}).get("command", []))
 health = services.get("ledger", {}).get("healthcheck", {}).get("test", [])
 check("ledger's health check runs ledgerctl health", "ledgerctl" in health and "health" in health,
       health)

@@ -418,6 +418,17 @@ INSTANTIATE_TEST_SUITE_P(
     Flags, LedgerdBadFlagTest,
     testing::Values(
         BadFlagCase{"--shards=1", "--shards must be 2 to 1024; got 1"},
+        // Plaintext beyond loopback only when asked for by name (or with TLS: tls_e2e_test.cc).
+        BadFlagCase{"--listen=0.0.0.0:0",
+                    "--listen=0.0.0.0:0 would serve gRPC in plaintext, without TLS or "
+                    "authentication, beyond this machine: give --tls_cert_file and "
+                    "--tls_key_file (docs/deployment.md), listen on loopback (127.0.0.1, the "
+                    "default), or say --plaintext_beyond_loopback to mean it"},
+        BadFlagCase{"--listen=:0",
+                    "--listen=:0 would serve gRPC in plaintext, without TLS or authentication, "
+                    "beyond this machine: give --tls_cert_file and --tls_key_file "
+                    "(docs/deployment.md), listen on loopback (127.0.0.1, the default), or say "
+                    "--plaintext_beyond_loopback to mean it"},
         BadFlagCase{"--shards=1025", "--shards must be 2 to 1024; got 1025"},
         BadFlagCase{"--shards=two",
                     "Illegal value 'two' specified for flag 'shards'; an integer is needed"},
@@ -511,7 +522,10 @@ TEST(LedgerdProcessTest, HelpExplainsEveryFlag) {
   // Both forms: creating a ledger, and serving one.
   EXPECT_THAT(ledgerd.output(), HasSubstr("ledgerd init --data_dir=DIR"));
   EXPECT_THAT(ledgerd.output(), HasSubstr("serve the ledger in DIR (made by `ledgerd init`)"));
-  EXPECT_THAT(ledgerd.output(), HasSubstr("  --listen=STRING  (default: 0.0.0.0:50051)\n"));
+  // Safe by default: a bare ledgerd is reachable from this machine only.
+  EXPECT_THAT(ledgerd.output(), HasSubstr("  --listen=STRING  (default: 127.0.0.1:50051)\n"));
+  EXPECT_THAT(ledgerd.output(),
+              HasSubstr("  --metrics_listen=STRING  (default: 127.0.0.1:9464)\n"));
   EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("Flags from")));
   EXPECT_THAT(ledgerd.output(), ::testing::Not(HasSubstr("No flags matched")));
   Subprocess short_form({testing_util::LedgerdPath(), "-h"});
@@ -528,8 +542,12 @@ TEST(LedgerdProcessTest, VersionNamesTheCommitAndBuildType) {
 }
 
 TEST(LedgerdProcessTest, ListenWithOnlyAPortServesOnEveryInterface) {
-  LedgerdProcess ledgerd({"--listen=:0"});
+  LedgerdProcess ledgerd({"--listen=:0", "--plaintext_beyond_loopback"});
   ASSERT_TRUE(ledgerd.Start());
+  // The start-up line says what was allowed, and by which flag.
+  EXPECT_THAT(
+      ledgerd.log(),
+      HasSubstr(", gRPC plaintext (no TLS) beyond loopback (--plaintext_beyond_loopback)\n"));
   EXPECT_THAT(ledgerd.ReadPortsFile(),
               HasSubstr("\"grpc\":\"0.0.0.0:" + std::to_string(ledgerd.grpc_port()) + "\""));
   int64_t balance = 0;

@@ -87,6 +87,16 @@ class TlsE2eTest : public testing::Test {
   int port_ = 0;
 };
 
+// TLS (here mutual, with a policy) is what lets ledgerd listen beyond loopback without
+// --plaintext_beyond_loopback.
+TEST_F(TlsE2eTest, TlsListensBeyondLoopbackWithoutThePlaintextFlag) {
+  std::vector<std::string> flags = ServerTlsFlags();
+  flags.push_back("--listen=0.0.0.0:0");
+  StartLedgerd(flags);
+  EXPECT_EQ(Ledgerctl("payments", {"deposit", "alice", "5"}).output, "alice: 5\n");
+  EXPECT_THAT(ledgerd_->log(), ::testing::Not(HasSubstr("beyond loopback")));
+}
+
 TEST_F(TlsE2eTest, LedgerctlCallsWhatThePolicyAllowsItsCertificate) {
   StartLedgerd(ServerTlsFlags());
   EXPECT_THAT(ledgerd_->log(),

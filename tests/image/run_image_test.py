@@ -193,7 +193,8 @@ def test_image():
 
     started = run(["docker", "run", "-d", "--name", container, "-v", f"{volume}:/data",
                    "-p", "127.0.0.1::50051", IMAGE, "--listen=0.0.0.0:50051",
-                   "--metrics_listen=0.0.0.0:9464", "--data_dir=/data/ledger", "--shards=2",
+                   "--plaintext_beyond_loopback", "--metrics_listen=0.0.0.0:9464",
+                   "--data_dir=/data/ledger", "--shards=2",
                    "--shutdown_grace=10s"], check_rc=True)
     cleanups.append(lambda: run(["docker", "rm", "-f", "-v", container]))
     health = timed("start to healthy", lambda: wait_healthy(container))
