@@ -56,17 +56,19 @@ std::vector<grpc::StatusCode> ApplyOperationCodes(const grpc::Status& status,
   return codes;
 }
 
-std::vector<CallOutcome> ApplyOperationOutcomes(const grpc::Status& status,
+std::vector<CallOutcome> ApplyOperationOutcomes(const CallOutcome& call,
                                                 const v1::ApplyResponse& response, size_t count) {
-  const std::vector<grpc::StatusCode> codes = ApplyOperationCodes(status, response, count);
+  if (call.code != grpc::StatusCode::OK) return std::vector<CallOutcome>(count, call);
+  const std::vector<grpc::StatusCode> codes =
+      ApplyOperationCodes(grpc::Status::OK, response, count);
+  const bool one_result_each = static_cast<size_t>(response.results_size()) == count;
   std::vector<CallOutcome> outcomes;
   outcomes.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    const bool own_result = status.ok() && static_cast<size_t>(response.results_size()) == count &&
-                            codes[i] != grpc::StatusCode::UNKNOWN;
-    outcomes.push_back(own_result    ? ReadApplyResult(response.results(static_cast<int>(i)))
-                       : status.ok() ? ReadCallOutcome(grpc::Status(codes[i], ""))
-                                     : ReadCallOutcome(status));
+    // UNKNOWN: no result of its own, or a code outside gRPC's range: the outcome is not known.
+    outcomes.push_back(one_result_each && codes[i] != grpc::StatusCode::UNKNOWN
+                           ? ReadApplyResult(response.results(static_cast<int>(i)))
+                           : ReadCallOutcome(grpc::Status(codes[i], "")));
   }
   return outcomes;
 }

@@ -32,9 +32,10 @@ void AddApplyOperation(const PlannedCall& plan, const std::string& id,
 std::vector<grpc::StatusCode> ApplyOperationCodes(const grpc::Status& status,
                                                   const v1::ApplyResponse& response, size_t count);
 
-// What each of those operations' outcome means (client/call_outcome.h), by the same rules: the
-// result's reason when the call was answered OK, else the call's status for every one.
-std::vector<CallOutcome> ApplyOperationOutcomes(const grpc::Status& status,
+// What each of those operations' outcome means (client/call_outcome.h), by the same rules:
+// `call` (the call's own status, read) for every one when the call failed as a whole, else each
+// result's reason.
+std::vector<CallOutcome> ApplyOperationOutcomes(const CallOutcome& call,
                                                 const v1::ApplyResponse& response, size_t count);
 
 }  // namespace ledger

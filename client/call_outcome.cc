@@ -13,6 +13,9 @@ CallOutcome FromReason(CallOutcome outcome) {
     case v1::IN_FLIGHT_LIMIT:
     case v1::SHUTTING_DOWN:
     case v1::STORAGE_READ_FAILED:
+    // The shard skipped it (the caller was gone): the same call may succeed with a longer
+    // deadline.
+    case v1::CALLER_GONE:
       outcome.effect = CallEffect::kNotApplied;
       outcome.advice = CallAdvice::kRetryAfterDelay;
       return outcome;
@@ -23,12 +26,6 @@ CallOutcome FromReason(CallOutcome outcome) {
     case v1::TRANSFER_PENDING:
       outcome.effect = CallEffect::kPending;
       outcome.advice = CallAdvice::kRetrySameId;
-      return outcome;
-    case v1::CALLER_GONE:
-      // The shard skipped it: nothing was applied, and the same call may succeed with a longer
-      // deadline.
-      outcome.effect = CallEffect::kNotApplied;
-      outcome.advice = CallAdvice::kRetryAfterDelay;
       return outcome;
     case v1::ERROR_REASON_UNSPECIFIED:
       // A reason this build does not know (a newer server): nothing but the code to go by.
@@ -91,14 +88,13 @@ CallOutcome ReadCallOutcome(const grpc::Status& status) {
   return FromCode(std::move(outcome));
 }
 
-bool ServerAnswered(const grpc::Status& status) {
-  const StatusCode code = status.error_code();
-  if (code != StatusCode::UNAVAILABLE && code != StatusCode::DEADLINE_EXCEEDED &&
-      code != StatusCode::CANCELLED) {
-    return true;
-  }
-  return DecodeErrorDetails(status.error_details()).has_value();
+bool ServerAnswered(const CallOutcome& outcome) {
+  return outcome.from_ledgerd ||
+         (outcome.code != StatusCode::UNAVAILABLE &&
+          outcome.code != StatusCode::DEADLINE_EXCEEDED && outcome.code != StatusCode::CANCELLED);
 }
+
+bool ServerAnswered(const grpc::Status& status) { return ServerAnswered(ReadCallOutcome(status)); }
 
 CallOutcome ReadApplyResult(const v1::ApplyResult& result) {
   CallOutcome outcome;

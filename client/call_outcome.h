@@ -59,6 +59,8 @@ CallOutcome ReadCallOutcome(const grpc::Status& status);
 // UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED. For watching whether the server is up; what the
 // answer means for the money is ReadCallOutcome's.
 bool ServerAnswered(const grpc::Status& status);
+// The same, for a status already read.
+bool ServerAnswered(const CallOutcome& outcome);
 
 // The same for one operation of an Apply call: its ApplyResult's code and reason. An operation's
 // result always comes from ledgerd, so a result without a reason is read by its code as above.

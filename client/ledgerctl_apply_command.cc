@@ -100,7 +100,7 @@ int RunApply(const LedgerctlSession& session, const std::vector<char*>& args) {
   absl::StatusOr<std::vector<ApplyInput>> inputs = ReadApplyFile(args[2]);
   if (!inputs.ok()) return UsageError(std::string(inputs.status().message()));
   AssignMissingIds(*inputs, NewRequestId);
-  auto stub = v1::Ledger::NewStub(session.channel());
+  v1::Ledger::Stub& stub = session.stub();
   const absl::Duration deadline = session.options().deadline;
   const ApplyBatchOptions options{
       .batch_size = session.options().batch_size,
@@ -121,7 +121,7 @@ int RunApply(const LedgerctlSession& session, const std::vector<char*>& args) {
             }
             grpc::ClientContext context;  // Each call its own --deadline: a file takes many.
             context.set_deadline(absl::ToChronoTime(call_deadline));
-            outcome.status = stub->Apply(&context, request, &outcome.response);
+            outcome.status = stub.Apply(&context, request, &outcome.response);
             outcome.pushback = RetryPushback(context.GetServerTrailingMetadata());
             return outcome;
           },

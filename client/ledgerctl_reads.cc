@@ -149,9 +149,9 @@ int RunGetTransfer(const LedgerctlSession& session, const std::vector<char*>& ar
   v1::GetTransferRequest request;
   request.set_transfer_id(args[2]);
   v1::GetTransferResponse response;
-  auto stub = v1::Ledger::NewStub(session.channel());
+  v1::Ledger::Stub& stub = session.stub();
   const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub->GetTransfer(context, request, &response); });
+      [&](grpc::ClientContext* context) { return stub.GetTransfer(context, request, &response); });
   if (!status.ok()) return session.Failed(status);
   if (session.options().json) {
     PrintTransferStateJson(response);
@@ -166,9 +166,9 @@ int RunBalance(const LedgerctlSession& session, const std::vector<char*>& args) 
   v1::BalanceRequest request;
   request.set_account_id(args[2]);
   v1::BalanceResponse response;
-  auto stub = v1::Ledger::NewStub(session.channel());
+  v1::Ledger::Stub& stub = session.stub();
   const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub->Balance(context, request, &response); });
+      [&](grpc::ClientContext* context) { return stub.Balance(context, request, &response); });
   if (!status.ok()) return session.Failed(status);
   return session.PrintBalance(request.account_id(), response.balance());
 }
@@ -180,9 +180,9 @@ int RunHistory(const LedgerctlSession& session, const std::vector<char*>& args) 
   request.set_page_size(session.options().page_size);
   request.set_page_token(session.options().page_token);
   v1::HistoryResponse response;
-  auto stub = v1::Ledger::NewStub(session.channel());
+  v1::Ledger::Stub& stub = session.stub();
   const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub->History(context, request, &response); });
+      [&](grpc::ClientContext* context) { return stub.History(context, request, &response); });
   if (!status.ok()) return session.Failed(status);
   auto time_of = [](const v1::HistoryEntry& entry) { return FormatTimestamp(entry.time()); };
   if (session.options().json) {

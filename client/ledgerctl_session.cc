@@ -42,6 +42,7 @@ LedgerctlSession::LedgerctlSession(LedgerctlOptions options, std::shared_ptr<grp
                                    std::vector<std::string> command_line)
     : options_(std::move(options)),
       channel_(std::move(channel)),
+      stub_(v1::Ledger::NewStub(channel_)),
       command_line_(std::move(command_line)),
       deadline_(absl::Now() + options_.deadline) {}
 

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "client/channel_credentials.h"
 #include "grpcpp/grpcpp.h"
+#include "ledger/v1/ledger.grpc.pb.h"
 
 namespace ledger::ctl {
 
@@ -58,6 +59,8 @@ class LedgerctlSession {
 
   const LedgerctlOptions& options() const { return options_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // The ledger.v1.Ledger stub on channel(), made once for every call of the command.
+  v1::Ledger::Stub& stub() const { return *stub_; }
   // When the command must have its answer: --deadline from the session's start, shared by
   // every retry.
   absl::Time deadline() const { return deadline_; }
@@ -97,6 +100,7 @@ class LedgerctlSession {
 
   const LedgerctlOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::Ledger::Stub> stub_;
   const std::vector<std::string> command_line_;
   const absl::Time deadline_;
 };

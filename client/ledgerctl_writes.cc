@@ -45,9 +45,9 @@ int Mutate(const LedgerctlSession& session, const std::vector<char*>& args, Call
   request.set_request_id(given_request_id.empty() ? NewRequestId() : given_request_id);
   Response response;
   if (std::optional<int> unsent = session.RefuseUnconnected(args[1])) return *unsent;
-  auto stub = v1::Ledger::NewStub(session.channel());
+  v1::Ledger::Stub& stub = session.stub();
   const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return call(*stub, context, request, &response); });
+      [&](grpc::ClientContext* context) { return call(stub, context, request, &response); });
   if (!status.ok()) {
     const int exit_code = session.Failed(status);
     ExplainWriteFailure(session, status, args[1], request.request_id());
@@ -110,9 +110,9 @@ int RunTransfer(const LedgerctlSession& session, const std::vector<char*>& args)
   request.set_transfer_id(given_transfer_id.empty() ? NewRequestId() : given_transfer_id);
   v1::TransferResponse response;
   if (std::optional<int> unsent = session.RefuseUnconnected("transfer")) return *unsent;
-  auto stub = v1::Ledger::NewStub(session.channel());
+  v1::Ledger::Stub& stub = session.stub();
   const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub->Transfer(context, request, &response); });
+      [&](grpc::ClientContext* context) { return stub.Transfer(context, request, &response); });
   if (!status.ok()) {
     const int exit_code = session.Failed(status);
     ExplainTransferFailure(session, status, request);

@@ -270,9 +270,11 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
   throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                           code != grpc::StatusCode::UNAVAILABLE &&
                                           code != grpc::StatusCode::DEADLINE_EXCEEDED);
+  const CallOutcome call_answer = ReadCallOutcome(status);
   const std::vector<CallOutcome> answers =
-      call->batched ? ApplyOperationOutcomes(status, call->apply_response, call->pending.size())
-                    : std::vector<CallOutcome>{ReadCallOutcome(status)};
+      call->batched
+          ? ApplyOperationOutcomes(call_answer, call->apply_response, call->pending.size())
+          : std::vector<CallOutcome>{call_answer};
   if (code == grpc::StatusCode::RESOURCE_EXHAUSTED && call->measured) {
     stats_.RecordShedAttempt(Clock::now() - call->attempt_start);
   }
@@ -312,7 +314,7 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
     return;
   }
   if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
-  stats_.RecordCall(code, ServerAnswered(status), latency, call->measured);
+  stats_.RecordCall(code, ServerAnswered(call_answer), latency, call->measured);
   if (call->measured && call->attempts > 1 && status.ok()) {
     stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
   }
