@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
+#include "server/connection_drain.h"
 
 namespace ledger {
 namespace {
@@ -184,6 +185,12 @@ void LedgerServer::Shutdown() {
   stop_watching_.Notify();
   if (watcher_.joinable()) watcher_.join();
   if (server_ != nullptr) SetServing(*server_, false);
+  // Clients first: no new connection, and every connection is told to go elsewhere (GOAWAY)
+  // while gRPC still serves the calls already on it, which the shards answer below. gRPC's own
+  // Shutdown would cancel the calls in flight on the wire instead (see connection_drain.h).
+  const bool goaways_sent =
+      server_ != nullptr && StopListeningAndSendGoaways(*server_, kGoawayRequestTimeout);
+  const absl::Time goaways_time = absl::Now();
   // Every ledger call gets a definite answer. From here on new ones are refused at once
   // (UNAVAILABLE, nothing applied); accepted ones are applied and answered with their real
   // outcome; past the grace, those not yet decided are refused unapplied. gRPC never has to
@@ -207,6 +214,15 @@ void LedgerServer::Shutdown() {
   drained.Notify();
   grace_timer.join();
   if (server_ != nullptr) {
+    // Each client closes its connection once it has read the GOAWAY and its last answer; by
+    // then nothing more can arrive on it. Wait for that (a client's ping answer, one round trip),
+    // but not for a connection held open by a stream that only Shutdown ends (a health watch).
+    if (goaways_sent) {
+      const absl::Time settled = std::min(grace_deadline, goaways_time + kGoawaySettleMax);
+      while (HasOpenConnections(*server_) && absl::Now() < settled) {
+        absl::SleepFor(kConnectionPollInterval);
+      }
+    }
     // What is left is not the shards' (History, health watches, reflection streams): the rest
     // of the grace, then gRPC cancels it. Never less than kAnswerDeliveryMin: gRPC cancels
     // every call not yet complete at the deadline, including one whose answer a shard has given

@@ -66,6 +66,16 @@ struct ServerTestHooks {
 // grace has run out (see Shutdown). Only calls still unanswered then wait this long.
 inline constexpr absl::Duration kAnswerDeliveryMin = absl::Seconds(1);
 
+// How long Shutdown waits for gRPC to take its request to send the GOAWAYs (it takes
+// microseconds; past this the stop goes on without them).
+inline constexpr absl::Duration kGoawayRequestTimeout = absl::Seconds(1);
+// The longest Shutdown waits, after the GOAWAYs, for the clients to close their connections
+// before it shuts gRPC down (within the grace). A gRPC client closes one round trip after the
+// GOAWAY once its last call is answered; a connection held open longer carries a stream only
+// Shutdown ends, or a client that does not answer pings.
+inline constexpr absl::Duration kGoawaySettleMax = absl::Seconds(2);
+inline constexpr absl::Duration kConnectionPollInterval = absl::Milliseconds(5);
+
 // How often a durable server checks that its data directory is still in place.
 inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
 
@@ -102,13 +112,15 @@ class LedgerServer {
   const AdmissionControl& admission() const { return admission_; }
   const ServerTransportSecurity& transport_security() const { return *transport_security_; }
 
-  // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; close
-  // the shards' mailboxes, so that new ledger calls are refused at once (UNAVAILABLE, nothing
-  // applied); drain every mailbox: each accepted call is applied and answered with its real
-  // outcome, and those not yet decided when shutdown_grace runs out are answered UNAVAILABLE
-  // unapplied; join the shard threads; stop gRPC (other calls get what is left of the grace,
-  // then are cancelled, but not before kAnswerDeliveryMin has passed); stop serving metrics.
-  // Idempotent.
+  // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; stop
+  // listening and send every connection a GOAWAY (see connection_drain.h), so that clients send
+  // no new call here while the calls already sent are served; close the shards' mailboxes, so that
+  // new ledger calls are refused at once (UNAVAILABLE, nothing applied); drain every mailbox: each
+  // accepted call is applied and answered with its real outcome, and those not yet decided when
+  // shutdown_grace runs out are answered UNAVAILABLE unapplied; join the shard threads; wait for
+  // the clients to close their connections (at most kGoawaySettleMax after the GOAWAY, within the
+  // grace); stop gRPC (other calls get what is left of the grace, then are cancelled, but not
+  // before kAnswerDeliveryMin has passed); stop serving metrics. Idempotent.
   void Shutdown();
 
  private:

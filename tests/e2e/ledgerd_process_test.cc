@@ -251,8 +251,12 @@ TEST(LedgerdProcessTest, ShutdownGivesEveryCallADefiniteAnswerAndAppliesExactlyT
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(ledgerd.WaitForExit(), 0) << ledgerd.log();
 
+  // Refused by the shards, or never sent: the stop began with a GOAWAY and closed the port, so
+  // the channel may have found no connection to send it on.
   EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
-  EXPECT_THAT(late.error_message(), HasSubstr("shutting down; nothing was applied"));
+  EXPECT_THAT(late.error_message(),
+              testing::AnyOf(HasSubstr("shutting down; nothing was applied"),
+                             testing::StartsWith("failed to connect to all addresses")));
   const int ok = CountOkRestRefusedUnapplied(outcomes);
   const int refused = static_cast<int>(outcomes.size()) - ok;
   EXPECT_GT(ok, 0);
