@@ -7,10 +7,12 @@ using grpc::StatusCode;
 
 // What ledgerd's reason means (ledger.proto, enum ErrorReason).
 CallOutcome FromReason(CallOutcome outcome) {
-  outcome.overloaded = outcome.reason == v1::MAILBOX_FULL || outcome.reason == v1::IN_FLIGHT_LIMIT;
+  outcome.overloaded = outcome.reason == v1::MAILBOX_FULL ||
+                       outcome.reason == v1::IN_FLIGHT_LIMIT || outcome.reason == v1::FAIR_SHARE;
   switch (outcome.reason) {
     case v1::MAILBOX_FULL:
     case v1::IN_FLIGHT_LIMIT:
+    case v1::FAIR_SHARE:
     case v1::SHUTTING_DOWN:
     case v1::STORAGE_READ_FAILED:
     // The shard skipped it (the caller was gone): the same call may succeed with a longer

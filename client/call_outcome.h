@@ -43,7 +43,7 @@ struct CallOutcome {
   bool from_ledgerd = false;
   CallEffect effect = CallEffect::kApplied;
   CallAdvice advice = CallAdvice::kDone;
-  // Refused for overload (MAILBOX_FULL, IN_FLIGHT_LIMIT): retry after retry_delay.
+  // Refused for overload (MAILBOX_FULL, IN_FLIGHT_LIMIT, FAIR_SHARE): retry after retry_delay.
   bool overloaded = false;
   // RetryInfo.retry_delay, when ledgerd sent one (an overload refusal).
   std::optional<std::chrono::milliseconds> retry_delay;

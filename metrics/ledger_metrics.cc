@@ -191,12 +191,12 @@ void LedgerMetrics::CollectAdmission(std::vector<prometheus::MetricFamily>& fami
   AddMetric(admitted, {}).counter.value = static_cast<double>(admission->admitted());
   families.push_back(std::move(admitted));
   auto refused = Family("ledger_refused_total",
-                        "Ledger calls refused unapplied, by reason: in_flight_limit and "
-                        "mailbox_full answer RESOURCE_EXHAUSTED with grpc-retry-pushback-ms, "
-                        "shutting_down answers UNAVAILABLE.",
+                        "Ledger calls refused unapplied, by reason: in_flight_limit, "
+                        "fair_share and mailbox_full answer RESOURCE_EXHAUSTED with "
+                        "grpc-retry-pushback-ms, shutting_down answers UNAVAILABLE.",
                         prometheus::MetricType::Counter);
-  for (const RefusalReason reason :
-       {RefusalReason::kInFlightLimit, RefusalReason::kMailboxFull, RefusalReason::kShuttingDown}) {
+  for (const RefusalReason reason : {RefusalReason::kInFlightLimit, RefusalReason::kFairShare,
+                                     RefusalReason::kMailboxFull, RefusalReason::kShuttingDown}) {
     AddMetric(refused, {{"reason", RefusalReasonName(reason)}}).counter.value =
         static_cast<double>(admission->refused(reason));
   }

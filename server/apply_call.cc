@@ -197,7 +197,7 @@ void ApplyCall::Answer() {
 
 void ApplyCall::Finish(const grpc::Status& status) {
   FinishCall(*reactor_, *environment_.metrics, *environment_.admission, RpcMethod::kApply,
-             /*shard=*/-1, status);
+             /*shard=*/-1, environment_.client, status);
   delete this;
 }
 

@@ -29,6 +29,8 @@ namespace ledger {
 struct ApplyEnvironment {
   Router* router = nullptr;
   AdmissionControl* admission = nullptr;
+  // The admitted call's share of its client (AdmissionControl::Admission::slot).
+  ClientShares::Slot client = nullptr;
   LedgerMetrics* metrics = nullptr;
   int64_t overdraft_limit = 0;
   bool require_request_id = false;

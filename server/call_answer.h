@@ -21,12 +21,13 @@ namespace ledger {
 inline constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
 
 // Every admitted call ends here, exactly once: counted by its final code, released from the
-// in-flight count (`shard`: the shard that answered it, -1 for none), then finished.
+// in-flight count and its client's share (`shard`: the shard that answered it, -1 for none;
+// `client`: its Admission's slot), then finished.
 inline void FinishCall(grpc::ServerUnaryReactor& reactor, LedgerMetrics& metrics,
                        AdmissionControl& admission, RpcMethod method, int32_t shard,
-                       const grpc::Status& status) {
+                       ClientShares::Slot client, const grpc::Status& status) {
   metrics.RecordRequest(method, static_cast<int>(status.error_code()));
-  admission.Answered(shard);
+  admission.Answered(shard, client);
   reactor.Finish(status);
 }
 

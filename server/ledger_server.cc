@@ -107,7 +107,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   metrics->AttachRouter(router->get());
   const ServiceOptions service_options{
       .overdraft_limit = options.router.shard.policy.overdraft_limit,
-      .require_request_id = options.require_request_id};
+      .require_request_id = options.require_request_id,
+      .fair_share_by = options.fair_share_by};
   std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
                                                         *std::move(router), options.shutdown_grace,
                                                         options.max_in_flight, service_options));

@@ -47,6 +47,9 @@ struct ServerOptions {
   int64_t max_in_flight = kDefaultMaxInFlight;
   // Refuse Deposits and Withdraws that carry no request_id (see ServiceOptions).
   bool require_request_id = false;
+  // Who a client is, without a mutual-TLS certificate, for its fair share of max_in_flight
+  // (shard/client_shares.h).
+  FairShareBy fair_share_by = FairShareBy::kAddress;
   // TLS, mutual TLS and the authorization policy of the gRPC port; the default is plaintext.
   // Metrics are plain HTTP whatever this says.
   TransportSecurityOptions transport_security;

@@ -31,12 +31,14 @@ template <typename Request, typename Response>
 class PendingCall final : public Completion {
  public:
   PendingCall(grpc::CallbackServerContext* context, grpc::ByteBuffer* response_bytes,
-              LedgerMetrics* metrics, AdmissionControl* admission, RpcMethod method)
+              LedgerMetrics* metrics, AdmissionControl* admission, ClientShares::Slot client,
+              RpcMethod method)
       : context_(context),
         reactor_(context->DefaultReactor()),
         response_bytes_(response_bytes),
         metrics_(metrics),
         admission_(admission),
+        client_(client),
         method_(method) {}
 
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
@@ -69,7 +71,7 @@ class PendingCall final : public Completion {
 
   void Finish(const grpc::Status& status) {
     FinishCall(*reactor_, *metrics_, *admission_, method_, handed_to_shard_ ? facts_.shard : -1,
-               status);
+               client_, status);
     delete this;
   }
 
@@ -81,6 +83,7 @@ class PendingCall final : public Completion {
   grpc::ByteBuffer* const response_bytes_;
   LedgerMetrics* const metrics_;
   AdmissionControl* const admission_;
+  const ClientShares::Slot client_;
   const RpcMethod method_;
   Request request_;
   CallFacts facts_;
@@ -150,13 +153,38 @@ LedgerService::LedgerService(Router* router, AdmissionControl* admission, Ledger
                                        "retry after the ",
                                        kRetryPushbackKey, " delay")) {}
 
-grpc::ServerUnaryReactor* LedgerService::RefuseOverLimit(grpc::CallbackServerContext* context,
-                                                         RpcMethod method) {
+AdmissionControl::Admission LedgerService::Admit(const grpc::CallbackServerContext& context) {
+  return admission_->TryAdmit(ClientKeyOf(context, options_.fair_share_by));
+}
+
+grpc::ServerUnaryReactor* LedgerService::RefuseUnadmitted(
+    grpc::CallbackServerContext* context, RpcMethod method,
+    const AdmissionControl::Admission& admission) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const std::chrono::milliseconds pushback =
-      admission_->PushbackAfterInFlightLimit(AdmissionControl::Clock::now());
-  AddPushback(*context, pushback);
+  const AdmissionControl::Clock::time_point now = AdmissionControl::Clock::now();
   metrics_->RecordRequest(method, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  if (admission.refusal == RefusalReason::kFairShare) {
+    const std::chrono::milliseconds pushback =
+        admission_->PushbackAfterFairShare(admission.share, now);
+    AddPushback(*context, pushback);
+    const int64_t share = (admission_->max_in_flight() +
+                           static_cast<int64_t>(std::max<size_t>(admission.share.clients, 1)) - 1) /
+                          static_cast<int64_t>(std::max<size_t>(admission.share.clients, 1));
+    reactor->Finish(
+        ErrorStatus(grpc::StatusCode::RESOURCE_EXHAUSTED, v1::FAIR_SHARE,
+                    absl::StrCat("this client already has ", admission.share.in_flight,
+                                 " calls in flight, its fair share of --max_in_flight ",
+                                 admission_->max_in_flight(), " among ", admission.share.clients,
+                                 " clients; nothing was applied, retry after the ",
+                                 kRetryPushbackKey, " delay"),
+                    {{"in_flight", absl::StrCat(admission.share.in_flight)},
+                     {"share", absl::StrCat(share)},
+                     {"clients", absl::StrCat(admission.share.clients)}},
+                    pushback));
+    return reactor;
+  }
+  const std::chrono::milliseconds pushback = admission_->PushbackAfterInFlightLimit(now);
+  AddPushback(*context, pushback);
   reactor->Finish(
       ErrorStatus(grpc::StatusCode::RESOURCE_EXHAUSTED, v1::IN_FLIGHT_LIMIT, over_limit_message_,
                   {{"max_in_flight", absl::StrCat(admission_->max_in_flight())}}, pushback));
@@ -185,7 +213,8 @@ grpc::ServerUnaryReactor* LedgerService::Balance(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request_bytes,
                                                  grpc::ByteBuffer* response_bytes) {
-  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kHistory);
+  const AdmissionControl::Admission admission = Admit(*context);
+  if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kHistory, admission);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::HistoryRequest request;
   grpc::Status status = ParseRequest(*request_bytes, request);
@@ -194,7 +223,8 @@ grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* co
     status = ReadHistory(request, response);
     if (status.ok()) SerializeResponse(response, *response_bytes);
   }
-  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kHistory, /*shard=*/-1, status);
+  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kHistory, /*shard=*/-1, admission.slot,
+             status);
   return reactor;
 }
 
@@ -251,9 +281,10 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* context, Op op,
                                                 const grpc::ByteBuffer& request_bytes,
                                                 grpc::ByteBuffer* response_bytes) {
-  if (!admission_->TryAdmit()) return RefuseOverLimit(context, MethodOf(op));
+  const AdmissionControl::Admission admission = Admit(*context);
+  if (!admission.admitted) return RefuseUnadmitted(context, MethodOf(op), admission);
   auto* call = new PendingCall<Request, Response>(context, response_bytes, metrics_, admission_,
-                                                  MethodOf(op));
+                                                  admission.slot, MethodOf(op));
   grpc::ServerUnaryReactor* reactor = call->reactor();
   // From here on `call` may be gone once it is finished or handed to a shard; `reactor` lives
   // until gRPC is done with the call.
@@ -283,9 +314,10 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request_bytes,
                                                   grpc::ByteBuffer* response_bytes) {
-  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kTransfer);
+  const AdmissionControl::Admission admission = Admit(*context);
+  if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kTransfer, admission);
   auto* call = new PendingCall<v1::TransferRequest, v1::TransferResponse>(
-      context, response_bytes, metrics_, admission_, RpcMethod::kTransfer);
+      context, response_bytes, metrics_, admission_, admission.slot, RpcMethod::kTransfer);
   grpc::ServerUnaryReactor* reactor = call->reactor();
   CallFacts& facts = call->facts();
   facts.overdraft_limit = options_.overdraft_limit;
@@ -307,10 +339,12 @@ grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* LedgerService::Apply(grpc::CallbackServerContext* context,
                                                const grpc::ByteBuffer* request_bytes,
                                                grpc::ByteBuffer* response_bytes) {
-  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kApply);
+  const AdmissionControl::Admission admission = Admit(*context);
+  if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kApply, admission);
   return ApplyCall::Start(context, *request_bytes, response_bytes,
                           ApplyEnvironment{.router = router_,
                                            .admission = admission_,
+                                           .client = admission.slot,
                                            .metrics = metrics_,
                                            .overdraft_limit = options_.overdraft_limit,
                                            .require_request_id = options_.require_request_id});
@@ -319,7 +353,8 @@ grpc::ServerUnaryReactor* LedgerService::Apply(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request_bytes,
                                                      grpc::ByteBuffer* response_bytes) {
-  if (!admission_->TryAdmit()) return RefuseOverLimit(context, RpcMethod::kGetTransfer);
+  const AdmissionControl::Admission admission = Admit(*context);
+  if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kGetTransfer, admission);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::GetTransferRequest request;
   grpc::Status status = ParseRequest(*request_bytes, request);
@@ -328,7 +363,8 @@ grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext
     status = ReadTransfer(request, response);
     if (status.ok()) SerializeResponse(response, *response_bytes);
   }
-  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kGetTransfer, /*shard=*/-1, status);
+  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kGetTransfer, /*shard=*/-1,
+             admission.slot, status);
   return reactor;
 }
 

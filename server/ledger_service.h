@@ -12,6 +12,7 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "metrics/ledger_metrics.h"
 #include "server/call_answer.h"
+#include "server/client_identity.h"
 #include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -35,6 +36,8 @@ struct ServiceOptions {
   // Refuse a Deposit or Withdraw without a request_id (INVALID_ARGUMENT), so that every write
   // whose outcome is unknown can be retried safely.
   bool require_request_id = false;
+  // Who a client is, without a client certificate, for its share of --max_in_flight.
+  FairShareBy fair_share_by = FairShareBy::kAddress;
 };
 
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
@@ -80,9 +83,13 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
                                    const grpc::ByteBuffer& request_bytes,
                                    grpc::ByteBuffer* response_bytes);
-  // Answers a call refused by the in-flight limit: RESOURCE_EXHAUSTED with the pushback, and
-  // nothing of the request parsed or copied.
-  grpc::ServerUnaryReactor* RefuseOverLimit(grpc::CallbackServerContext* context, RpcMethod method);
+  // The first thing every handler does: admits the call for the server and its client.
+  AdmissionControl::Admission Admit(const grpc::CallbackServerContext& context);
+  // Answers a call that was not admitted (the in-flight limit, or its client's fair share):
+  // RESOURCE_EXHAUSTED with the reason and the pushback, and nothing of the request parsed or
+  // copied.
+  grpc::ServerUnaryReactor* RefuseUnadmitted(grpc::CallbackServerContext* context, RpcMethod method,
+                                             const AdmissionControl::Admission& admission);
   grpc::Status ReadHistory(const v1::HistoryRequest& request, v1::HistoryResponse& response);
   grpc::Status ReadTransfer(const v1::GetTransferRequest& request,
                             v1::GetTransferResponse& response);

@@ -107,6 +107,11 @@ ABSL_FLAG(std::string, durability, "sync",
 ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
           "how long a request_id's outcome is remembered: a retry within it is answered with the "
           "recorded result instead of being applied again");
+ABSL_FLAG(std::string, fair_share_by, "address",
+          "who a client is, for its fair share of --max_in_flight among the clients calling at "
+          "once (a client at its share is refused with FAIR_SHARE while others are served): "
+          "address = every connection from one IP address, connection = each connection; a client "
+          "that presents a mutual-TLS certificate is always its certificate's identity");
 ABSL_FLAG(bool, require_request_id, false,
           "refuse (INVALID_ARGUMENT) every Deposit and Withdraw that carries no request_id, so "
           "that any write whose outcome is unknown (deadline, storage failure) can be retried "
@@ -313,6 +318,14 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   }
   options.storage.created_by = absl::StrCat("ledgerd ", LEDGER_VERSION);
   options.require_request_id = absl::GetFlag(FLAGS_require_request_id);
+  const std::optional<ledger::FairShareBy> fair_share_by =
+      ledger::ParseFairShareBy(absl::GetFlag(FLAGS_fair_share_by));
+  if (!fair_share_by.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fair_share_by must be address or connection; got \"",
+                     absl::GetFlag(FLAGS_fair_share_by), "\""));
+  }
+  options.fair_share_by = *fair_share_by;
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (absl::Status status = ledger::CheckDurationAtLeast("--shutdown_grace", options.shutdown_grace,
                                                          absl::ZeroDuration());

@@ -15,6 +15,8 @@ const char* RefusalReasonName(RefusalReason reason) {
       return "mailbox_full";
     case RefusalReason::kShuttingDown:
       return "shutting_down";
+    case RefusalReason::kFairShare:
+      return "fair_share";
   }
   return "unknown";
 }
@@ -41,7 +43,10 @@ std::chrono::milliseconds PushbackFor(double queued, double per_second) {
 }
 
 AdmissionControl::AdmissionControl(int64_t max_in_flight, int32_t num_shards, Clock::time_point now)
-    : max_in_flight_(max_in_flight), num_shards_(num_shards), server_rate_(now) {
+    : max_in_flight_(max_in_flight),
+      num_shards_(num_shards),
+      shares_(max_in_flight, now),
+      server_rate_(now) {
   LEDGER_CHECK(max_in_flight >= kMaxInFlightMin && max_in_flight <= kMaxInFlightMax);
   LEDGER_CHECK(num_shards > 0);
   shard_rates_.reserve(static_cast<size_t>(num_shards));
@@ -50,6 +55,12 @@ AdmissionControl::AdmissionControl(int64_t max_in_flight, int32_t num_shards, Cl
 
 std::chrono::milliseconds AdmissionControl::PushbackAfterInFlightLimit(Clock::time_point now) {
   return PushbackFor(static_cast<double>(in_flight()), server_rate_.PerSecond(now));
+}
+
+std::chrono::milliseconds AdmissionControl::PushbackAfterFairShare(
+    const ClientShares::Refusal& share, Clock::time_point now) {
+  const double clients = static_cast<double>(std::max<size_t>(share.clients, 1));
+  return PushbackFor(static_cast<double>(share.in_flight), server_rate_.PerSecond(now) / clients);
 }
 
 std::chrono::milliseconds AdmissionControl::PushbackAfterFullMailbox(int32_t shard, size_t queued,

@@ -17,11 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "base/annotated_mutex.h"
 #include "base/option_bound.h"
+#include "shard/client_shares.h"
 #include "shard/mailbox.h"
 
 namespace ledger {
@@ -44,8 +46,9 @@ enum class RefusalReason : uint8_t {
   kInFlightLimit,  // --max_in_flight calls were already in flight (RESOURCE_EXHAUSTED).
   kMailboxFull,    // Its shard's mailbox was full (RESOURCE_EXHAUSTED).
   kShuttingDown,   // The server is stopping (UNAVAILABLE).
+  kFairShare,      // Its client already held its share of --max_in_flight (RESOURCE_EXHAUSTED).
 };
-inline constexpr size_t kRefusalReasonCount = 3;
+inline constexpr size_t kRefusalReasonCount = 4;
 const char* RefusalReasonName(RefusalReason reason);
 
 // Calls answered per second, estimated from a counter. Thread-safe: Count from any thread, cheap
@@ -82,21 +85,47 @@ class AdmissionControl {
   // `max_in_flight` within [kMaxInFlightMin, kMaxInFlightMax]; `num_shards` > 0.
   AdmissionControl(int64_t max_in_flight, int32_t num_shards, Clock::time_point now = Clock::now());
 
-  // The first thing a handler does. True: the call is admitted and counts in flight until
-  // Answered. False: refused (counted under kInFlightLimit); nothing of it counts in flight.
-  bool TryAdmit() {
+  // What TryAdmit decided. An admitted call holds `slot` (its client's share) until Answered.
+  struct Admission {
+    bool admitted = false;
+    // Why not, when refused: kInFlightLimit or kFairShare.
+    RefusalReason refusal = RefusalReason::kInFlightLimit;
+    ClientShares::Slot slot = nullptr;
+    // A fair-share refusal: what the client held and how many clients share (for the pushback).
+    ClientShares::Refusal share;
+  };
+
+  // The first thing a handler does, for a call of `client` (server/client_identity.h). Admitted:
+  // the call counts in flight, for the server and for its client, until Answered. Refused
+  // (counted under its reason): nothing of it counts in flight.
+  Admission TryAdmit(std::string_view client, Clock::time_point now = Clock::now()) {
+    Admission admission;
+    // The share first: a client counts among those sharing from its first call, even one the
+    // bound then refuses, so that the others are held to their shares from then on.
+    admission.slot = shares_.TryTake(client, now, &admission.share);
+    if (admission.slot == nullptr) {
+      // Alone, a client's share is the whole bound: that refusal is the bound's.
+      admission.refusal =
+          admission.share.clients > 1 ? RefusalReason::kFairShare : RefusalReason::kInFlightLimit;
+      CountRefused(admission.refusal);
+      return admission;
+    }
     if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= max_in_flight_) {
       in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      shares_.Release(admission.slot, now);
+      admission.slot = nullptr;
       CountRefused(RefusalReason::kInFlightLimit);
-      return false;
+      return admission;
     }
     admitted_.fetch_add(1, std::memory_order_relaxed);
-    return true;
+    admission.admitted = true;
+    return admission;
   }
 
   // An admitted call was answered, by shard `shard` (-1: answered before it reached a shard, or
-  // by none, as History is). Exactly once per admitted call.
-  void Answered(int32_t shard) {
+  // by none, as History is); `slot` is its Admission's. Exactly once per admitted call.
+  void Answered(int32_t shard, ClientShares::Slot slot, Clock::time_point now = Clock::now()) {
+    shares_.Release(slot, now);
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     server_rate_.Count();
     if (shard >= 0 && shard < num_shards_) shard_rates_[shard]->Count();
@@ -117,12 +146,17 @@ class AdmissionControl {
   // How long a client refused by the in-flight limit should wait: the time the server needs to
   // answer the calls in flight at its measured rate.
   std::chrono::milliseconds PushbackAfterInFlightLimit(Clock::time_point now);
+  // How long a client refused for its fair share should wait: the time the server needs to
+  // answer the calls it holds, at its share of the server's measured rate.
+  std::chrono::milliseconds PushbackAfterFairShare(const ClientShares::Refusal& share,
+                                                   Clock::time_point now);
   // How long a client refused by shard `shard`'s full mailbox should wait: the time that shard
   // needs to answer `queued` calls at its measured rate.
   std::chrono::milliseconds PushbackAfterFullMailbox(int32_t shard, size_t queued,
                                                      Clock::time_point now);
 
   int64_t max_in_flight() const { return max_in_flight_; }
+  const ClientShares& shares() const { return shares_; }
   // Calls admitted and not yet answered. Any thread; a moment's refused attempts may show in it.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   uint64_t admitted() const { return admitted_.load(std::memory_order_relaxed); }
@@ -136,6 +170,7 @@ class AdmissionControl {
   alignas(kCacheLineBytes) std::atomic<int64_t> in_flight_{0};
   alignas(kCacheLineBytes) std::atomic<uint64_t> admitted_{0};
   std::array<std::atomic<uint64_t>, kRefusalReasonCount> refused_{};
+  ClientShares shares_;
   DrainRate server_rate_;
   std::vector<std::unique_ptr<DrainRate>> shard_rates_;
 };

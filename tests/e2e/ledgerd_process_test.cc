@@ -422,6 +422,8 @@ INSTANTIATE_TEST_SUITE_P(
     Flags, LedgerdBadFlagTest,
     testing::Values(
         BadFlagCase{"--shards=1", "--shards must be 2 to 1024; got 1"},
+        BadFlagCase{"--fair_share_by=ip",
+                    "--fair_share_by must be address or connection; got \"ip\""},
         // Plaintext beyond loopback only when asked for by name (or with TLS: tls_e2e_test.cc).
         BadFlagCase{"--listen=0.0.0.0:0",
                     "--listen=0.0.0.0:0 would serve gRPC in plaintext, without TLS or "

@@ -231,14 +231,89 @@ TEST(AdmissionTest, TheCountsAreExportedUnderTheirMetricNames) {
     if (family.name == "ledger_refused_total") {
       std::vector<std::string> reasons;
       for (const auto& metric : family.metric) reasons.push_back(metric.label.at(0).value);
-      EXPECT_THAT(reasons, ::testing::UnorderedElementsAre("in_flight_limit", "mailbox_full",
-                                                           "shutting_down"));
+      EXPECT_THAT(reasons, ::testing::UnorderedElementsAre("in_flight_limit", "fair_share",
+                                                           "mailbox_full", "shutting_down"));
     }
   }
   EXPECT_THAT(names, ::testing::IsSupersetOf({"ledger_admitted_total", "ledger_refused_total",
                                               "ledger_in_flight", "ledger_in_flight_limit"}));
   EXPECT_EQ(limit, 77);
   EXPECT_EQ(admitted, 1);
+}
+
+// Two clients (each connection its own, --fair_share_by=connection): once both call, each may
+// hold half of --max_in_flight. The first, at its half, is refused FAIR_SHARE with its own reason,
+// figures and pushback while the bound still has room, and the other client is still admitted.
+TEST(AdmissionTest, AClientAtItsShareIsRefusedFairShareWhileAnotherIsStillAdmitted) {
+  constexpr int64_t kLimit = 4;
+  testing_util::Event held;
+  testing_util::Event release;
+  ServerOptions options = HoldingOptions();
+  options.max_in_flight = kLimit;
+  options.fair_share_by = FairShareBy::kConnection;
+  TestServer server(options, HoldingHooks(held, release));
+  absl::Cleanup always_release = [&] { release.Notify(); };
+  // NewStub makes a channel of its own (a connection of its own) each time.
+  auto first = server.NewStub();
+  auto second = server.NewStub();
+  const AdmissionControl& admission = server.server().admission();
+
+  std::vector<AsyncDeposit> admitted(3);
+  Send(*first, admitted[0], "held", kHolderAmount);
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return held.HasBeenNotified(); }, "the holder runs"));
+  Send(*first, admitted[1], "held", 1);
+  Send(*second, admitted[2], "held", 2);
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return admission.in_flight() == 3; }, "three calls in flight"));
+  EXPECT_EQ(admission.shares().clients(), 2u);
+  EXPECT_EQ(admission.shares().share(), 2);
+
+  grpc::ClientContext refused_context;
+  refused_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::DepositRequest request;
+  request.set_account_id("elsewhere");
+  request.set_amount(7);
+  v1::DepositResponse response;
+  const grpc::Status refused = first->Deposit(&refused_context, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("its fair share of --max_in_flight"));
+  const std::optional<ErrorDetails> details = DecodeErrorDetails(refused.error_details());
+  ASSERT_TRUE(details.has_value());
+  EXPECT_EQ(details->reason, v1::FAIR_SHARE);
+  EXPECT_EQ(MetadataValue(details->metadata, "in_flight"), "2");
+  EXPECT_EQ(MetadataValue(details->metadata, "share"), "2");
+  EXPECT_EQ(MetadataValue(details->metadata, "clients"), "2");
+  const int64_t pushback = PushbackMs(refused_context);
+  EXPECT_GE(pushback, kMinPushback.count());
+  ASSERT_TRUE(details->retry_delay.has_value());
+  EXPECT_EQ(details->retry_delay->count(), pushback);
+  EXPECT_EQ(admission.refused(RefusalReason::kFairShare), 1u);
+  EXPECT_EQ(admission.refused(RefusalReason::kInFlightLimit), 0u);
+
+  // The second client, below its share, is admitted: the bound's last slot is its.
+  AsyncDeposit fourth;
+  Send(*second, fourth, "held", 3);
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return admission.in_flight() == kLimit; },
+                                      "the second client's call is admitted"));
+  release.Notify();
+  for (AsyncDeposit* call : {&admitted[0], &admitted[1], &admitted[2], &fourth}) {
+    call->done.WaitForNotification();
+    EXPECT_TRUE(call->status.ok()) << call->status.error_message();
+  }
+  // Nothing of the refused call was applied.
+  EXPECT_EQ(Balance(*first, "elsewhere").status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Balance(*first, "held").balance, kHolderAmount + 1 + 2 + 3);
+}
+
+TEST(ClientIdentityTest, PeerAddressDropsOnlyThePort) {
+  EXPECT_EQ(PeerAddress("ipv4:10.0.0.7:5123"), "ipv4:10.0.0.7");
+  EXPECT_EQ(PeerAddress("ipv6:[::1]:5123"), "ipv6:[::1]");
+  EXPECT_EQ(PeerAddress("ipv6:[fe80::1%eth0]:80"), "ipv6:[fe80::1%eth0]");
+  EXPECT_EQ(PeerAddress("unix:/run/ledgerd.sock"), "unix:/run/ledgerd.sock");
+  EXPECT_EQ(PeerAddress("unix:"), "unix:");
+  EXPECT_EQ(ParseFairShareBy("address"), FairShareBy::kAddress);
+  EXPECT_EQ(ParseFairShareBy("connection"), FairShareBy::kConnection);
+  EXPECT_EQ(ParseFairShareBy("Address"), std::nullopt);
 }
 
 }  // namespace
