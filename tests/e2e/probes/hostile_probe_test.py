@@ -22,7 +22,8 @@ Usage:
                         [--nofile 1024] [--max_streams N] [--rate R] [--wait_for_rss_peak] [--check]
                         [-- LEDGERD_FLAGS...]
 Probes: rapid_reset, stream_flood (h2load, 1 connection x 50,000 streams), stream_flood4
-(4 connections), fd_exhaustion, slow_metrics.
+(4 connections), fd_exhaustion, slow_metrics, greedy (ledger-loadtest beside ledgerd: 8
+connections, 2,000 calls in flight, no retries).
 Prints one JSON line of figures; with --check exits 1 when a goal is missed.
 """
 import argparse
@@ -151,7 +152,7 @@ def start_haproxy(path, cfg, backend_port):
     raise SystemExit("haproxy did not listen")
 
 
-def probe_command(name, port, metrics_port, seconds, max_streams, rate):
+def probe_command(name, port, metrics_port, seconds, max_streams, rate, ledgerd_path):
     python = sys.executable
     if name == "rapid_reset":
         bounds = [f"--max_streams={max_streams}"] if max_streams else []
@@ -170,6 +171,15 @@ def probe_command(name, port, metrics_port, seconds, max_streams, rate):
     if name == "fd_exhaustion":
         return [python, os.path.join(HERE, "fd_exhaustion.py"), f"--port={port}",
                 "--connections=1100", f"--hold={seconds}"]
+    if name == "greedy":
+        # Issue 30's greedy client: 8 connections, 2,000 calls in flight, no retries (it ignores
+        # pushback and sends the next call at once). The other clients, from CLIENT_SOURCE, are
+        # other clients to ledgerd's fair share, which must keep serving them.
+        loadtest = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ledgerd_path))),
+                                "client", "ledger-loadtest")
+        return [loadtest, f"--target={HOST}:{port}", f"--duration={seconds}s", "--warmup=0s",
+                "--channels=8", "--concurrency=2000", "--max_retries=0", "--verify=false",
+                "--mix=deposit=50,balance=50"]
     if name == "slow_metrics":
         return [python, os.path.join(HERE, "slow_metrics.py"), f"--port={metrics_port}",
                 "--connections=2", f"--seconds={seconds}"]
@@ -177,6 +187,9 @@ def probe_command(name, port, metrics_port, seconds, max_streams, rate):
 
 
 RESOURCE_EXHAUSTED = 8
+# How many of the other clients' Balances ledgerd refused for overload (each then retried after
+# its pushback): against the greedy probe a fair share refuses none of them.
+victim_refusals = [0]
 
 
 def pushback_seconds(trailers, status):
@@ -201,6 +214,8 @@ def balance_within_budget(connect, start):
             status, text, _ = connection.unary(
                 h2grpc.BALANCE_PATH, h2grpc.balance_request(ACCOUNT), left)
             detail = f"grpc-status {status} {text}"
+            if status == RESOURCE_EXHAUSTED:
+                victim_refusals[0] += 1
             wait = pushback_seconds(connection.last_trailers, status)
             if wait is not None and time.monotonic() - start + wait < BUDGET_SECONDS:
                 time.sleep(wait)
@@ -351,7 +366,7 @@ def main():
         held = HeldClient(port)
         baseline = sample(ledgerd.pid, held, port, metrics_port)
         probe = subprocess.Popen(probe_command(args.probe, port, metrics_port, args.seconds,
-                                               args.max_streams, args.rate),
+                                               args.max_streams, args.rate, args.ledgerd),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         during = []
         deadline = time.monotonic() + args.seconds + 30  # The probe's own bound, and a margin.
@@ -437,6 +452,7 @@ def main():
         "first_held_failure": held_failures[0] if held_failures else "",
         "balance_after": balance_after,
         "balance_after_detail": balance_detail,
+        "victim_refusals": victim_refusals[0],
     }
     print(json.dumps(report))
     if not args.check:
@@ -467,6 +483,9 @@ def main():
             f"after the probe a Deposit of {AFTER_AMOUNT} was applied: Balance reads "
             f"{expected_balance}": balance_after == expected_balance,
         })
+    if args.probe == "greedy":
+        goals["the other clients' Balances were never refused for overload (their fair share)"] = (
+            report["victim_refusals"] == 0)
     for goal, met in goals.items():
         print(f"{'ok  ' if met else 'FAIL'} {goal}")
     failed = sum(1 for met in goals.values() if not met)
