@@ -1,5 +1,6 @@
 #include "metrics/ledger_metrics.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -77,7 +78,29 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
                      prometheus::MetricType::Gauge);
   AddMetric(lost, {}).gauge.value = data_directory_lost_.load(std::memory_order_relaxed) ? 1 : 0;
   families.push_back(std::move(lost));
+  CollectStoreMemory(families);
   return families;
+}
+
+void LedgerMetrics::CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const {
+  std::optional<StoreMemoryBytes> memory;
+  {
+    MutexLock lock(&store_memory_mu_);
+    if (!store_memory_) return;  // --durability=none: no store.
+    memory = store_memory_();
+  }
+  if (!memory.has_value()) return;
+  auto family = Family("ledger_store_memory_bytes",
+                       "Memory RocksDB holds, by kind: memtables (at most 64 MiB together), "
+                       "block_cache (data, index and filter blocks; at most 32 MiB), "
+                       "table_readers (held by the open table files outside the cache).",
+                       prometheus::MetricType::Gauge);
+  AddMetric(family, {{"kind", "memtables"}}).gauge.value = static_cast<double>(memory->memtables);
+  AddMetric(family, {{"kind", "block_cache"}}).gauge.value =
+      static_cast<double>(memory->block_cache);
+  AddMetric(family, {{"kind", "table_readers"}}).gauge.value =
+      static_cast<double>(memory->table_readers);
+  families.push_back(std::move(family));
 }
 
 void LedgerMetrics::CollectShardFamilies(std::vector<prometheus::MetricFamily>& families) const {

@@ -9,7 +9,7 @@
 // ledger_journal_group_batches, ledger_storage_errors_total, ledger_recovery_seconds,
 // ledger_admitted_total, ledger_refused_total, ledger_in_flight, ledger_in_flight_limit,
 // ledger_mailbox_operations, ledger_mailbox_rejected_operations_total, ledger_apply_operations,
-// ledger_apply_results_total (and the transfer families).
+// ledger_apply_results_total, ledger_store_memory_bytes (and the transfer families).
 //
 // Values are kept in plain atomics owned by this class and turned into Prometheus families only
 // when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
@@ -22,7 +22,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -137,6 +139,13 @@ class JournalMetrics final : public CommitObserver {
   BatchSizeHistogram group_batches_;
 };
 
+// What the store holds in memory, by what holds it (ledger_store_memory_bytes{kind}).
+struct StoreMemoryBytes {
+  int64_t memtables = 0;
+  int64_t block_cache = 0;
+  int64_t table_readers = 0;
+};
+
 // Thread-safe.
 class LedgerMetrics final : public prometheus::Collectable {
  public:
@@ -157,6 +166,14 @@ class LedgerMetrics final : public prometheus::Collectable {
   // Call once, before the first scrape; `admission` must outlive this object's scrapes.
   void AttachAdmission(const AdmissionControl* admission) {
     admission_.store(admission, std::memory_order_release);
+  }
+
+  // The store's memory is read by `read` at scrape time; nullopt (a closed store) leaves the
+  // family out of that scrape. Call once, before the first scrape; `read` must stay callable for
+  // every scrape (the server stops the metrics endpoint before it closes the store).
+  void AttachStoreMemory(std::function<std::optional<StoreMemoryBytes>()> read) {
+    MutexLock lock(&store_memory_mu_);
+    store_memory_ = std::move(read);
   }
 
   // Counts one finished RPC by method and gRPC status code (0-16; anything else counts as
@@ -188,6 +205,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectJournal(std::vector<prometheus::MetricFamily>& families) const;
   void CollectAdmission(std::vector<prometheus::MetricFamily>& families) const;
   void CollectTransfers(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
@@ -202,6 +220,8 @@ class LedgerMetrics final : public prometheus::Collectable {
   BatchSizeHistogram apply_operations_ ABSL_GUARDED_BY(apply_mu_);
   std::array<std::atomic<uint64_t>, kStatusCodeCount> apply_results_{};
   std::atomic<bool> data_directory_lost_{false};
+  mutable Mutex store_memory_mu_;
+  std::function<std::optional<StoreMemoryBytes>()> store_memory_ ABSL_GUARDED_BY(store_memory_mu_);
 };
 
 }  // namespace ledger

@@ -21,6 +21,8 @@ build_packages=(
   librocksdb-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev
+  # ledgerd's allocator (server/CMakeLists.txt); the image's runtime stage installs libjemalloc2.
+  libjemalloc-dev
 )
 
 # What the rest of make test, the benchmarks and the developer targets add.

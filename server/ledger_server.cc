@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -105,6 +106,16 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   }
 
   metrics->AttachRouter(router->get());
+  if (store != nullptr) {
+    storage::RocksDbStore* const memory_of = store.get();
+    metrics->AttachStoreMemory([memory_of]() -> std::optional<StoreMemoryBytes> {
+      absl::StatusOr<storage::StoreMemory> memory = memory_of->Memory();
+      if (!memory.ok()) return std::nullopt;
+      return StoreMemoryBytes{.memtables = memory->memtables_bytes,
+                              .block_cache = memory->block_cache_bytes,
+                              .table_readers = memory->table_readers_bytes};
+    });
+  }
   const ServiceOptions service_options{
       .overdraft_limit = options.router.shard.policy.overdraft_limit,
       .require_request_id = options.require_request_id,

@@ -44,6 +44,24 @@ absl::StatusOr<Durability> ParseDurability(absl::string_view name);
 // The data directory's format; a directory written with another version is refused.
 inline constexpr uint32_t kFormatVersion = 1;
 
+// What RocksDB may hold in memory, whatever the data on disk: the memtables of every column family
+// together (the write buffer manager flushes them beyond it), and one LRU block cache that holds
+// the data blocks read and every table's index and filter blocks. Both are bounds on what
+// RocksDB allocates, not on the process (see docs/operations.md, "Memory").
+inline constexpr int64_t kMemtableBytes = int64_t{64} << 20;
+inline constexpr int64_t kBlockCacheBytes = int64_t{32} << 20;
+
+// RocksDB's memory now, by what holds it.
+struct StoreMemory {
+  int64_t memtables_bytes = 0;  // Active, immutable and pinned memtables of every family.
+  // The block cache's use (at most about kBlockCacheBytes), and the part of it pinned: level 0's
+  // index and filter blocks, the partitions' top levels, blocks being read.
+  int64_t block_cache_bytes = 0;
+  int64_t block_cache_pinned_bytes = 0;
+  // What the open tables hold outside the block cache (RocksDB's estimate).
+  int64_t table_readers_bytes = 0;
+};
+
 struct StoreOptions {
   std::string data_dir = "./data";
   Durability durability = Durability::kSync;  // kSync or kAsync.
@@ -130,6 +148,10 @@ class RocksDbStore final : public LedgerStore {
 
   // Idempotency records on disk now, expired or not (for tests and operators).
   absl::StatusOr<int64_t> CountRequestRecords();
+
+  // What RocksDB holds in memory now (for tests and ledger_store_memory_bytes). Unavailable
+  // while the database is closed after a failed write; never reopens it. Any thread.
+  absl::StatusOr<StoreMemory> Memory() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Compacts the idempotency records, purging the expired ones now.
   absl::Status PurgeExpiredRequests();

@@ -118,6 +118,21 @@ TEST(LedgerdProcessTest, PrintsOneStartUpLineServesAndStopsCleanlyOnSigterm) {
   EXPECT_THAT(ledgerd.log(), HasSubstr("stopped cleanly"));
 }
 
+// Issue 30: under glibc's malloc ledgerd's RSS kept rising under a steady load; it allocates
+// through jemalloc (docs/operations.md, "Memory"). The mapped library proves it is the one in use.
+TEST(LedgerdProcessTest, AllocatesThroughJemalloc) {
+#ifndef LEDGER_LEDGERD_ON_JEMALLOC
+  GTEST_SKIP() << "a sanitizer build: ledgerd uses the sanitizer's allocator";
+#else
+  LedgerdProcess ledgerd({});
+  ASSERT_TRUE(ledgerd.Start());
+  std::ifstream maps("/proc/" + std::to_string(ledgerd.pid()) + "/maps");
+  const std::string mapped{std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>()};
+  EXPECT_THAT(mapped, HasSubstr("libjemalloc.so"));
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
+#endif
+}
+
 TEST(LedgerdProcessTest, PortsFileNamesTheBoundPortsUntilACleanStop) {
   LedgerdProcess ledgerd({});
   ASSERT_TRUE(ledgerd.Start());

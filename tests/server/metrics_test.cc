@@ -18,6 +18,7 @@ namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::Balance;
 using testing_util::Deposit;
 using testing_util::HttpGet;
@@ -106,6 +107,37 @@ TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
   ASSERT_TRUE(recovery.has_value());
   EXPECT_GE(*recovery, 0);
   EXPECT_LT(*recovery, 10);
+}
+
+// RocksDB's memory, by kind, within its bounds: the deposits sit in the memtables, nothing has
+// been flushed, so no table file holds anything and the block cache is within its capacity.
+TEST(MetricsTest, ADurableServerReportsRocksDbMemoryByKindWithinItsBounds) {
+  testing_util::ScratchLedger scratch;
+  ServerOptions options = WithMetrics();
+  options.storage.durability = storage::Durability::kSync;
+  options.storage.data_dir = scratch.path();
+  TestServer server(options);
+  auto stub = server.NewStub();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Deposit(*stub, "alice", 1).status.ok());
+  const std::string body = Scrape(server);
+  EXPECT_THAT(body, HasSubstr("# TYPE ledger_store_memory_bytes gauge\n"));
+  const std::optional<double> memtables =
+      SampleValue(body, "ledger_store_memory_bytes{kind=\"memtables\"}");
+  const std::optional<double> block_cache =
+      SampleValue(body, "ledger_store_memory_bytes{kind=\"block_cache\"}");
+  const std::optional<double> table_readers =
+      SampleValue(body, "ledger_store_memory_bytes{kind=\"table_readers\"}");
+  ASSERT_TRUE(memtables.has_value() && block_cache.has_value() && table_readers.has_value());
+  EXPECT_GT(*memtables, 0);
+  EXPECT_LE(*memtables, storage::kMemtableBytes);
+  EXPECT_LE(*block_cache, storage::kBlockCacheBytes);
+  EXPECT_LT(*table_readers, 64 << 10);
+}
+
+// Without a store there is no RocksDB, and no family that would always read 0.
+TEST(MetricsTest, AServerWithoutAStoreHasNoStoreMemory) {
+  TestServer server(WithMetrics());
+  EXPECT_THAT(Scrape(server), Not(HasSubstr("ledger_store_memory_bytes")));
 }
 
 TEST(MetricsTest, HandlerCountForAShardAndOpEqualsTheCallsItHandled) {
