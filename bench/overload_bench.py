@@ -55,8 +55,9 @@ import time
 import urllib.request
 
 import overload_report
-from bench_util import (MODES, comma_modes, ledgerd_scratch, log, raise_keyboard_interrupt,
-                        read_loadtest_report, rotated, wait_for_ports)
+from bench_util import (MODES, comma_modes, cpu_seconds, ledgerd_scratch, log,
+                        raise_keyboard_interrupt, read_loadtest_report, rotated, rss_mb,
+                        wait_for_ports)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMON_LOADTEST_FLAGS = ("--accounts=10000", "--distribution=zipf:1.1", "--deadline=1s")
@@ -66,32 +67,10 @@ IN_FLIGHT_PERIOD_S = 0.5
 # ambiguous calls for up to --resolve_for.
 LOADTEST_SLACK_S = 120
 STOP_TIMEOUT_S = 30
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------------------------------
 # /proc and /metrics
-
-
-def rss_mb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def cpu_seconds(pid):
-    """User + system CPU seconds of a live process (all its threads), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def scrape(metrics_port):

@@ -43,34 +43,12 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import log, raise_keyboard_interrupt, read_loadtest_report, wait_for_ports  # noqa: E402
+from bench_util import (cpu_seconds, log, raise_keyboard_interrupt, read_loadtest_report,  # noqa: E402
+                        rss_mb, wait_for_ports)
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # How long a client may take after its load ends: settling ambiguous calls (its --resolve_for)
 # and reading back every balance.
 CLIENT_SLACK_S = 180
-
-
-def rss_mb(pid):
-    """VmRSS of `pid` in MB (2^20 bytes), or None once it has exited."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
-
-
-def cpu_seconds(pid):
-    """User plus system CPU seconds of `pid` so far (its threads included), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rpartition(")")[2].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
 
 
 def pin(cpu):
