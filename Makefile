@@ -79,6 +79,9 @@ asan-build: asan-configure
 	@$(TIMED) "asan build (clang: thread-safety, fuzz targets)" cmake --build $(ASAN) -j $(JOBS)
 	@bash scripts/check-thread-safety.sh $(ASAN)
 
+# The clang tree's build checks clang -Wthread-safety on every translation unit, and
+# scripts/check-thread-safety.sh fails if one is left out. What the annotations guarantee:
+# docs/architecture.md, "Ownership the compiler checks".
 test-thread-safety: asan-build
 
 test-asan: asan-build
@@ -105,13 +108,6 @@ test-fuzz: fuzz-build
 fuzz: fuzz-build
 	bash fuzz/run_fuzzers.sh --build $(FUZZ) --mode explore --seconds $(or $(FUZZ_SECONDS),300) \
 	  $(if $(FUZZ_TARGET),--target $(FUZZ_TARGET)) $(if $(FUZZ_KEEP),--keep)
-
-# Compiles every project translation unit with clang -Wthread-safety -Wall -Wextra -Wpedantic
-# -Werror (scripts/check-thread-safety.sh): objects only at -O0, no generated code.
-# Cold: 3 min of CPU, so about 1.5 min on two idle cores; 8 s with a warm ccache. What the
-# annotations guarantee: docs/architecture.md, "Ownership the compiler checks".
-test-thread-safety: deps
-	@bash scripts/check-thread-safety.sh $(CLANG) $(JOBS)
 
 # The image and docker-compose.yml on a real Docker engine (tests/image/run_image_test.py): the
 # running engine, else a dockerd it starts and stops; skips, saying why, only where none can start.
