@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace ledger {
 
@@ -11,10 +10,6 @@ std::optional<FairShareBy> ParseFairShareBy(std::string_view text) {
   if (text == "address") return FairShareBy::kAddress;
   if (text == "connection") return FairShareBy::kConnection;
   return std::nullopt;
-}
-
-const char* FairShareByName(FairShareBy by) {
-  return by == FairShareBy::kAddress ? "address" : "connection";
 }
 
 std::string_view PeerAddress(std::string_view peer) {

@@ -21,7 +21,6 @@ enum class FairShareBy {
 
 // "address" or "connection"; nullopt for anything else.
 std::optional<FairShareBy> ParseFairShareBy(std::string_view text);
-const char* FairShareByName(FairShareBy by);
 
 // The key of the client making the call: "tls:" and the peer's certificate identity (its
 // subject alternative names or common name, as gRPC reports them) when it was verified, else

@@ -167,9 +167,6 @@ grpc::ServerUnaryReactor* LedgerService::RefuseUnadmitted(
     const std::chrono::milliseconds pushback =
         admission_->PushbackAfterFairShare(admission.share, now);
     AddPushback(*context, pushback);
-    const int64_t share = (admission_->max_in_flight() +
-                           static_cast<int64_t>(std::max<size_t>(admission.share.clients, 1)) - 1) /
-                          static_cast<int64_t>(std::max<size_t>(admission.share.clients, 1));
     reactor->Finish(
         ErrorStatus(grpc::StatusCode::RESOURCE_EXHAUSTED, v1::FAIR_SHARE,
                     absl::StrCat("this client already has ", admission.share.in_flight,
@@ -178,7 +175,7 @@ grpc::ServerUnaryReactor* LedgerService::RefuseUnadmitted(
                                  " clients; nothing was applied, retry after the ",
                                  kRetryPushbackKey, " delay"),
                     {{"in_flight", absl::StrCat(admission.share.in_flight)},
-                     {"share", absl::StrCat(share)},
+                     {"share", absl::StrCat(admission.share.share)},
                      {"clients", absl::StrCat(admission.share.clients)}},
                     pushback));
     return reactor;

@@ -25,8 +25,11 @@ ClientShares::Slot ClientShares::TryTake(std::string_view client, Clock::time_po
     entry = &overflow_;
   }
   entry->last_call = now;
-  if (entry->in_flight >= ShareLocked()) {
-    if (refusal != nullptr) *refusal = {.in_flight = entry->in_flight, .clients = clients_.size()};
+  const int64_t share = ShareLocked();
+  if (entry->in_flight >= share) {
+    if (refusal != nullptr) {
+      *refusal = {.in_flight = entry->in_flight, .clients = clients_.size(), .share = share};
+    }
     return nullptr;
   }
   ++entry->in_flight;

@@ -51,10 +51,12 @@ class ClientShares {
   // `bound` > 0: the in-flight bound the clients share.
   explicit ClientShares(int64_t bound, Clock::time_point now = Clock::now());
 
-  // What TryTake saw when it refused: the client's calls in flight and how many clients share.
+  // What TryTake saw when it refused: the client's calls in flight, how many clients share, and
+  // each one's share then.
   struct Refusal {
     int64_t in_flight = 0;
     size_t clients = 0;
+    int64_t share = 0;
   };
 
   // Takes one of `client`'s share for a new call: its slot, or null (filling `refusal`) when the

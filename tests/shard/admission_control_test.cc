@@ -238,9 +238,9 @@ TEST(AdmissionControlTest, FairSharePushbackIsTheClientsCallsAtItsShareOfTheRate
     caller.Answer(0);
   }
   // 50 calls in flight at a fourth of 10,000/s (four clients): 20 ms.
-  EXPECT_EQ(
-      admission.PushbackAfterFairShare({.in_flight = 50, .clients = 4}, start + milliseconds(100)),
-      milliseconds(20));
+  EXPECT_EQ(admission.PushbackAfterFairShare({.in_flight = 50, .clients = 4, .share = 25},
+                                             start + milliseconds(100)),
+            milliseconds(20));
 }
 
 TEST(ClientSharesTest, TheShareIsTheBoundDividedAmongTheClientsRoundedUp) {
