@@ -79,7 +79,50 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   AddMetric(lost, {}).gauge.value = data_directory_lost_.load(std::memory_order_relaxed) ? 1 : 0;
   families.push_back(std::move(lost));
   CollectStoreMemory(families);
+  CollectConnections(families);
   return families;
+}
+
+void LedgerMetrics::CollectConnections(std::vector<prometheus::MetricFamily>& families) const {
+  ConnectionCounts counts;
+  {
+    MutexLock lock(&connections_mu_);
+    if (!connections_) return;
+    counts = connections_();
+  }
+  using prometheus::MetricType;
+  auto open = Family("ledger_connections",
+                     "Client connections open on the gRPC port (as of the accept loop's last "
+                     "look, at most a second ago).",
+                     MetricType::Gauge);
+  AddMetric(open, {}).gauge.value = static_cast<double>(counts.open);
+  families.push_back(std::move(open));
+  auto max = Family("ledger_connections_max",
+                    "--max_connections: past it, accepting one more connection closes the idlest.",
+                    MetricType::Gauge);
+  AddMetric(max, {}).gauge.value = static_cast<double>(counts.max);
+  families.push_back(std::move(max));
+  auto accepted = Family("ledger_connections_accepted_total",
+                         "Client connections accepted on the gRPC port.", MetricType::Counter);
+  AddMetric(accepted, {}).counter.value = static_cast<double>(counts.accepted);
+  families.push_back(std::move(accepted));
+  auto closed = Family("ledger_connections_closed_total",
+                       "Idle client connections ledgerd closed to make room, by reason: "
+                       "connection_limit (--max_connections reached) or out_of_descriptors "
+                       "(accept() found no file descriptor left).",
+                       MetricType::Counter);
+  AddMetric(closed, {{"reason", "connection_limit"}}).counter.value =
+      static_cast<double>(counts.closed_at_limit);
+  AddMetric(closed, {{"reason", "out_of_descriptors"}}).counter.value =
+      static_cast<double>(counts.closed_out_of_descriptors);
+  families.push_back(std::move(closed));
+  auto exhausted = Family("ledger_out_of_descriptors_total",
+                          "Times accept() on the gRPC port failed for want of a file descriptor "
+                          "(EMFILE, ENFILE) or of kernel memory: the open-file limit is too low "
+                          "for --max_connections and everything else ledgerd holds open.",
+                          MetricType::Counter);
+  AddMetric(exhausted, {}).counter.value = static_cast<double>(counts.out_of_descriptors);
+  families.push_back(std::move(exhausted));
 }
 
 void LedgerMetrics::CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const {

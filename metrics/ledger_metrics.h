@@ -9,7 +9,9 @@
 // ledger_journal_group_batches, ledger_storage_errors_total, ledger_recovery_seconds,
 // ledger_admitted_total, ledger_refused_total, ledger_in_flight, ledger_in_flight_limit,
 // ledger_mailbox_operations, ledger_mailbox_rejected_operations_total, ledger_apply_operations,
-// ledger_apply_results_total, ledger_store_memory_bytes (and the transfer families).
+// ledger_apply_results_total, ledger_store_memory_bytes, ledger_connections,
+// ledger_connections_max, ledger_connections_accepted_total, ledger_connections_closed_total,
+// ledger_out_of_descriptors_total (and the transfer families).
 //
 // Values are kept in plain atomics owned by this class and turned into Prometheus families only
 // when scraped (LedgerMetrics is a prometheus::Collectable): nothing on the hot path touches
@@ -31,6 +33,7 @@
 #include "base/annotated_mutex.h"
 #include "base/status_code_names.h"
 #include "metrics/batch_size_histogram.h"
+#include "metrics/connection_counts.h"
 #include "metrics/log_histogram.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -175,6 +178,12 @@ class LedgerMetrics final : public prometheus::Collectable {
     MutexLock lock(&store_memory_mu_);
     store_memory_ = std::move(read);
   }
+  // The gRPC port's connections are read by `read` at scrape time (ledger_connections*). Call
+  // once, before the first scrape; `read` must stay callable for every scrape.
+  void AttachConnections(std::function<ConnectionCounts()> read) {
+    MutexLock lock(&connections_mu_);
+    connections_ = std::move(read);
+  }
 
   // Counts one finished RPC by method and gRPC status code (0-16; anything else counts as
   // UNKNOWN). Any thread.
@@ -206,6 +215,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectAdmission(std::vector<prometheus::MetricFamily>& families) const;
   void CollectTransfers(std::vector<prometheus::MetricFamily>& families) const;
   void CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectConnections(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
@@ -222,6 +232,8 @@ class LedgerMetrics final : public prometheus::Collectable {
   std::atomic<bool> data_directory_lost_{false};
   mutable Mutex store_memory_mu_;
   std::function<std::optional<StoreMemoryBytes>()> store_memory_ ABSL_GUARDED_BY(store_memory_mu_);
+  mutable Mutex connections_mu_;
+  std::function<ConnectionCounts()> connections_ ABSL_GUARDED_BY(connections_mu_);
 };
 
 }  // namespace ledger

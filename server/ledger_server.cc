@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       !status.ok()) {
     return status;
   }
+  if (absl::Status status = CheckOptionBound(kMaxConnectionsBound, options.max_connections);
+      !status.ok()) {
+    return status;
+  }
   RouterOptions router_options = options.router;
   router_options.shard.idempotency_ttl = options.storage.idempotency_ttl;
   router_options.shard.clock = options.storage.clock;
@@ -140,24 +144,39 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
     server->metrics_endpoint_ = *std::move(endpoint);
   }
 
+  // ledgerd accepts the connections itself and hands them to gRPC, whose own listener stops for
+  // good after one failed accept() (connection_acceptor.h).
+  absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor = ConnectionAcceptor::Listen(
+      options.listen_address, options.max_connections > 0
+                                  ? options.max_connections
+                                  : DefaultMaxConnections(SoftOpenFileLimit()));
+  if (!acceptor.ok()) {
+    server->Shutdown();
+    return acceptor.status();
+  }
+  server->acceptor_ = *std::move(acceptor);
+  server->port_ = server->acceptor_->port();
+  server->metrics_->AttachConnections(
+      [acceptor = server->acceptor_.get()] { return acceptor->counts(); });
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyTransportLimits(options.transport, builder);
-  builder.AddListeningPort(options.listen_address, server->transport_security_->credentials(),
-                           &server->port_);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff =
+      builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+          server->transport_security_->credentials());
   builder.RegisterService(&server->service_);
   builder.RegisterService(&server->reflection_);  // Not gRPC's plugin: see reflection_service.h.
 
   server->router_->Start();
   server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
+  if (server->server_ == nullptr) {
     server->Shutdown();
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen_address,
-                     ": the port is in use or the address is not one of this machine's"));
+    return absl::InternalError(
+        absl::StrCat("gRPC could not start serving on ", options.listen_address));
   }
+  server->acceptor_->Start(std::move(handoff));
   SetServing(*server->server_, true);
   if (server->store_ != nullptr) {
     server->watcher_ = std::thread([raw = server.get()] { raw->WatchDataDirectory(); });
@@ -197,9 +216,12 @@ void LedgerServer::Shutdown() {
   stop_watching_.Notify();
   if (watcher_.joinable()) watcher_.join();
   if (server_ != nullptr) SetServing(*server_, false);
-  // Clients first: no new connection, and every connection is told to go elsewhere (GOAWAY)
+  // Clients first: no new connection (ours is the only listener; gRPC frees what the acceptor
+  // hands connections to when it stops listening, so the acceptor stops before that), and every
+  // connection is told to go elsewhere (GOAWAY)
   // while gRPC still serves the calls already on it, which the shards answer below. gRPC's own
   // Shutdown would cancel the calls in flight on the wire instead (see connection_drain.h).
+  if (acceptor_ != nullptr) acceptor_->Stop();
   const bool goaways_sent =
       server_ != nullptr && StopListeningAndSendGoaways(*server_, kGoawayRequestTimeout);
   const absl::Time goaways_time = absl::Now();

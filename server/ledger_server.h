@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
+#include "server/connection_acceptor.h"
 #include "server/ledger_service.h"
 #include "server/reflection_service.h"
 #include "server/transport_limits.h"
@@ -56,6 +57,10 @@ struct ServerOptions {
   // What one client's connections may cost (streams, memory, lifetime, pings): see
   // transport_limits.h.
   TransportLimits transport;
+  // The most client connections on the gRPC port; past it, accepting one more closes the idlest
+  // (connection_acceptor.h). 0: DefaultMaxConnections of the open-file limit at start. Within
+  // kMaxConnectionsBound.
+  int64_t max_connections = 0;
 };
 
 // Where tests (and ledgerd's fault-injection flags) reach inside the server's router and store:
@@ -114,16 +119,19 @@ class LedgerServer {
   const LedgerMetrics& metrics() const { return *metrics_; }
   const AdmissionControl& admission() const { return admission_; }
   const ServerTransportSecurity& transport_security() const { return *transport_security_; }
+  // What the accept loop has done (ledger_connections*).
+  ConnectionCounts connections() const { return acceptor_->counts(); }
 
   // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; stop
-  // listening and send every connection a GOAWAY (see connection_drain.h), so that clients send
-  // no new call here while the calls already sent are served; close the shards' mailboxes, so that
-  // new ledger calls are refused at once (UNAVAILABLE, nothing applied); drain every mailbox: each
-  // accepted call is applied and answered with its real outcome, and those not yet decided when
-  // shutdown_grace runs out are answered UNAVAILABLE unapplied; join the shard threads; wait for
-  // the clients to close their connections (at most kGoawaySettleMax after the GOAWAY, within the
-  // grace); stop gRPC (other calls get what is left of the grace, then are cancelled, but not
-  // before kAnswerDeliveryMin has passed); stop serving metrics. Idempotent.
+  // accepting (new connections are refused) and send every connection a GOAWAY (see
+  // connection_drain.h), so that clients send no new call here while the calls already sent are
+  // served; close the shards' mailboxes, so that new ledger calls are refused at once (UNAVAILABLE,
+  // nothing applied); drain every mailbox: each accepted call is applied and answered with its real
+  // outcome, and those not yet decided when shutdown_grace runs out are answered UNAVAILABLE
+  // unapplied; join the shard threads; wait for the clients to close their connections (at most
+  // kGoawaySettleMax after the GOAWAY, within the grace); stop gRPC (other calls get what is left
+  // of the grace, then are cancelled, but not before kAnswerDeliveryMin has passed); stop serving
+  // metrics. Idempotent.
   void Shutdown();
 
  private:
@@ -149,6 +157,8 @@ class LedgerServer {
   LedgerService service_;
   std::unique_ptr<ServerTransportSecurity> transport_security_;
   ReflectionService reflection_;
+  // Accepts the gRPC port's connections and hands them to server_; stopped before it.
+  std::unique_ptr<ConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Notification stop_watching_;

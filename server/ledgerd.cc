@@ -86,6 +86,11 @@ ABSL_FLAG(int64_t, max_in_flight, ledger::kDefaultMaxInFlight,
           "16777216); one more is refused at once with RESOURCE_EXHAUSTED and a "
           "grpc-retry-pushback-ms trailer, before it is parsed. Bounds the latency of admitted "
           "calls under overload (see docs/overload.md)");
+ABSL_FLAG(int64_t, max_connections, 0,
+          "client connections the gRPC port holds at once (0 to 16777216); accepting one more "
+          "closes the idlest first (never used, then longest silent). 0: three quarters of the "
+          "open-file limit, which ledgerd raises to its hard limit at start; the rest is kept for "
+          "the storage and /metrics. Each connection is a file descriptor");
 ABSL_FLAG(int64_t, max_batch, static_cast<int64_t>(ledger::kDefaultMaxBatch),
           "most operations a shard drains and applies per wake-up (1 to 65536; an Apply call's "
           "part is never split, so a batch holds at least one whole part)");
@@ -278,11 +283,13 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   const int64_t max_batch = absl::GetFlag(FLAGS_max_batch);
   const int64_t overdraft_limit = absl::GetFlag(FLAGS_overdraft_limit);
   options.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  options.max_connections = absl::GetFlag(FLAGS_max_connections);
   // The bounds the router, the shards and the server check again (base/option_bound.h), here
   // before anything starts and before a value is narrowed.
   for (const auto& [bound, value] :
        {std::pair{ledger::kShardsBound, shards}, std::pair{ledger::kMailboxCapacityBound, capacity},
         std::pair{ledger::kMaxInFlightBound, options.max_in_flight},
+        std::pair{ledger::kMaxConnectionsBound, options.max_connections},
         std::pair{ledger::kMaxBatchBound, max_batch},
         std::pair{ledger::kOverdraftLimitBound, overdraft_limit}}) {
     if (absl::Status status = ledger::CheckOptionBound(bound, value); !status.ok()) return status;
@@ -417,8 +424,9 @@ int InitLedger(const ledger::storage::StoreOptions& storage) {
   return EXIT_SUCCESS;
 }
 // How often the listener watchdog looks at the accept queue, and how long connections may wait
-// there unaccepted before ledgerd declares its listener lost. gRPC accepts within microseconds
-// while it works.
+// there unaccepted before ledgerd declares its listener lost. The accept loop takes a connection
+// within microseconds while it runs, even out of descriptors (connection_acceptor.h): the watchdog
+// is the last resort, for a loop that has stopped.
 constexpr absl::Duration kWatchdogInterval = absl::Seconds(1);
 constexpr absl::Duration kListenerStuckFor = absl::Seconds(5);
 
@@ -517,23 +525,23 @@ absl::Status WritePortsFile(const std::string& path, const std::string& json) {
   return absl::OkStatus();
 }
 
-// Exit status when gRPC stopped accepting connections: a supervisor restarts ledgerd.
+// Exit status when the accept loop stopped taking connections: a supervisor restarts ledgerd.
 constexpr int kExitListenerLost = 3;
 
-// Returns once SIGINT/SIGTERM arrived (false) or gRPC stopped accepting connections on `port`
-// (true; see ListenerWatchdog). Then the caller drains as on SIGTERM: health turns NOT_SERVING
-// at once on the connections that still work, and the process exits so that a supervisor starts
-// a fresh listener, instead of answering SERVING while no new client can connect.
+// Returns once SIGINT/SIGTERM arrived (false) or no connection has been accepted on `port` for
+// kListenerStuckFor while some waited (true; see ListenerWatchdog). Then the caller drains as on
+// SIGTERM: health turns NOT_SERVING at once on the connections that still work, and the process
+// exits so that a supervisor starts a fresh listener, instead of answering SERVING while no new
+// client can connect.
 bool WaitForShutdownOrLostListener(SignalWatcher& signals, int port) {
   std::atomic<bool> lost{false};
   absl::StatusOr<std::unique_ptr<ledger::ListenerWatchdog>> watchdog =
       ledger::ListenerWatchdog::Start(port, kWatchdogInterval, kListenerStuckFor, [&lost] {
-        std::cerr << "ledgerd: gRPC has stopped accepting connections (clients have waited "
+        std::cerr << "ledgerd: the gRPC port has stopped accepting connections (clients have "
+                     "waited "
                   << absl::FormatDuration(kListenerStuckFor)
-                  << " in the accept queue; gRPC 1.51 stops for good after accept() fails, "
-                     "typically with EMFILE when the open-file limit is reached). Draining and "
-                     "exiting with status "
-                  << kExitListenerLost << " so that a supervisor restarts ledgerd\n";
+                  << " in the accept queue). Draining and exiting with status " << kExitListenerLost
+                  << " so that a supervisor restarts ledgerd\n";
         lost.store(true);
       });
   if (!watchdog.ok()) std::cerr << "ledgerd: " << watchdog.status().message() << "\n";
@@ -557,8 +565,8 @@ int main(int argc, char** argv) {
       "                                serve the ledger in DIR (made by `ledgerd init`)\n"
       "\n"
       "Exit status: 0 after a clean stop; 1 when start-up is refused or on a second signal; 2 for\n"
-      "a command line that is wrong (nothing was started); 3 when gRPC stopped accepting\n"
-      "connections (a supervisor should start ledgerd again)."};
+      "a command line that is wrong (nothing was started); 3 when the gRPC port stopped\n"
+      "accepting connections (a supervisor should start ledgerd again)."};
   const std::vector<std::string> positional =
       ledger::cli::ParseCommandLineOrExit(argc, argv, program);
   // Debian builds Abseil without NDEBUG, so every absl::Mutex lock also updated a process-wide
@@ -597,9 +605,9 @@ int main(int argc, char** argv) {
       return EXIT_FAILURE;
     }
   }
-  // Before any connection: each is a descriptor, and gRPC 1.51 stops accepting for good once
-  // accept() fails with EMFILE.
-  // (Logged once the server is up, so that a refused start prints only its reason.)
+  // Before the server starts: each connection is a descriptor, and --max_connections' default
+  // is a share of the limit. (Logged once the server is up, so that a refused start prints only
+  // its reason.)
   const absl::StatusOr<ledger::OpenFileLimit> files = ledger::RaiseOpenFileLimit();
   SignalWatcher signals;
   absl::StatusOr<std::unique_ptr<ledger::LedgerServer>> server =
@@ -617,7 +625,8 @@ int main(int argc, char** argv) {
               << (files->after == files->before
                       ? " (already the hard limit)"
                       : absl::StrCat(", raised to ", files->after, " (the hard limit)"))
-              << "\n";
+              << "; at most " << (*server)->connections().max
+              << " client connections (--max_connections)\n";
   }
   const ledger::storage::Durability durability = options->storage.durability;
   if (durability != ledger::storage::Durability::kNone) {

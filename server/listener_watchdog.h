@@ -1,13 +1,14 @@
-// Defines `ListenerWatchdog`, which notices when gRPC has stopped accepting connections on the
-// listening port while clients wait to be accepted.
+// Defines `ListenerWatchdog`, which notices when nothing accepts connections on the listening
+// port while clients wait to be accepted.
 //
-// Why: gRPC 1.51 stops accepting for good after accept() fails once with EMFILE (CVE-2023-4785):
-// with the open-file limit reached, its listener is never armed again, every new connection waits
-// in the kernel's accept queue, and health still answers SERVING on the connections that exist.
-// The watchdog reads the accept queue of the listening socket from /proc/net/tcp{,6} (the kernel
-// reports it as the LISTEN socket's rx_queue) once a second: a queue that stays non-empty for
-// `stuck_for` means nobody is accepting. Descriptor-free at check time: the two /proc files are
-// opened once at start and re-read from offset 0.
+// Why: a listener that stops accepting leaves every new connection waiting in the kernel's accept
+// queue while health still answers SERVING on the connections that exist. gRPC 1.51's own did so
+// for good after accept() failed once with EMFILE (CVE-2023-4785); ledgerd's accept loop
+// (connection_acceptor.h) serves through that, and this watchdog remains the last resort should
+// the loop itself stop. The watchdog reads the accept queue of the listening socket from
+// /proc/net/tcp{,6} (the kernel reports it as the LISTEN socket's rx_queue) once a second: a queue
+// that stays non-empty for `stuck_for` means nobody is accepting. Descriptor-free at check time:
+// the two /proc files are opened once at start and re-read from offset 0.
 #ifndef LEDGER_SERVER_LISTENER_WATCHDOG_H_
 #define LEDGER_SERVER_LISTENER_WATCHDOG_H_
 

@@ -94,4 +94,10 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   return result;
 }
 
+uint64_t SoftOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  return limit.rlim_cur == RLIM_INFINITY ? NrOpen() : limit.rlim_cur;
+}
+
 }  // namespace ledger

@@ -94,10 +94,12 @@ struct OpenFileLimit {
 };
 
 // Raises this process's soft RLIMIT_NOFILE to its hard limit (to the kernel's nr_open when the
-// hard limit is unlimited): each connection is a descriptor,
-// and gRPC 1.51 stops accepting for good once accept() fails with EMFILE. Internal when the
-// limit cannot be read or set.
+// hard limit is unlimited): each connection is a descriptor (see connection_acceptor.h).
+// Internal when the limit cannot be read or set.
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();
+
+// This process's soft RLIMIT_NOFILE now (1024, the usual default, when it cannot be read).
+uint64_t SoftOpenFileLimit();
 
 }  // namespace ledger
 
