@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "base/log_rate_limiter.h"
 #include "cli/host_port.h"
@@ -70,10 +71,19 @@ ListenAddress Wildcard(int family) {
   return where;
 }
 
-// Every address `host` resolves to, once each (gRPC listens on all of them).
+// Whether `where` is the any-address of its family (0.0.0.0, ::, however it was spelled).
+bool IsWildcard(const ListenAddress& where) {
+  if (where.address.ss_family == AF_INET6) {
+    const in6_addr& ipv6 = reinterpret_cast<const sockaddr_in6*>(&where.address)->sin6_addr;
+    return std::memcmp(&ipv6, &in6addr_any, sizeof(ipv6)) == 0;
+  }
+  return reinterpret_cast<const sockaddr_in*>(&where.address)->sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
+// Every address `host` resolves to, once each (gRPC listens on all of them); a wildcard of
+// either family becomes the one dual-stack wildcard.
 absl::StatusOr<std::vector<ListenAddress>> Resolve(const std::string& host,
                                                    const std::string& address) {
-  if (host == "0.0.0.0" || host == "::") return std::vector<ListenAddress>{Wildcard(AF_INET6)};
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -89,6 +99,7 @@ absl::StatusOr<std::vector<ListenAddress>> Resolve(const std::string& host,
     ListenAddress where;
     std::memcpy(&where.address, each->ai_addr, each->ai_addrlen);
     where.length = each->ai_addrlen;
+    if (IsWildcard(where)) where = Wildcard(AF_INET6);
     const bool seen = std::any_of(addresses.begin(), addresses.end(), [&](const auto& other) {
       return other.length == where.length &&
              std::memcmp(&other.address, &where.address, where.length) == 0;
@@ -99,8 +110,16 @@ absl::StatusOr<std::vector<ListenAddress>> Resolve(const std::string& host,
   return addresses;
 }
 
+// TCP_USER_TIMEOUT as gRPC sets it on its listeners: unacknowledged data older than this ends
+// the connection, so that a vanished peer releases its descriptor. Zero leaves it unset.
+bool SetUserTimeout(int fd, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) return true;
+  const auto milliseconds = static_cast<unsigned int>(absl::ToInt64Milliseconds(timeout));
+  return setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &milliseconds, sizeof(milliseconds)) == 0;
+}
+
 // A listening socket on `where`; -1 with `error` set when it cannot be had.
-int ListenOn(const ListenAddress& where, int& error) {
+int ListenOn(const ListenAddress& where, absl::Duration user_timeout, int& error) {
   const int fd = socket(where.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     error = errno;
@@ -111,6 +130,7 @@ int ListenOn(const ListenAddress& where, int& error) {
   // TCP_NODELAY as gRPC sets it; accepted sockets inherit it.
   if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+      !SetUserTimeout(fd, user_timeout) ||
       (where.address.ss_family == AF_INET6 &&
        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6_only, sizeof(v6_only)) != 0) ||
       bind(fd, reinterpret_cast<const sockaddr*>(&where.address), where.length) != 0 ||
@@ -128,6 +148,17 @@ int BoundPort(int fd) {
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) return 0;
   return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+}
+
+std::string Printable(const ListenAddress& where) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  const void* raw = where.address.ss_family == AF_INET6
+                        ? static_cast<const void*>(
+                              &reinterpret_cast<const sockaddr_in6*>(&where.address)->sin6_addr)
+                        : static_cast<const void*>(
+                              &reinterpret_cast<const sockaddr_in*>(&where.address)->sin_addr);
+  inet_ntop(where.address.ss_family, raw, text, sizeof(text));
+  return where.address.ss_family == AF_INET6 ? absl::StrCat("[", text, "]") : std::string(text);
 }
 
 std::string ListenError(int error) {
@@ -158,7 +189,7 @@ int64_t DefaultMaxConnections(uint64_t open_file_limit) {
 }
 
 absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Listen(
-    const std::string& address, int64_t max_connections) {
+    const std::string& address, int64_t max_connections, absl::Duration tcp_user_timeout) {
   LEDGER_CHECK(max_connections >= 1 && max_connections <= kMaxConnectionsBound.max);
   absl::StatusOr<cli::HostPort> parsed =
       cli::ParseHostPort("--listen", address, cli::AddressUse::kListen, 0);
@@ -166,17 +197,21 @@ absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Listen(
   absl::StatusOr<std::vector<ListenAddress>> addresses = Resolve(parsed->host, address);
   if (!addresses.ok()) return addresses.status();
   std::vector<int> listeners;
+  std::vector<std::string> unbound;
   int port = parsed->port;
   int error = 0;
   for (ListenAddress& where : *addresses) {
     SetPort(where, port);
-    int fd = ListenOn(where, error);
-    if (fd < 0 && where.dual_stack && error == EAFNOSUPPORT) {  // No IPv6 here: IPv4 alone.
+    int fd = ListenOn(where, tcp_user_timeout, error);
+    if (fd < 0 && where.dual_stack) {  // No IPv6 here, or [::] taken: IPv4 alone, as gRPC does.
       ListenAddress ipv4 = Wildcard(AF_INET);
       SetPort(ipv4, port);
-      fd = ListenOn(ipv4, error);
+      fd = ListenOn(ipv4, tcp_user_timeout, error);
     }
-    if (fd < 0) continue;  // As gRPC: serve on the addresses that could be bound.
+    if (fd < 0) {  // As gRPC: serve on the addresses that could be bound, and say which not.
+      unbound.push_back(absl::StrCat(Printable(where), ": ", ListenError(error)));
+      continue;
+    }
     listeners.push_back(fd);
     if (port == 0) port = BoundPort(fd);  // The others share the port chosen for the first.
   }
@@ -185,6 +220,11 @@ absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Listen(
         "cannot listen on ", address, ": ",
         addresses->empty() ? "the host has no IPv4 or IPv6 address" : ListenError(error)));
   }
+  if (!unbound.empty()) {
+    std::cerr << "ledgerd: --listen=" << address << " listens on " << listeners.size() << " of the "
+              << addresses->size() << " addresses it names; not on " << absl::StrJoin(unbound, ", ")
+              << "\n";
+  }
   const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) {
     const int wake_error = errno;
@@ -192,16 +232,17 @@ absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Listen(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, ": eventfd: ", std::strerror(wake_error)));
   }
-  return std::unique_ptr<ConnectionAcceptor>(
-      new ConnectionAcceptor(std::move(listeners), port, wake_fd, max_connections));
+  return std::unique_ptr<ConnectionAcceptor>(new ConnectionAcceptor(
+      std::move(listeners), port, wake_fd, max_connections, tcp_user_timeout));
 }
 
 ConnectionAcceptor::ConnectionAcceptor(std::vector<int> listeners, int port, int wake_fd,
-                                       int64_t max_connections)
+                                       int64_t max_connections, absl::Duration tcp_user_timeout)
     : listeners_(std::move(listeners)),
       port_(port),
       wake_fd_(wake_fd),
       max_connections_(max_connections),
+      tcp_user_timeout_(tcp_user_timeout),
       close_batch_(
           std::clamp<size_t>(static_cast<size_t>(max_connections / 256), 1, kCloseBatchMax)) {
   TakeReserve();
@@ -253,17 +294,26 @@ void ConnectionAcceptor::Run() {
   for (int fd : listeners_) polled.push_back(pollfd{.fd = fd, .events = POLLIN, .revents = 0});
   absl::Time next_prune = absl::Now() + kConnectionPruneInterval;
   while (true) {
-    // Out of descriptors with the reserve spent, a waiting connection would wake every poll at
-    // once and fail accept() again: wait on Stop alone, then look at the listeners without
-    // waiting.
+    // Out of descriptors with the reserve spent, or out of kernel memory: a waiting connection
+    // would wake every poll at once and fail accept() again. Wait on Stop alone for a moment,
+    // then look at the listeners without waiting.
     const bool starved = !TakeReserve();
-    const absl::Duration wait =
-        starved ? kOutOfDescriptorsRetry : std::max(absl::ZeroDuration(), next_prune - absl::Now());
+    const bool backing_off = starved || absl::Now() < back_off_until_;
+    if (starved) CloseIdlestWhileStarved();
+    const absl::Duration wait = backing_off
+                                    ? kOutOfDescriptorsRetry
+                                    : std::max(absl::ZeroDuration(), next_prune - absl::Now());
     for (pollfd& each : polled) each.revents = 0;
-    poll(polled.data(), starved ? 1 : polled.size(),
-         static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
+    const int ready = poll(polled.data(), backing_off ? 1 : polled.size(),
+                           static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
+    if (ready < 0 && errno != EINTR) {  // ENOMEM: nothing to do but wait.
+      back_off_until_ = absl::Now() + kOutOfDescriptorsRetry;
+      continue;
+    }
     if (polled[0].revents != 0) return;  // Stop.
-    if (starved) poll(polled.data() + 1, polled.size() - 1, 0);
+    if (backing_off && absl::Now() >= back_off_until_) {
+      poll(polled.data() + 1, polled.size() - 1, 0);
+    }
     for (size_t i = 1; i < polled.size(); ++i) {
       if ((polled[i].revents & (POLLIN | POLLERR)) != 0) AcceptFrom(polled[i].fd);
     }
@@ -272,6 +322,16 @@ void ConnectionAcceptor::Run() {
       next_prune = absl::Now() + kConnectionPruneInterval;
     }
   }
+}
+
+void ConnectionAcceptor::CloseIdlestWhileStarved() {
+  // The reserve cannot be taken back until a descriptor is free. Closing only when accept()
+  // fails would wait for the next client, and leave the storage and /metrics without any.
+  const absl::Time now = absl::Now();
+  if (now - last_out_of_descriptors_close_ < kOutOfDescriptorsCloseInterval) return;
+  last_out_of_descriptors_close_ = now;
+  closed_out_of_descriptors_.fetch_add(static_cast<int64_t>(open_.CloseIdlest(close_batch_)),
+                                       std::memory_order_relaxed);
 }
 
 void ConnectionAcceptor::AcceptFrom(int listener) {
@@ -288,9 +348,14 @@ void ConnectionAcceptor::AcceptFrom(int listener) {
         continue;
       case EMFILE:
       case ENFILE:
+        OnOutOfDescriptors(listener, errno);
+        return;
       case ENOBUFS:
       case ENOMEM:
-        OnOutOfDescriptors(listener, errno);
+        // Kernel memory, not descriptors: closing connections or the reserve would not help.
+        out_of_descriptors_.fetch_add(1, std::memory_order_relaxed);
+        back_off_until_ = absl::Now() + kOutOfDescriptorsRetry;
+        LogAcceptFailure(errno);
         return;
       case EAGAIN:
         return;
@@ -305,7 +370,16 @@ void ConnectionAcceptor::AcceptFrom(int listener) {
   }
 }
 
+void ConnectionAcceptor::LogAcceptFailure(int error) {
+  if (std::optional<int64_t> dropped = AcceptLogs().Admit(); dropped.has_value()) {
+    std::cerr << "ledgerd: accept() on the gRPC port failed: " << std::strerror(error)
+              << (*dropped > 0 ? absl::StrCat(" (", *dropped, " lines like it dropped)") : "")
+              << "\n";
+  }
+}
+
 void ConnectionAcceptor::Admit(int listener, int fd) {
+  SetUserTimeout(fd, tcp_user_timeout_);  // Inherited from the listener too; kept explicit.
   if (open_.size() >= static_cast<size_t>(max_connections_) &&
       open_.Prune() >= static_cast<size_t>(max_connections_)) {
     closed_at_limit_.fetch_add(static_cast<int64_t>(open_.CloseIdlest(close_batch_)),

@@ -12,14 +12,17 @@
 //   took the descriptors, or --max_connections is set too high): it closes the reserve to accept
 //   the waiting connection, closes the idlest connections to free more, and takes the reserve
 //   back once gRPC has closed them;
-// - never spins: out of descriptors with no reserve, it leaves the listeners alone for
-//   kOutOfDescriptorsRetry at a time.
+// - never spins: out of descriptors with no reserve (or out of kernel memory), it leaves the
+//   listeners alone for kOutOfDescriptorsRetry at a time, and while the reserve cannot be taken
+//   back it closes the idlest connections, a batch every 100 ms, whether or not a client waits
+//   (the storage and /metrics need descriptors too).
 // ListenerWatchdog (listener_watchdog.h) stays as the last resort, should this loop stop.
 //
 // Binding follows gRPC's own rules, so that --listen means what it meant: every address the host
-// resolves to (127.0.0.1 and ::1 for localhost), a wildcard (0.0.0.0 or ::) as one dual-stack
-// socket (IPv4 only where IPv6 is off), port 0 as one free port shared by all of them,
-// SO_REUSEADDR and no SO_REUSEPORT.
+// resolves to (127.0.0.1 and ::1 for localhost), a wildcard (0.0.0.0 or ::, however spelled) as
+// one dual-stack socket (IPv4 alone where that cannot be had), port 0 as one free port shared by
+// all of them, SO_REUSEADDR and no SO_REUSEPORT, TCP_NODELAY and gRPC's TCP_USER_TIMEOUT. Not
+// carried over: gRPC's listener drops new connections while its memory quota is under pressure.
 #ifndef LEDGER_SERVER_CONNECTION_ACCEPTOR_H_
 #define LEDGER_SERVER_CONNECTION_ACCEPTOR_H_
 
@@ -56,10 +59,13 @@ int64_t DefaultMaxConnections(uint64_t open_file_limit);
 class ConnectionAcceptor {
  public:
   // Listens on `address` (host:port) as described above, before the gRPC server starts, for at
-  // most `max_connections` (1 to kMaxConnectionsBound.max) at once. Unavailable, naming the
-  // cause, when no address could be bound.
-  static absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> Listen(const std::string& address,
-                                                                    int64_t max_connections);
+  // most `max_connections` (1 to kMaxConnectionsBound.max) at once, with TCP_USER_TIMEOUT
+  // `tcp_user_timeout` on every connection (zero: the kernel's), as gRPC's listener sets it from
+  // the keepalive timeout. Unavailable, naming the cause, when no address could be bound; when
+  // only some could, says which not on stderr and serves the others, as gRPC does.
+  static absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> Listen(
+      const std::string& address, int64_t max_connections,
+      absl::Duration tcp_user_timeout = absl::ZeroDuration());
   // Stop()s.
   ~ConnectionAcceptor();
 
@@ -82,15 +88,21 @@ class ConnectionAcceptor {
   ConnectionCounts counts() const;
 
  private:
-  ConnectionAcceptor(std::vector<int> listeners, int port, int wake_fd, int64_t max_connections);
+  ConnectionAcceptor(std::vector<int> listeners, int port, int wake_fd, int64_t max_connections,
+                     absl::Duration tcp_user_timeout);
 
   void Run();
   // Accepts what waits on `listener`, a bounded number at a time.
   void AcceptFrom(int listener);
   // A connection just accepted: make room for it within max_connections, then hand it to gRPC.
   void Admit(int listener, int fd);
-  // accept() failed for want of a descriptor (or of kernel memory).
+  // accept() failed for want of a descriptor.
   void OnOutOfDescriptors(int listener, int error);
+  // The reserve is spent and no descriptor is free: closes the idlest, a batch per
+  // kOutOfDescriptorsCloseInterval, whether or not a client waits.
+  void CloseIdlestWhileStarved();
+  // At most a line a second.
+  static void LogAcceptFailure(int error);
   // Opens the reserve descriptor again; false while none is free.
   bool TakeReserve();
   void Publish();
@@ -99,6 +111,7 @@ class ConnectionAcceptor {
   const int port_;
   const int wake_fd_;  // An eventfd: Stop writes to it.
   const int64_t max_connections_;
+  const absl::Duration tcp_user_timeout_;
   // How many connections one closing closes: one scan of TCP_INFO serves that many accepts.
   const size_t close_batch_;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> handoff_;
@@ -109,6 +122,8 @@ class ConnectionAcceptor {
   OpenConnections open_;
   int reserve_fd_ = -1;
   absl::Time last_out_of_descriptors_close_ = absl::InfinitePast();
+  // Until then the loop leaves the listeners alone (accept() or poll() lacked kernel memory).
+  absl::Time back_off_until_ = absl::InfinitePast();
 
   std::atomic<int64_t> open_count_{0};
   std::atomic<int64_t> accepted_{0};

@@ -146,10 +146,13 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
 
   // ledgerd accepts the connections itself and hands them to gRPC, whose own listener stops for
   // good after one failed accept() (connection_acceptor.h).
+  // TCP_USER_TIMEOUT: gRPC sets the keepalive timeout on its listener when keepalive is on, as
+  // it always is here (transport_limits.h).
   absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor = ConnectionAcceptor::Listen(
-      options.listen_address, options.max_connections > 0
-                                  ? options.max_connections
-                                  : DefaultMaxConnections(SoftOpenFileLimit()));
+      options.listen_address,
+      options.max_connections > 0 ? options.max_connections
+                                  : DefaultMaxConnections(SoftOpenFileLimit()),
+      options.transport.keepalive_timeout);
   if (!acceptor.ok()) {
     server->Shutdown();
     return acceptor.status();

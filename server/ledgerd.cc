@@ -528,22 +528,25 @@ absl::Status WritePortsFile(const std::string& path, const std::string& json) {
 // Exit status when the accept loop stopped taking connections: a supervisor restarts ledgerd.
 constexpr int kExitListenerLost = 3;
 
-// Returns once SIGINT/SIGTERM arrived (false) or no connection has been accepted on `port` for
-// kListenerStuckFor while some waited (true; see ListenerWatchdog). Then the caller drains as on
-// SIGTERM: health turns NOT_SERVING at once on the connections that still work, and the process
-// exits so that a supervisor starts a fresh listener, instead of answering SERVING while no new
-// client can connect.
-bool WaitForShutdownOrLostListener(SignalWatcher& signals, int port) {
+// Returns once SIGINT/SIGTERM arrived (false) or no connection has been accepted on `server`'s
+// port for kListenerStuckFor while some waited (true; see ListenerWatchdog). Then the caller drains
+// as on SIGTERM: health turns NOT_SERVING at once on the connections that still work, and the
+// process exits so that a supervisor starts a fresh listener, instead of answering SERVING while no
+// new client can connect.
+bool WaitForShutdownOrLostListener(SignalWatcher& signals, const ledger::LedgerServer& server) {
   std::atomic<bool> lost{false};
   absl::StatusOr<std::unique_ptr<ledger::ListenerWatchdog>> watchdog =
-      ledger::ListenerWatchdog::Start(port, kWatchdogInterval, kListenerStuckFor, [&lost] {
-        std::cerr << "ledgerd: the gRPC port has stopped accepting connections (clients have "
-                     "waited "
-                  << absl::FormatDuration(kListenerStuckFor)
-                  << " in the accept queue). Draining and exiting with status " << kExitListenerLost
-                  << " so that a supervisor restarts ledgerd\n";
-        lost.store(true);
-      });
+      ledger::ListenerWatchdog::Start(
+          server.port(), kWatchdogInterval, kListenerStuckFor,
+          [&lost] {
+            std::cerr << "ledgerd: the gRPC port has stopped accepting connections (clients have "
+                         "waited "
+                      << absl::FormatDuration(kListenerStuckFor)
+                      << " in the accept queue). Draining and exiting with status "
+                      << kExitListenerLost << " so that a supervisor restarts ledgerd\n";
+            lost.store(true);
+          },
+          [&server] { return server.connections().accepted; });
   if (!watchdog.ok()) std::cerr << "ledgerd: " << watchdog.status().message() << "\n";
   while (!signals.shutdown_requested().WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
     if (lost.load()) return true;
@@ -669,7 +672,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  const bool listener_lost = WaitForShutdownOrLostListener(signals, (*server)->port());
+  const bool listener_lost = WaitForShutdownOrLostListener(signals, **server);
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
   // Once drained, just before the exit: while the file is there, the process it names runs (or

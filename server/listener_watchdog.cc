@@ -59,7 +59,8 @@ std::optional<int64_t> AcceptQueueLength(const std::string& table, int port) {
 }
 
 absl::StatusOr<std::unique_ptr<ListenerWatchdog>> ListenerWatchdog::Start(
-    int port, absl::Duration interval, absl::Duration stuck_for, std::function<void()> on_stuck) {
+    int port, absl::Duration interval, absl::Duration stuck_for, std::function<void()> on_stuck,
+    std::function<int64_t()> accepted) {
   LEDGER_CHECK(port > 0);
   LEDGER_CHECK(interval > absl::ZeroDuration());
   const int tcp_fd = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC);
@@ -68,18 +69,20 @@ absl::StatusOr<std::unique_ptr<ListenerWatchdog>> ListenerWatchdog::Start(
     return absl::UnavailableError(
         "cannot read /proc/net/tcp or /proc/net/tcp6: the listener watchdog is off");
   }
-  std::unique_ptr<ListenerWatchdog> watchdog(
-      new ListenerWatchdog(port, interval, stuck_for, std::move(on_stuck), tcp_fd, tcp6_fd));
+  std::unique_ptr<ListenerWatchdog> watchdog(new ListenerWatchdog(
+      port, interval, stuck_for, std::move(on_stuck), std::move(accepted), tcp_fd, tcp6_fd));
   watchdog->thread_ = std::thread([w = watchdog.get()] { w->Run(); });
   return watchdog;
 }
 
 ListenerWatchdog::ListenerWatchdog(int port, absl::Duration interval, absl::Duration stuck_for,
-                                   std::function<void()> on_stuck, int tcp_fd, int tcp6_fd)
+                                   std::function<void()> on_stuck,
+                                   std::function<int64_t()> accepted, int tcp_fd, int tcp6_fd)
     : port_(port),
       interval_(interval),
       stuck_for_(stuck_for),
       on_stuck_(std::move(on_stuck)),
+      accepted_(std::move(accepted)),
       tcp_fd_(tcp_fd),
       tcp6_fd_(tcp6_fd) {}
 
@@ -101,6 +104,7 @@ std::optional<int64_t> ListenerWatchdog::ReadQueue() const {
 
 void ListenerWatchdog::Run() {
   absl::Time waiting_since = absl::InfiniteFuture();
+  int64_t accepted_then = 0;
   while (!stop_.WaitForNotificationWithTimeout(interval_)) {
     const std::optional<int64_t> queue = ReadQueue();
     if (!queue.has_value() || *queue == 0) {
@@ -108,7 +112,12 @@ void ListenerWatchdog::Run() {
       continue;
     }
     const absl::Time now = absl::Now();
-    if (waiting_since == absl::InfiniteFuture()) waiting_since = now;
+    const int64_t accepted = accepted_ ? accepted_() : 0;
+    // Connections wait, but some were accepted since the last check: a slow loop, not a dead one.
+    if (waiting_since == absl::InfiniteFuture() || accepted != accepted_then) {
+      waiting_since = now;
+      accepted_then = accepted;
+    }
     if (now - waiting_since >= stuck_for_) {
       on_stuck_();
       return;

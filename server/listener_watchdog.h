@@ -32,16 +32,18 @@ namespace ledger {
 // Pure: exposed for tests.
 std::optional<int64_t> AcceptQueueLength(const std::string& table, int port);
 
-// Thread-safe: Start and the destructor from one controlling thread; `on_stuck` runs once, on
-// the watchdog's own thread.
+// Thread-safe: Start and the destructor from one controlling thread; `on_stuck` and `accepted`
+// run on the watchdog's own thread.
 class ListenerWatchdog {
  public:
   // Opens /proc/net/tcp and /proc/net/tcp6 (Unavailable when neither can be read) and checks the
   // socket listening on `port` every `interval`; calls `on_stuck` once when connections have
-  // waited unaccepted at every check for `stuck_for`.
-  static absl::StatusOr<std::unique_ptr<ListenerWatchdog>> Start(int port, absl::Duration interval,
-                                                                 absl::Duration stuck_for,
-                                                                 std::function<void()> on_stuck);
+  // waited unaccepted at every check for `stuck_for` while `accepted` (how many connections the
+  // listener has accepted so far; null when unknown) has not moved: a loop that accepts slowly,
+  // behind a flood, is not stuck.
+  static absl::StatusOr<std::unique_ptr<ListenerWatchdog>> Start(
+      int port, absl::Duration interval, absl::Duration stuck_for, std::function<void()> on_stuck,
+      std::function<int64_t()> accepted = nullptr);
 
   ~ListenerWatchdog();
 
@@ -50,7 +52,8 @@ class ListenerWatchdog {
 
  private:
   ListenerWatchdog(int port, absl::Duration interval, absl::Duration stuck_for,
-                   std::function<void()> on_stuck, int tcp_fd, int tcp6_fd);
+                   std::function<void()> on_stuck, std::function<int64_t()> accepted, int tcp_fd,
+                   int tcp6_fd);
 
   // The accept queue length of our listening socket now; nullopt when it cannot be read.
   std::optional<int64_t> ReadQueue() const;
@@ -60,6 +63,7 @@ class ListenerWatchdog {
   const absl::Duration interval_;
   const absl::Duration stuck_for_;
   const std::function<void()> on_stuck_;
+  const std::function<int64_t()> accepted_;
   const int tcp_fd_;
   const int tcp6_fd_;
   absl::Notification stop_;

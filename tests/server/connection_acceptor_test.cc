@@ -172,24 +172,49 @@ socklen_t LengthOf(const sockaddr_storage& address) {
   return address.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
+// Whether a socket can be bound to `address` with any port: this machine has that address.
+bool CanBind(sockaddr_storage address) {
+  if (address.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&address)->sin6_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in*>(&address)->sin_port = 0;
+  }
+  const int fd = socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool bound =
+      fd >= 0 && bind(fd, reinterpret_cast<const sockaddr*>(&address), LengthOf(address)) == 0;
+  if (fd >= 0) close(fd);
+  return bound;
+}
+
 TEST(ConnectionAcceptorTest, LocalhostListensOnEveryAddressItResolvesToWithOnePort) {
   absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor =
       ConnectionAcceptor::Listen("localhost:0", /*max_connections=*/8);
   ASSERT_TRUE(acceptor.ok()) << acceptor.status();
   const std::vector<sockaddr_storage> addresses = AddressesOf("localhost", (*acceptor)->port());
   ASSERT_FALSE(addresses.empty());
+  int reachable = 0;
   for (const sockaddr_storage& address : addresses) {
+    // An address this machine does not have (::1 in a container without IPv6) is skipped by
+    // Listen, as by gRPC.
+    if (!CanBind(address)) continue;
     // Not yet accepting: the kernel completes the connection into the listen queue.
     const int fd = ConnectSilently(reinterpret_cast<const sockaddr*>(&address), LengthOf(address));
     EXPECT_GE(fd, 0) << "family " << address.ss_family << ": " << std::strerror(errno);
     if (fd >= 0) close(fd);
+    ++reachable;
   }
+  EXPECT_GE(reachable, 1);
 }
 
-TEST(ConnectionAcceptorTest, AWildcardTakesIpv4AndIpv6ConnectionsOnOneSocketAsGrpcDoes) {
+class WildcardTest : public testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Spellings, WildcardTest,
+                         testing::Values("0.0.0.0:0", "[::]:0", "[::0]:0"));
+
+TEST_P(WildcardTest, TakesIpv4AndIpv6ConnectionsOnOneSocketAsGrpcDoes) {
   TestServer server([] {
     ServerOptions options = LoopbackOptions();
-    options.listen_address = "0.0.0.0:0";
+    options.listen_address = GetParam();
     return options;
   }());
   const int ipv4 = ConnectSilentlyToLoopback(server.server().port());
@@ -199,13 +224,10 @@ TEST(ConnectionAcceptorTest, AWildcardTakesIpv4AndIpv6ConnectionsOnOneSocketAsGr
   loopback6.sin6_family = AF_INET6;
   loopback6.sin6_port = htons(static_cast<uint16_t>(server.server().port()));
   loopback6.sin6_addr = in6addr_loopback;
-  // Whether this machine has ::1 (a container may not): a socket can be bound to it.
-  sockaddr_in6 any_port = loopback6;
-  any_port.sin6_port = 0;
-  const int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool has_ipv6 = probe >= 0 && bind(probe, reinterpret_cast<const sockaddr*>(&any_port),
-                                           sizeof(any_port)) == 0;
-  if (probe >= 0) close(probe);
+  // Whether this machine has ::1 (a container may not).
+  sockaddr_storage as_storage{};
+  std::memcpy(&as_storage, &loopback6, sizeof(loopback6));
+  const bool has_ipv6 = CanBind(as_storage);
   const int ipv6 =
       ConnectSilently(reinterpret_cast<const sockaddr*>(&loopback6), sizeof(loopback6));
   // Where this machine has IPv6, 0.0.0.0 is dual-stack, as with gRPC's own listener.

@@ -94,5 +94,26 @@ TEST(ListenerWatchdogTest, StaysSilentWhileEveryConnectionIsAccepted) {
   EXPECT_EQ(calls.load(), 0);
 }
 
+TEST(ListenerWatchdogTest, StaysSilentWhileConnectionsWaitButTheListenerKeepsAccepting) {
+  Listener listener;
+  ASSERT_GT(listener.port, 0);
+  const int client = listener.Connect();  // Waits in the queue for the whole test.
+  std::atomic<int64_t> accepted{0};
+  std::atomic<int> calls{0};
+  auto watchdog = ListenerWatchdog::Start(
+      listener.port, absl::Milliseconds(20), absl::Seconds(1), [&calls] { ++calls; },
+      [&accepted] { return accepted.load(); });
+  ASSERT_TRUE(watchdog.ok()) << watchdog.status();
+  for (int i = 0; i < 150; ++i) {  // 1.5 s, past the 1 s limit, of a loop accepting others.
+    accepted.fetch_add(1);
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(calls.load(), 0);
+  // Then it stops accepting: the same watchdog calls back.
+  for (int i = 0; i < 500 && calls.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(calls.load(), 1);
+  close(client);
+}
+
 }  // namespace
 }  // namespace ledger
