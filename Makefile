@@ -19,8 +19,8 @@ TIMED = bash $(CURDIR)/scripts/timed.sh
 
 .PHONY: all deps build build-bench run check test test-release test-tsan asan-configure \
 	asan-build test-asan test-thread-safety test-image bench bench-durability bench-overload \
-	bench-transfers bench-apply bench-replication soak simulate fuzz-build fuzz test-fuzz format tidy \
-	clean
+	bench-transfers bench-apply bench-log bench-replication soak simulate fuzz-build fuzz test-fuzz \
+	format tidy clean
 
 all: build
 
@@ -171,6 +171,14 @@ soak: build
 # own network namespace with 0.5 ms each way between them (bench/replication/). Not part of the
 # server's build: a CMake project of its own, with its own packages. About 5 minutes; as root.
 REPLICATION_BUILD ?= $(BUILD_DIR)/replication
+# The journal's candidates side by side (issue 31, item 4; docs/architecture.md "The journal as
+# a log"): a log file ledgerd writes itself, libraft with one voter, today's RocksDB journal.
+bench-log: build-bench
+	bash scripts/install-deps.sh --replication-spike
+	@cmake -S bench/replication -B $(REPLICATION_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(REPLICATION_BUILD) --target raft_spike
+	python3 bench/log_candidates.py --build $(RELEASE) --replication_build $(REPLICATION_BUILD)
+
 bench-replication:
 	bash scripts/install-deps.sh --replication-spike
 	@cmake -S bench/replication -B $(REPLICATION_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -23,6 +23,8 @@ build_packages=(
   libgtest-dev libgmock-dev
   # ledgerd's allocator (server/CMakeLists.txt); the image's runtime stage installs libjemalloc2.
   libjemalloc-dev
+  # crc32 for the log benchmark (bench/log_bench.cc); librocksdb-dev pulls it in as well.
+  zlib1g-dev
 )
 
 # What the rest of make test, the benchmarks and the developer targets add.

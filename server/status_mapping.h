@@ -31,7 +31,7 @@ struct CallFacts {
   // An operation of an Apply call: the number of operations of its shard's part.
   size_t part_size = 0;
   // A full mailbox's refusal: how long the client should wait (the RetryInfo it carries).
-  std::optional<std::chrono::milliseconds> retry_delay;
+  std::optional<std::chrono::milliseconds> retry_delay = std::nullopt;
 };
 
 // OK for kOk; otherwise the status code documented in ledger.proto, a message that names the
