@@ -299,7 +299,9 @@ void ConnectionAcceptor::Run() {
     // then look at the listeners without waiting.
     const bool starved = !TakeReserve();
     const bool backing_off = starved || absl::Now() < back_off_until_;
-    if (starved) CloseIdlestWhileStarved();
+    // The reserve cannot be taken back until a descriptor is free. Closing only when accept()
+    // fails would wait for the next client, and leave the storage and /metrics without any.
+    if (starved) CloseIdlestToFreeDescriptors();
     const absl::Duration wait = backing_off
                                     ? kOutOfDescriptorsRetry
                                     : std::max(absl::ZeroDuration(), next_prune - absl::Now());
@@ -324,14 +326,13 @@ void ConnectionAcceptor::Run() {
   }
 }
 
-void ConnectionAcceptor::CloseIdlestWhileStarved() {
-  // The reserve cannot be taken back until a descriptor is free. Closing only when accept()
-  // fails would wait for the next client, and leave the storage and /metrics without any.
+size_t ConnectionAcceptor::CloseIdlestToFreeDescriptors() {
   const absl::Time now = absl::Now();
-  if (now - last_out_of_descriptors_close_ < kOutOfDescriptorsCloseInterval) return;
+  if (now - last_out_of_descriptors_close_ < kOutOfDescriptorsCloseInterval) return 0;
   last_out_of_descriptors_close_ = now;
-  closed_out_of_descriptors_.fetch_add(static_cast<int64_t>(open_.CloseIdlest(close_batch_)),
-                                       std::memory_order_relaxed);
+  const size_t closed = open_.CloseIdlest(close_batch_);
+  closed_out_of_descriptors_.fetch_add(static_cast<int64_t>(closed), std::memory_order_relaxed);
+  return closed;
 }
 
 void ConnectionAcceptor::AcceptFrom(int listener) {
@@ -380,9 +381,9 @@ void ConnectionAcceptor::LogAcceptFailure(int error) {
 
 void ConnectionAcceptor::Admit(int listener, int fd) {
   SetUserTimeout(fd, tcp_user_timeout_);  // Inherited from the listener too; kept explicit.
-  if (open_.size() >= static_cast<size_t>(max_connections_) &&
-      open_.Prune() >= static_cast<size_t>(max_connections_)) {
-    closed_at_limit_.fetch_add(static_cast<int64_t>(open_.CloseIdlest(close_batch_)),
+  const auto max = static_cast<size_t>(max_connections_);
+  if (open_.size() >= max) {  // Some may be closed already: CloseIdlest counts them first.
+    closed_at_limit_.fetch_add(static_cast<int64_t>(open_.CloseIdlest(close_batch_, max)),
                                std::memory_order_relaxed);
   }
   open_.Add(fd);
@@ -396,13 +397,7 @@ void ConnectionAcceptor::Admit(int listener, int fd) {
 
 void ConnectionAcceptor::OnOutOfDescriptors(int listener, int error) {
   out_of_descriptors_.fetch_add(1, std::memory_order_relaxed);
-  const absl::Time now = absl::Now();
-  size_t closed = 0;
-  if (now - last_out_of_descriptors_close_ >= kOutOfDescriptorsCloseInterval) {
-    last_out_of_descriptors_close_ = now;
-    closed = open_.CloseIdlest(close_batch_);
-    closed_out_of_descriptors_.fetch_add(static_cast<int64_t>(closed), std::memory_order_relaxed);
-  }
+  const size_t closed = CloseIdlestToFreeDescriptors();
   bool used_reserve = false;
   if (reserve_fd_ >= 0) {
     close(reserve_fd_);

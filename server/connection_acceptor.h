@@ -98,9 +98,9 @@ class ConnectionAcceptor {
   void Admit(int listener, int fd);
   // accept() failed for want of a descriptor.
   void OnOutOfDescriptors(int listener, int error);
-  // The reserve is spent and no descriptor is free: closes the idlest, a batch per
-  // kOutOfDescriptorsCloseInterval, whether or not a client waits.
-  void CloseIdlestWhileStarved();
+  // Out of descriptors: closes the idlest, one batch per kOutOfDescriptorsCloseInterval at most
+  // (gRPC needs a moment to close the last batch); how many it closed.
+  size_t CloseIdlestToFreeDescriptors();
   // At most a line a second.
   static void LogAcceptFailure(int error);
   // Opens the reserve descriptor again; false while none is free.

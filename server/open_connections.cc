@@ -90,9 +90,11 @@ size_t OpenConnections::Close(const std::vector<int>& fds) {
   return closed;
 }
 
-size_t OpenConnections::CloseIdlest(size_t count) {
+size_t OpenConnections::CloseIdlest(size_t count, size_t open_at_least) {
   if (count == 0) return 0;
-  return Close(ChooseIdlest(ActivityOfOpen(), count));
+  std::vector<ConnectionActivity> activity = ActivityOfOpen();
+  if (activity.size() < open_at_least) return 0;
+  return Close(ChooseIdlest(std::move(activity), count));
 }
 
 size_t OpenConnections::CloseSilent() {

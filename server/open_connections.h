@@ -52,9 +52,10 @@ class OpenConnections {
   size_t Prune();
   // Connections recorded, including those closed since the last Prune.
   size_t size() const { return inodes_.size(); }
-  // Ends the `count` idlest connections still open (see ChooseIdlest) and forgets them; returns
-  // how many it ended.
-  size_t CloseIdlest(size_t count);
+  // Forgets the connections gRPC has closed; then, when at least `open_at_least` are still open,
+  // ends the `count` idlest (see ChooseIdlest) and forgets them. Returns how many it ended. One
+  // pass over the connections.
+  size_t CloseIdlest(size_t count, size_t open_at_least = 0);
   // Ends every connection still open whose client has never sent a byte (it has no call on it)
   // and forgets it; returns how many it ended.
   size_t CloseSilent();

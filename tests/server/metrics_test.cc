@@ -33,6 +33,14 @@ ServerOptions WithMetrics(ServerOptions options = LoopbackOptions()) {
   return options;
 }
 
+// WithMetrics, durable (sync) in `scratch`'s directory.
+ServerOptions DurableWithMetrics(const testing_util::ScratchLedger& scratch) {
+  ServerOptions options = WithMetrics();
+  options.storage.durability = storage::Durability::kSync;
+  options.storage.data_dir = scratch.path();
+  return options;
+}
+
 std::string Scrape(TestServer& server) {
   auto response = HttpGet(server.server().metrics_port(), "/metrics");
   EXPECT_TRUE(response.has_value());
@@ -82,10 +90,7 @@ TEST(MetricsTest, EveryFamilyIsServedWithHelpAndType) {
 TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
   constexpr int kDeposits = 12;
   testing_util::ScratchLedger scratch;
-  ServerOptions options = WithMetrics();
-  options.storage.durability = storage::Durability::kSync;
-  options.storage.data_dir = scratch.path();
-  TestServer server(options);
+  TestServer server(DurableWithMetrics(scratch));
   auto stub = server.NewStub();
   // One call at a time: each is a batch of one, written on its own.
   for (int i = 0; i < kDeposits; ++i) ASSERT_TRUE(Deposit(*stub, "alice", 1).status.ok());
@@ -113,10 +118,7 @@ TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
 // been flushed, so no table file holds anything and the block cache is within its capacity.
 TEST(MetricsTest, ADurableServerReportsRocksDbMemoryByKindWithinItsBounds) {
   testing_util::ScratchLedger scratch;
-  ServerOptions options = WithMetrics();
-  options.storage.durability = storage::Durability::kSync;
-  options.storage.data_dir = scratch.path();
-  TestServer server(options);
+  TestServer server(DurableWithMetrics(scratch));
   auto stub = server.NewStub();
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Deposit(*stub, "alice", 1).status.ok());
   const std::string body = Scrape(server);
