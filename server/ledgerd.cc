@@ -99,8 +99,9 @@ ABSL_FLAG(int64_t, overdraft_limit, 0,
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGINT/SIGTERM, how long to wait for calls in flight before cancelling them");
 ABSL_FLAG(std::string, data_dir, "./data",
-          "directory of the ledger: a RocksDB database that holds the accounts, their journal "
-          "and the idempotency records. `ledgerd init` creates it; the server only opens an "
+          "directory of the ledger: its log (ledger_log/, the truth: one entry per group commit) "
+          "and a RocksDB database derived from it that holds the accounts, their journal and the "
+          "idempotency records. `ledgerd init` creates it; the server only opens an "
           "existing ledger and refuses a missing or empty directory (so a lost or unmounted "
           "volume never becomes an empty ledger) and anything it cannot read as its own");
 ABSL_FLAG(std::string, durability, "sync",
@@ -109,6 +110,10 @@ ABSL_FLAG(std::string, durability, "sync",
           "a crash of ledgerd, may lose the last moments of writes on a power loss or kernel "
           "crash); none = memory only, nothing on disk (every balance is lost on exit; no "
           "History, no request_id deduplication)");
+ABSL_FLAG(int64_t, log_segment_mib, ledger::storage::kDefaultLogSegmentBytes >> 20,
+          "size of each log segment file in MiB (1 to 1024), preallocated when it is made: the "
+          "log takes about two of them on disk (the one written and, until the next checkpoint, "
+          "the one before)");
 ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
           "how long a request_id's outcome is remembered: a retry within it is answered with the "
           "recorded result instead of being applied again");
@@ -323,6 +328,12 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
         absl::StrCat("--idempotency_ttl must be greater than 0; got ",
                      absl::FormatDuration(options.storage.idempotency_ttl)));
   }
+  const int64_t segment_mib = absl::GetFlag(FLAGS_log_segment_mib);
+  if (segment_mib < 1 || segment_mib > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_segment_mib must be 1 to 1024; got ", segment_mib));
+  }
+  options.storage.log_segment_bytes = segment_mib << 20;
   options.storage.created_by = absl::StrCat("ledgerd ", LEDGER_VERSION);
   options.require_request_id = absl::GetFlag(FLAGS_require_request_id);
   const std::optional<ledger::FairShareBy> fair_share_by =
@@ -421,6 +432,31 @@ int InitLedger(const ledger::storage::StoreOptions& storage) {
   }
   std::cout << "ledgerd: created a new, empty ledger " << *ledger_id << " in " << storage.data_dir
             << "\n";
+  return EXIT_SUCCESS;
+}
+
+// `ledgerd upgrade`: brings a data directory of an older format to this one; exit 0, or 1 with
+// the reason.
+int UpgradeLedger(const ledger::storage::StoreOptions& storage) {
+  if (storage.durability == ledger::storage::Durability::kNone) {
+    std::cerr << "ledgerd: upgrade works on a ledger on disk; --durability=none keeps none\n";
+    return EXIT_FAILURE;
+  }
+  absl::StatusOr<ledger::storage::UpgradeReport> report =
+      ledger::storage::RocksDbStore::Upgrade(storage);
+  if (!report.ok()) {
+    std::cerr << "ledgerd: upgrade: " << report.status().message() << "\n";
+    return EXIT_FAILURE;
+  }
+  if (report->from_version == ledger::storage::kFormatVersion) {
+    std::cout << "ledgerd: ledger " << report->ledger_id << " in " << storage.data_dir
+              << " is already of data format version " << ledger::storage::kFormatVersion
+              << "; nothing to do\n";
+  } else {
+    std::cout << "ledgerd: upgraded ledger " << report->ledger_id << " in " << storage.data_dir
+              << " from data format version " << report->from_version << " to "
+              << ledger::storage::kFormatVersion << "\n";
+  }
   return EXIT_SUCCESS;
 }
 // How often the listener watchdog looks at the accept queue, and how long connections may wait
@@ -564,6 +600,10 @@ int main(int argc, char** argv) {
       "Usage:\n"
       "  ledgerd init --data_dir=DIR   create a new, empty ledger in DIR (missing or empty) and "
       "exit\n"
+      "  ledgerd upgrade --data_dir=DIR\n"
+      "                                bring DIR, written by an older ledgerd, to this version's "
+      "data\n"
+      "                                format (offline; crash-safe: run it again if cut short)\n"
       "  ledgerd [--listen=HOST:PORT] [--data_dir=DIR] [--durability=sync|async|none] ...\n"
       "                                serve the ledger in DIR (made by `ledgerd init`)\n"
       "\n"
@@ -577,12 +617,17 @@ int main(int argc, char** argv) {
   // keep the detection; the server does without it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const bool init = !positional.empty() && positional[0] == "init";
-  if (positional.size() > (init ? 1 : 0)) {
-    const std::string& stray = positional[init ? 1 : 0];
-    const std::optional<std::string> close = ledger::cli::DidYouMean(stray, {std::string("init")});
+  const bool upgrade = !positional.empty() && positional[0] == "upgrade";
+  const bool command = init || upgrade;
+  if (positional.size() > (command ? 1 : 0)) {
+    const std::string& stray = positional[command ? 1 : 0];
+    const std::optional<std::string> close =
+        ledger::cli::DidYouMean(stray, {std::string("init"), std::string("upgrade")});
     ledger::cli::ExitUsage(
-        program, absl::StrCat("unexpected argument \"", stray, "\"; the only command is `init`",
-                              close.has_value() && !init ? " (did you mean init?)" : ""));
+        program,
+        absl::StrCat(
+            "unexpected argument \"", stray, "\"; the commands are `init` and `upgrade`",
+            close.has_value() && !command ? absl::StrCat(" (did you mean ", *close, "?)") : ""));
   }
 
   absl::StatusOr<ledger::ServerOptions> options = OptionsFromFlags();
@@ -593,6 +638,7 @@ int main(int argc, char** argv) {
   }
   ledger::LimitLibraryLogs(/*quiet=*/!absl::GetFlag(FLAGS_verbose));
   if (init) return InitLedger(options->storage);
+  if (upgrade) return UpgradeLedger(options->storage);
   const std::string ports_file = absl::GetFlag(FLAGS_ports_file);
   if (!ports_file.empty()) {
     if (absl::Status status = CheckCanWritePortsFile(ports_file); !status.ok()) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -25,6 +26,7 @@
 #include "rocksdb/write_batch.h"
 #include "storage/account_journal_check.h"
 #include "storage/ledger_records.pb.h"
+#include "storage/log_entry.h"
 #include "storage/record_codec.h"
 
 namespace ledger::storage {
@@ -32,12 +34,37 @@ namespace {
 
 constexpr absl::string_view kMagic = "ledgerd";
 constexpr absl::string_view kFormatKey = "format";
-// Column families, in the order of Handles::families.
-constexpr std::array<absl::string_view, 4> kFamilyNames = {"default", "accounts", "journal",
-                                                           "requests"};
+// The log position the database has applied: 8 bytes, big-endian. Written with every applied
+// batch, in the same RocksDB write, so that the tables never disagree with it.
+constexpr absl::string_view kAppliedKey = "log_applied";
+// Column families, in the order of Handles::families, numbered as LogFamily numbers them.
+constexpr std::array<absl::string_view, kLogFamilies> kFamilyNames = {"default", "accounts",
+                                                                      "journal", "requests"};
 enum Family { kDefault = 0, kAccounts = 1, kJournal = 2, kRequests = 3 };
-// How often a closed store tries to reopen; in between, writes fail at once.
+static_assert(static_cast<int>(LogFamily::kRequests) == kRequests);
+// How often a closed store tries to reopen (and a poisoned log to be repaired); in between,
+// writes fail at once.
 constexpr absl::Duration kReopenInterval = absl::Milliseconds(200);
+// How long a read waits for the applier to reach the writes acknowledged before it.
+constexpr absl::Duration kApplyWait = absl::Seconds(5);
+// Log entries waiting for the applier, in bytes, beyond which a group write waits for it: the
+// bound on what the applier may lag (and hold in memory).
+constexpr int64_t kMaxUnappliedBytes = int64_t{64} << 20;
+// A replay writes to RocksDB in batches of about this many bytes.
+constexpr size_t kReplayBatchBytes = size_t{16} << 20;
+
+std::string EncodePosition(uint64_t position) {
+  std::string bytes(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    bytes[static_cast<size_t>(i)] = static_cast<char>(position & 0xff);
+    position >>= 8;
+  }
+  return bytes;
+}
+
+std::string LogDirectory(const std::string& data_dir) {
+  return absl::StrCat(data_dir, "/", kLogDirectory);
+}
 
 // Debian's Abseil has its own string_view, not std::string_view, so slices convert by hand.
 absl::string_view View(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
@@ -203,6 +230,13 @@ absl::StatusOr<std::string> RocksDbStore::Init(const StoreOptions& options) {
   if (absl::Status prepared = PrepareDirectoryForInit(options.data_dir); !prepared.ok()) {
     return prepared;
   }
+  // The log first: the format marker, written last, is what makes the directory a ledger.
+  if (absl::Status made =
+          LocalLog::Create(LogDirectory(options.data_dir), 1, options.log_segment_bytes);
+      !made.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot initialise data directory ", options.data_dir, ": ", made.message()));
+  }
   absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/true);
   if (!handles.ok()) return handles.status();
   return (*handles)->ledger_id;
@@ -220,12 +254,70 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   if (!guard.ok()) return guard.status();
   absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/false);
   if (!handles.ok()) return handles.status();
-  return std::unique_ptr<RocksDbStore>(
-      new RocksDbStore(options, std::move(hooks), *std::move(guard), *std::move(handles)));
+  LocalLogOptions log_options{.dir = LogDirectory(options.data_dir),
+                              .segment_bytes = options.log_segment_bytes,
+                              .sync = options.durability == Durability::kSync,
+                              .fault = hooks.log_fault};
+  LogRecovery recovery;
+  absl::StatusOr<std::unique_ptr<LocalLog>> log = LocalLog::Open(log_options, &recovery);
+  if (!log.ok()) {
+    return absl::FailedPreconditionError(Refusal(options.data_dir, log.status().message()));
+  }
+  if (recovery.torn_bytes > 0) {
+    std::cerr << "ledgerd: the log ended in an entry cut short by a crash (never acknowledged), "
+              << recovery.torn_at << "; it was dropped and the " << recovery.entries
+              << " entries before it are kept\n";
+  }
+  absl::StatusOr<uint64_t> applied = Replay(**handles, **log);
+  if (!applied.ok()) {
+    return absl::FailedPreconditionError(Refusal(options.data_dir, applied.status().message()));
+  }
+  auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore(
+      options, std::move(hooks), *std::move(guard), *std::move(handles), *std::move(log)));
+  store->appended_.store(*applied, std::memory_order_release);
+  {
+    absl::MutexLock lock(&store->apply_mu_);
+    store->applied_ = *applied;
+  }
+  store->applier_ = std::thread([raw = store.get()] { raw->RunApplier(); });
+  return store;
+}
+
+absl::StatusOr<UpgradeReport> RocksDbStore::Upgrade(const StoreOptions& options) {
+  if (absl::Status usable = CheckDirectoryForOpen(options.data_dir); !usable.ok()) return usable;
+  uint32_t version = 0;
+  absl::StatusOr<std::unique_ptr<Handles>> handles =
+      OpenHandles(options, /*create=*/false, &version);
+  if (!handles.ok()) return handles.status();
+  UpgradeReport report{.from_version = version, .ledger_id = (*handles)->ledger_id};
+  if (version == kFormatVersion) return report;
+  // Version 1 kept everything in RocksDB, behind its own WAL (replayed by the open above):
+  // flushed to its tables, it is the state at log position 0 of an empty log.
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  rocksdb::Status flushed = (*handles)->db->Flush(flush, (*handles)->families);
+  if (!flushed.ok()) return FromRocks(flushed, "flushing the database before the upgrade");
+  if (!(*handles)->db->SyncWAL().ok()) {
+    return absl::UnavailableError("syncing RocksDB's log before the upgrade failed");
+  }
+  // A log left by an upgrade that was cut short is made again: nothing was ever appended to it.
+  const std::string log_dir = LogDirectory(options.data_dir);
+  std::error_code error;
+  std::filesystem::remove_all(log_dir, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("removing ", log_dir, ": ", error.message()));
+  }
+  if (absl::Status made = LocalLog::Create(log_dir, 1, options.log_segment_bytes); !made.ok()) {
+    return made;
+  }
+  if (absl::Status marked = WriteFormatMarker(**handles, options, report.ledger_id); !marked.ok()) {
+    return marked;
+  }
+  return report;
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles(
-    const StoreOptions& options, bool create) {
+    const StoreOptions& options, bool create, uint32_t* format_version) {
   const std::string& dir = options.data_dir;
   if (options.durability == Durability::kNone) {
     return absl::InvalidArgumentError("durability none keeps no store");
@@ -304,27 +396,37 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
     }
     return handles;
   }
-  if (absl::Status checked = ReadFormatMarker(*handles, dir); !checked.ok()) return checked;
+  if (absl::Status checked = ReadFormatMarker(*handles, dir, format_version); !checked.ok()) {
+    return checked;
+  }
   return handles;
 }
 
-absl::Status RocksDbStore::WriteFormatMarker(Handles& handles, const StoreOptions& options) {
+absl::Status RocksDbStore::WriteFormatMarker(Handles& handles, const StoreOptions& options,
+                                             const std::string& ledger_id) {
   v1::FormatMarker marker;
   marker.set_magic(std::string(kMagic));
   marker.set_format_version(kFormatVersion);
   marker.set_created_by(options.created_by);
   marker.set_created_unix_micros(absl::ToUnixMicros(absl::Now()));
-  marker.set_ledger_id(NewLedgerId());
+  marker.set_ledger_id(ledger_id.empty() ? NewLedgerId() : ledger_id);
+  rocksdb::WriteBatch write;
+  rocksdb::Status put =
+      write.Put(handles.families[kDefault], ToSlice(kFormatKey), marker.SerializeAsString());
+  if (put.ok()) {
+    put = write.Put(handles.families[kDefault], ToSlice(kAppliedKey), EncodePosition(0));
+  }
+  // Through RocksDB's own WAL, synced: the one write that does not come from the log.
   rocksdb::WriteOptions sync;
   sync.sync = true;
-  rocksdb::Status put = handles.db->Put(sync, handles.families[kDefault], ToSlice(kFormatKey),
-                                        marker.SerializeAsString());
+  if (put.ok()) put = handles.db->Write(sync, &write);
   if (!put.ok()) return FromRocks(put, "writing the format marker");
   handles.ledger_id = marker.ledger_id();
   return absl::OkStatus();
 }
 
-absl::Status RocksDbStore::ReadFormatMarker(Handles& handles, const std::string& dir) {
+absl::Status RocksDbStore::ReadFormatMarker(Handles& handles, const std::string& dir,
+                                            uint32_t* format_version) {
   std::string marker_bytes;
   rocksdb::Status marker_read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kDefault],
                                                 ToSlice(kFormatKey), &marker_bytes);
@@ -344,58 +446,187 @@ absl::Status RocksDbStore::ReadFormatMarker(Handles& handles, const std::string&
   if (!marker.ParseFromString(marker_bytes) || marker.magic() != kMagic) {
     return absl::FailedPreconditionError(Refusal(dir, "its format marker is not ledgerd's"));
   }
-  if (marker.format_version() != kFormatVersion) {
+  const bool upgradable = marker.format_version() >= kOldestUpgradableFormatVersion &&
+                          marker.format_version() < kFormatVersion;
+  if (upgradable && format_version == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data directory ", dir, " has data format version ", marker.format_version(),
+                     " (written by ", marker.created_by(), "); this ledgerd serves version ",
+                     kFormatVersion, ". Upgrade it once with `ledgerd upgrade --data_dir=", dir,
+                     "` (offline, crash-safe; nothing else changes), then start ledgerd again"));
+  }
+  if (!upgradable && marker.format_version() != kFormatVersion) {
     return absl::FailedPreconditionError(Refusal(
         dir,
         absl::StrCat("it has data format version ", marker.format_version(), " (written by ",
                      marker.created_by(), "); this ledgerd reads only version ", kFormatVersion)));
   }
   handles.ledger_id = marker.ledger_id();
+  if (format_version != nullptr) *format_version = marker.format_version();
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RocksDbStore::ReadAppliedPosition(Handles& handles) {
+  std::string bytes;
+  rocksdb::Status read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kDefault],
+                                         ToSlice(kAppliedKey), &bytes);
+  if (!read.ok() || bytes.size() != 8) {
+    return absl::DataLossError(absl::StrCat("the applied log position cannot be read (",
+                                            read.ok() ? "malformed" : read.ToString(), ")"));
+  }
+  uint64_t position = 0;
+  for (char byte : bytes) position = (position << 8) | static_cast<unsigned char>(byte);
+  return position;
+}
+
+absl::Status RocksDbStore::AddChanges(Handles& handles, absl::string_view payload,
+                                      rocksdb::WriteBatch& write) {
+  rocksdb::Status added;
+  absl::Status read = ForEachLogChange(payload, [&](const LogChange& change) {
+    if (!added.ok()) return;
+    rocksdb::ColumnFamilyHandle* family = handles.families[static_cast<int>(change.family)];
+    added = change.value.has_value()
+                ? write.Put(family, ToSlice(change.key), ToSlice(*change.value))
+                : write.Delete(family, ToSlice(change.key));
+  });
+  if (!read.ok()) return read;
+  return FromRocks(added, "preparing a write");
+}
+
+absl::StatusOr<uint64_t> RocksDbStore::Replay(Handles& handles, const LocalLog& log) {
+  absl::StatusOr<uint64_t> applied = ReadAppliedPosition(handles);
+  if (!applied.ok()) return applied.status();
+  if (*applied > log.last_position()) {
+    return absl::DataLossError(absl::StrCat("the database has applied the log up to position ",
+                                            *applied, " but the log ends at ", log.last_position(),
+                                            ": entries are missing"));
+  }
+  if (*applied + 1 < log.first_position()) {
+    return absl::DataLossError(absl::StrCat("the database has applied the log up to position ",
+                                            *applied, " but the log starts at ",
+                                            log.first_position(), ": entries are missing"));
+  }
+  rocksdb::WriteOptions no_wal;
+  no_wal.disableWAL = true;
+  rocksdb::WriteBatch write;
+  uint64_t last = *applied;
+  const auto flush = [&]() -> absl::Status {
+    if (write.Count() == 0) return absl::OkStatus();
+    rocksdb::Status put =
+        write.Put(handles.families[kDefault], ToSlice(kAppliedKey), EncodePosition(last));
+    if (put.ok()) put = handles.db->Write(no_wal, &write);
+    write.Clear();
+    return FromRocks(put, "replaying the log");
+  };
+  absl::Status replayed =
+      log.ReadFrom(*applied + 1, [&](uint64_t position, absl::string_view payload) {
+        if (absl::Status added = AddChanges(handles, payload, write); !added.ok()) {
+          return absl::DataLossError(
+              absl::StrCat("the log entry at position ", position, ": ", added.message()));
+        }
+        last = position;
+        if (write.GetDataSize() >= kReplayBatchBytes) return flush();
+        return absl::OkStatus();
+      });
+  if (replayed.ok()) replayed = flush();
+  if (!replayed.ok()) return replayed;
+  return last;
 }
 
 RocksDbStore::RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
                            std::unique_ptr<DataDirectoryGuard> guard,
-                           std::unique_ptr<Handles> handles)
+                           std::unique_ptr<Handles> handles, std::unique_ptr<LocalLog> log)
     : options_(options),
       hooks_(std::move(hooks)),
       guard_(std::move(guard)),
       ledger_id_(handles->ledger_id),
-      handles_(std::move(handles)) {}
+      handles_(std::move(handles)),
+      log_(std::move(log)) {}
 
-RocksDbStore::~RocksDbStore() = default;
+RocksDbStore::~RocksDbStore() {
+  {
+    absl::MutexLock lock(&apply_mu_);
+    applier_stopping_ = true;
+  }
+  if (applier_.joinable()) applier_.join();
+  if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
+    std::cerr << "ledgerd: no checkpoint at the stop (" << checkpointed.message()
+              << "); the next start replays the log\n";
+  }
+}
+
+uint64_t RocksDbStore::applied_position() const {
+  absl::MutexLock lock(&apply_mu_);
+  return applied_;
+}
+
+absl::Status RocksDbStore::Checkpoint() {
+  uint64_t applied = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (handles_ == nullptr) return ClosedError();
+    applied = applied_position();
+    rocksdb::FlushOptions flush;
+    flush.wait = true;
+    // Every family at once (atomic_flush): the tables then hold the state at `applied`, which
+    // the applied position written with it says.
+    rocksdb::Status flushed = handles_->db->Flush(flush, handles_->families);
+    if (!flushed.ok()) return FromRocks(flushed, "checkpointing");
+  }
+  absl::StatusOr<int> dropped = log_->DropBefore(applied + 1);
+  if (!dropped.ok()) return dropped.status();
+  return absl::OkStatus();
+}
 
 absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batches) {
   if (hooks_.write_fault) {
     if (absl::Status fault = hooks_.write_fault(); !fault.ok()) return fault;
   }
-  // Before RocksDB: a deleted directory still takes writes into its unlinked files, which no
+  // Before the log: a deleted directory still takes writes into its unlinked files, which no
   // restart would ever read.
   if (absl::Status in_place = guard_->Check(); !in_place.ok()) return in_place;
-  uint64_t generation = 0;
-  absl::Status failed;
-  {
+  if (closed_.load(std::memory_order_acquire)) {
     absl::ReaderMutexLock lock(&mu_);
-    if (handles_ != nullptr) {
-      failed = WriteWith(*handles_, batches);
-      if (failed.ok()) return failed;
-      generation = generation_;
+    if (handles_ == nullptr) return ClosedError();
+  }
+  absl::MutexLock write_lock(&write_mu_);
+  if (absl::Status poison = log_->poisoned(); !poison.ok()) {
+    // The last append failed: its entry is on disk in no known form. Writes resume only once the
+    // entry is zeroed and synced, so that what the shards rolled back is what the disk holds.
+    const absl::Time now = absl::Now();
+    if (now - last_repair_attempt_ < kReopenInterval) return poison;
+    last_repair_attempt_ = now;
+    if (absl::Status repaired = log_->Repair(); !repaired.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat(poison.message(), "; repairing it failed: ", repaired.message()));
+    }
+    std::cerr << "ledgerd: the log was repaired after a failed write; writes resume\n";
+  }
+  std::string payload = EncodeGroup(batches);
+  {
+    // The applier's lag is bounded: past kMaxUnappliedBytes the group waits for it.
+    absl::MutexLock lock(&apply_mu_);
+    const auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+      return unapplied_bytes_ < kMaxUnappliedBytes || applier_stopping_;
+    };
+    if (!apply_mu_.AwaitWithTimeout(absl::Condition(&room), kApplyWait)) {
+      return absl::UnavailableError(
+          "the store is behind the log by more than 64 MiB; writes wait for it");
     }
   }
-  absl::MutexLock lock(&mu_);
-  if (!failed.ok()) {
-    // A database whose write failed is never written to again: RocksDB 7.8 cannot reliably
-    // resume its log after, say, a full disk. Close it now; a later write reopens it, and the
-    // reopening recovers exactly what reached the log.
-    if (generation == generation_ && handles_ != nullptr) CloseAfterFailureLocked(failed);
-    return failed;
-  }
-  if (handles_ == nullptr) {
-    if (absl::Status reopened = ReopenLocked(); !reopened.ok()) return reopened;
-  }
-  failed = WriteWith(*handles_, batches);
-  if (!failed.ok()) CloseAfterFailureLocked(failed);
-  return failed;
+  absl::StatusOr<uint64_t> position = log_->Append(payload);
+  if (!position.ok()) return position.status();
+  absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
+    if (UnappliedRecords::Keeps(change.family)) {
+      unapplied_.Add(*position, change.family, change.key, change.value);
+    }
+  });
+  listed.IgnoreError();  // Just encoded: it parses.
+  appended_.store(*position, std::memory_order_release);
+  absl::MutexLock lock(&apply_mu_);
+  unapplied_bytes_ += static_cast<int64_t>(payload.size());
+  unapplied_entries_.push_back(Unapplied{.position = *position, .payload = std::move(payload)});
+  return absl::OkStatus();
 }
 
 void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
@@ -406,58 +637,147 @@ void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
   last_reopen_attempt_ = absl::Now();
 }
 
-absl::Status RocksDbStore::WriteWith(Handles& handles,
-                                     absl::Span<const BatchWrite* const> batches) {
-  // One WriteBatch for the whole group: one log record, one sync, all or nothing.
-  rocksdb::WriteBatch write;
-  rocksdb::Status added;
+std::string RocksDbStore::EncodeGroup(absl::Span<const BatchWrite* const> batches) {
+  LogEntryBuilder entry;
   for (const BatchWrite* batch : batches) {
     for (const AccountWrite& account : batch->accounts) {
-      added = write.Put(handles.families[kAccounts], AccountKey(account.account_id),
-                        EncodeAccount(account.state));
-      if (!added.ok()) return FromRocks(added, "preparing a write");
+      entry.Put(LogFamily::kAccounts, AccountKey(account.account_id), EncodeAccount(account.state));
     }
-    for (const JournalEntry& entry : batch->journal) {
-      added = write.Put(handles.families[kJournal], JournalKey(entry.account_id, entry.sequence),
-                        EncodeJournal(entry));
-      if (!added.ok()) return FromRocks(added, "preparing a write");
+    for (const JournalEntry& journal : batch->journal) {
+      entry.Put(LogFamily::kJournal, JournalKey(journal.account_id, journal.sequence),
+                EncodeJournal(journal));
     }
     for (const RequestWrite& request : batch->requests) {
-      added =
-          write.Put(handles.families[kRequests], RequestKey(request.account_id, request.request_id),
-                    EncodeRequest(request.record));
-      if (!added.ok()) return FromRocks(added, "preparing a write");
+      entry.Put(LogFamily::kRequests, RequestKey(request.account_id, request.request_id),
+                EncodeRequest(request.record));
     }
     for (const TransferWrite& transfer : batch->transfers) {
       // A pending record lives under its source (what recovery resumes), a final one under its
-      // id, which replaces the pending one in the same write: one key per step.
+      // id, which replaces the pending one in the same entry: one key per step.
       const std::string pending_key =
           PendingTransferKey(transfer.transfer_id, transfer.record.from);
       if (transfer.record.state == TransferState::kPending) {
-        added = write.Put(handles.families[kDefault], pending_key, EncodeTransfer(transfer.record));
+        entry.Put(LogFamily::kDefault, pending_key, EncodeTransfer(transfer.record));
       } else {
-        added = write.Put(handles.families[kDefault], TransferKey(transfer.transfer_id),
-                          EncodeTransfer(transfer.record));
-        if (added.ok() && transfer.ends_pending) {
-          added = write.Delete(handles.families[kDefault], pending_key);
-        }
+        entry.Put(LogFamily::kDefault, TransferKey(transfer.transfer_id),
+                  EncodeTransfer(transfer.record));
+        if (transfer.ends_pending) entry.Delete(LogFamily::kDefault, pending_key);
       }
-      if (!added.ok()) return FromRocks(added, "preparing a write");
     }
     for (const CreditWrite& credit : batch->credits) {
-      added = write.Put(handles.families[kDefault], CreditKey(credit.transfer_id),
-                        EncodeCredit(credit.receipt));
-      if (!added.ok()) return FromRocks(added, "preparing a write");
+      entry.Put(LogFamily::kDefault, CreditKey(credit.transfer_id), EncodeCredit(credit.receipt));
     }
   }
-  rocksdb::WriteOptions write_options;
-  write_options.sync = options_.durability == Durability::kSync;
+  return entry.Take();
+}
+
+void RocksDbStore::RunApplier() {
   // RocksDB's default per-thread perf level counts every key comparison of the memtable insert
   // in a thread-local, which through the shared library is a __tls_get_addr call each: 11-16% of
   // a group write of 64-256 deposits (docs/journal-tuning.md). Nothing reads those counts. The
-  // level is per thread, and this is the journal thread.
+  // level is per thread, and this is the thread that writes.
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
-  return FromRocks(handles.db->Write(write_options, &write), "writing to RocksDB");
+  std::vector<Unapplied> entries;
+  while (true) {
+    uint64_t applied = 0;
+    {
+      absl::MutexLock lock(&apply_mu_);
+      const auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+        return !unapplied_entries_.empty() || applier_stopping_;
+      };
+      apply_mu_.Await(absl::Condition(&work));
+      if (unapplied_entries_.empty()) return;  // Stopping, and everything is applied.
+      // Everything queued, in one RocksDB write: the applier catches up in large batches.
+      entries.clear();
+      while (!unapplied_entries_.empty()) {
+        entries.push_back(std::move(unapplied_entries_.front()));
+        unapplied_entries_.pop_front();
+      }
+      applied = applied_;
+    }
+    if (hooks_.before_apply) hooks_.before_apply();
+    absl::Status status = ApplyEntries(entries, applied);
+    while (!status.ok()) {
+      // The database refused the write (a failed flush behind it: a full disk, an I/O error).
+      // Its memtables are lost with it: close it, and reopen it from its tables and the log.
+      {
+        absl::MutexLock lock(&mu_);
+        if (handles_ != nullptr) CloseAfterFailureLocked(status);
+      }
+      absl::SleepFor(kReopenInterval);
+      absl::MutexLock lock(&mu_);
+      status = ReopenLocked();
+      {
+        absl::MutexLock stopping(&apply_mu_);
+        if (!status.ok() && applier_stopping_) {
+          unapplied_bytes_ = 0;
+          return;  // Stopping: the log keeps what was not applied, for the next start.
+        }
+      }
+    }
+    int64_t bytes = 0;
+    for (const Unapplied& entry : entries) bytes += static_cast<int64_t>(entry.payload.size());
+    {
+      absl::MutexLock lock(&apply_mu_);
+      applied_ = std::max(applied_, entries.back().position);
+      unapplied_bytes_ -= bytes;
+    }
+    ForgetApplied(entries);
+    // Once the log has a segment behind the one being written, a checkpoint lets it go.
+    if (log_->SegmentPaths().size() > 1) {
+      if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
+        std::cerr << "ledgerd: checkpoint failed (" << checkpointed.message()
+                  << "); the log keeps its segments until one succeeds\n";
+      }
+    }
+  }
+}
+
+absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, uint64_t after) {
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
+  rocksdb::WriteBatch write;
+  uint64_t last = after;
+  for (const Unapplied& entry : entries) {
+    if (entry.position <= after) continue;  // Replayed when the database was reopened.
+    if (absl::Status added = AddChanges(*handles_, entry.payload, write); !added.ok()) {
+      return added;
+    }
+    last = entry.position;
+  }
+  if (last == after) return absl::OkStatus();
+  rocksdb::Status put =
+      write.Put(handles_->families[kDefault], ToSlice(kAppliedKey), EncodePosition(last));
+  if (!put.ok()) return FromRocks(put, "preparing a write");
+  // No WAL: the log is the write-ahead log. A crash loses the memtables, and the next start
+  // replays the log from the position the tables hold.
+  rocksdb::WriteOptions no_wal;
+  no_wal.disableWAL = true;
+  return FromRocks(handles_->db->Write(no_wal, &write), "applying the log to RocksDB");
+}
+
+void RocksDbStore::ForgetApplied(const std::vector<Unapplied>& entries) {
+  for (const Unapplied& entry : entries) {
+    ForEachLogChange(entry.payload, [&](const LogChange& change) {
+      if (UnappliedRecords::Keeps(change.family)) {
+        unapplied_.Forget(entry.position, change.family, change.key);
+      }
+    }).IgnoreError();
+  }
+}
+
+absl::Status RocksDbStore::AwaitApplied() {
+  const uint64_t needed = appended_.load(std::memory_order_acquire);
+  absl::MutexLock lock(&apply_mu_);
+  const auto reached = [this, needed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
+    return applied_ >= needed || closed_.load(std::memory_order_acquire);
+  };
+  if (!apply_mu_.AwaitWithTimeout(absl::Condition(&reached), kApplyWait)) {
+    return absl::UnavailableError(absl::StrCat("the store has not caught up with the log (applied ",
+                                               applied_, " of ", needed, ") within ",
+                                               absl::FormatDuration(kApplyWait)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RocksDbStore::ReopenLocked() {
@@ -475,6 +795,15 @@ absl::Status RocksDbStore::ReopenLocked() {
     reopen_failure_ = reopened.status();
     return ClosedError();
   }
+  absl::StatusOr<uint64_t> replayed = Replay(**reopened, *log_);
+  if (!replayed.ok()) {
+    reopen_failure_ = replayed.status();
+    return ClosedError();
+  }
+  {
+    absl::MutexLock lock(&apply_mu_);
+    applied_ = *replayed;
+  }
   handles_ = *std::move(reopened);
   closed_.store(false, std::memory_order_release);
   ++generation_;
@@ -484,10 +813,12 @@ absl::Status RocksDbStore::ReopenLocked() {
   return absl::OkStatus();
 }
 
-absl::Status RocksDbStore::ReadWith(const std::function<absl::Status(Handles& handles)>& read) {
-  if (closed_.load(std::memory_order_acquire)) {
-    absl::MutexLock lock(&mu_);
-    if (handles_ == nullptr) ReopenLocked().IgnoreError();
+absl::Status RocksDbStore::ReadWith(const std::function<absl::Status(Handles& handles)>& read,
+                                    bool await_applied) {
+  // Read-your-writes: whatever was acknowledged before this read is applied before it reads.
+  // A database reopened after a failure has replayed the whole log before anyone reads it.
+  if (await_applied) {
+    if (absl::Status caught_up = AwaitApplied(); !caught_up.ok()) return caught_up;
   }
   absl::ReaderMutexLock lock(&mu_);
   if (handles_ == nullptr) return ClosedError();
@@ -499,7 +830,8 @@ absl::Status RocksDbStore::ClosedError() const {
       "storage is closed since a write failed (", failure_.message(), ")",
       reopen_failure_.ok() ? ""
                            : absl::StrCat("; reopening it failed: ", reopen_failure_.message()),
-      "; it is reopened on a later write"));
+      "; it is reopened and the log replayed into it every ",
+      absl::FormatDuration(kReopenInterval)));
 }
 
 absl::StatusOr<std::optional<RequestRecord>> RocksDbStore::FindRequest(
@@ -523,20 +855,36 @@ absl::StatusOr<MemoryLookup> RocksDbStore::LookUpRequest(absl::string_view accou
                                                          absl::string_view request_id,
                                                          const rocksdb::ReadOptions& read_options) {
   MemoryLookup found;
-  absl::Status status = ReadWith([&](Handles& handles) {
-    std::string value;
-    rocksdb::Status read = handles.db->Get(read_options, handles.families[kRequests],
-                                           RequestKey(account_id, request_id), &value);
-    // kBlockCacheTier: the answer is in a block that is not cached.
-    if (read.IsIncomplete()) return absl::OkStatus();
+  const std::string key = RequestKey(account_id, request_id);
+  // A record the applier has not reached is answered from memory; any other is in RocksDB (or
+  // nowhere), so a lookup that must not wait need not wait for the applier either.
+  if (std::optional<std::optional<std::string>> unapplied =
+          unapplied_.Find(LogFamily::kRequests, key);
+      unapplied.has_value()) {
     found.answered = true;
-    if (read.IsNotFound()) return absl::OkStatus();
-    if (!read.ok()) return FromRocks(read, "reading an idempotency record");
-    absl::StatusOr<RequestRecord> record = DecodeRequest(value);
+    if (!unapplied->has_value()) return found;
+    absl::StatusOr<RequestRecord> record = DecodeRequest(**unapplied);
     if (!record.ok()) return record.status();
     found.record = *std::move(record);
-    return absl::OkStatus();
-  });
+    return found;
+  }
+  const bool memory_only = read_options.read_tier == rocksdb::kBlockCacheTier;
+  absl::Status status = ReadWith(
+      [&](Handles& handles) {
+        std::string value;
+        rocksdb::Status read =
+            handles.db->Get(read_options, handles.families[kRequests], key, &value);
+        // kBlockCacheTier: the answer is in a block that is not cached.
+        if (read.IsIncomplete()) return absl::OkStatus();
+        found.answered = true;
+        if (read.IsNotFound()) return absl::OkStatus();
+        if (!read.ok()) return FromRocks(read, "reading an idempotency record");
+        absl::StatusOr<RequestRecord> record = DecodeRequest(value);
+        if (!record.ok()) return record.status();
+        found.record = *std::move(record);
+        return absl::OkStatus();
+      },
+      /*await_applied=*/!memory_only);
   if (!status.ok()) return status;
   return found;
 }
@@ -631,21 +979,29 @@ absl::StatusOr<RocksDbStore::DefaultRead> RocksDbStore::GetDefault(const std::st
                                                                    bool memory_only) {
   DefaultRead found;
   // A closed store reopens on its next read: that is disk work, for a thread that may block.
+  if (std::optional<std::optional<std::string>> unapplied =
+          unapplied_.Find(LogFamily::kDefault, key);
+      unapplied.has_value()) {
+    return DefaultRead{.answered = true, .value = *std::move(unapplied)};
+  }
   if (memory_only && closed_.load(std::memory_order_acquire)) return DefaultRead{.answered = false};
-  absl::Status status = ReadWith([&](Handles& handles) {
-    rocksdb::ReadOptions read_options;
-    if (memory_only) read_options.read_tier = rocksdb::kBlockCacheTier;
-    std::string value;
-    rocksdb::Status read = handles.db->Get(read_options, handles.families[kDefault], key, &value);
-    if (read.IsNotFound()) return absl::OkStatus();
-    if (read.IsIncomplete()) {  // kBlockCacheTier: in a block that is not cached.
-      found.answered = false;
-      return absl::OkStatus();
-    }
-    if (!read.ok()) return FromRocks(read, what);
-    found.value = std::move(value);
-    return absl::OkStatus();
-  });
+  absl::Status status = ReadWith(
+      [&](Handles& handles) {
+        rocksdb::ReadOptions read_options;
+        if (memory_only) read_options.read_tier = rocksdb::kBlockCacheTier;
+        std::string value;
+        rocksdb::Status read =
+            handles.db->Get(read_options, handles.families[kDefault], key, &value);
+        if (read.IsNotFound()) return absl::OkStatus();
+        if (read.IsIncomplete()) {  // kBlockCacheTier: in a block that is not cached.
+          found.answered = false;
+          return absl::OkStatus();
+        }
+        if (!read.ok()) return FromRocks(read, what);
+        found.value = std::move(value);
+        return absl::OkStatus();
+      },
+      /*await_applied=*/!memory_only);
   if (!status.ok()) return status;
   return found;
 }

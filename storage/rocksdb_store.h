@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -20,11 +22,14 @@
 #include "absl/time/time.h"
 #include "shard/ledger_store.h"
 #include "storage/data_directory.h"
+#include "storage/local_log.h"
+#include "storage/unapplied_records.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
 struct ReadOptions;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace ledger::storage {
@@ -42,7 +47,14 @@ absl::string_view DurabilityName(Durability durability);
 absl::StatusOr<Durability> ParseDurability(absl::string_view name);
 
 // The data directory's format; a directory written with another version is refused.
-inline constexpr uint32_t kFormatVersion = 1;
+//  1: RocksDB alone, with its own write-ahead log.
+//  2: the journal's log (LocalLog, in kLogDirectory) is the truth; RocksDB holds the state derived
+//     from it, written without its own WAL, and the log position it has applied.
+// `ledgerd upgrade` turns version 1 into 2.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestUpgradableFormatVersion = 1;
+// The log's directory, inside the data directory.
+inline constexpr absl::string_view kLogDirectory = "ledger_log";
 
 // What RocksDB may hold in memory, whatever the data on disk: the memtables of every column family
 // together (the write buffer manager flushes them beyond it), and one LRU block cache that holds
@@ -71,12 +83,25 @@ struct StoreOptions {
   std::function<absl::Time()> clock;
   // Recorded in a new directory's format marker.
   std::string created_by = "ledgerd";
+  // The size of a new log segment (preallocated).
+  int64_t log_segment_bytes = kDefaultLogSegmentBytes;
+};
+
+// What `ledgerd upgrade` did.
+struct UpgradeReport {
+  uint32_t from_version = 0;  // kFormatVersion when the directory needed nothing.
+  std::string ledger_id;
 };
 
 // Where tests reach inside the store: kept out of StoreOptions. Empty in production.
 struct StoreTestHooks {
   // Called before every Write; a non-OK status fails that write without touching RocksDB.
   std::function<absl::Status()> write_fault;
+  // Passed to the log (LocalLogOptions::fault): fails its writes, syncs or new segments.
+  std::function<absl::Status(absl::string_view step)> log_fault;
+  // Called on the applier thread before it applies what is queued: a test holds the applier
+  // back with it to see reads wait for it (or answer without it).
+  std::function<void()> before_apply;
 };
 
 // One page of an account's journal.
@@ -104,7 +129,23 @@ class RocksDbStore final : public LedgerStore {
   static absl::StatusOr<std::unique_ptr<RocksDbStore>> Open(const StoreOptions& options,
                                                             StoreTestHooks hooks);
 
+  // Upgrades a data directory of an older format (kOldestUpgradableFormatVersion or later) to
+  // kFormatVersion: `ledgerd upgrade`. Crash-safe: the format marker is the last thing written,
+  // so a directory whose upgrade was cut short is still of its old version and the command can
+  // run again. The directory must not be in use.
+  static absl::StatusOr<UpgradeReport> Upgrade(const StoreOptions& options);
+
+  // Applies what is queued, checkpoints (every entry applied is flushed to RocksDB's tables and
+  // the log segments behind it are deleted, so that the next start replays nothing) and closes.
   ~RocksDbStore() override;
+
+  // The newest position in the log, and the newest applied to RocksDB (for tests and metrics).
+  uint64_t log_position() const { return appended_.load(std::memory_order_acquire); }
+  uint64_t applied_position() const ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // Writes everything applied to RocksDB's tables and deletes the log segments behind it.
+  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  // The log's segment files now (for tests and backups).
+  std::vector<std::string> LogSegments() const { return log_->SegmentPaths(); }
 
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) override;
@@ -166,22 +207,53 @@ class RocksDbStore final : public LedgerStore {
 
  private:
   struct Handles;
+  // A durable log entry waiting for the applier.
+  struct Unapplied {
+    uint64_t position = 0;
+    std::string payload;
+  };
   RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
-               std::unique_ptr<DataDirectoryGuard> guard, std::unique_ptr<Handles> handles);
+               std::unique_ptr<DataDirectoryGuard> guard, std::unique_ptr<Handles> handles,
+               std::unique_ptr<LocalLog> log);
 
   // Opens the database; with `create`, makes a new one in a directory already checked to be
-  // empty, and writes its format marker.
+  // empty, and writes its format marker. `format_version` receives the directory's version;
+  // without it, only kFormatVersion is accepted.
   static absl::StatusOr<std::unique_ptr<Handles>> OpenHandles(const StoreOptions& options,
-                                                              bool create);
-  // A new ledger's format marker, with a new ledger id, written and synced.
-  static absl::Status WriteFormatMarker(Handles& handles, const StoreOptions& options);
-  // Refuses a database whose format marker is missing or not this version's.
-  static absl::Status ReadFormatMarker(Handles& handles, const std::string& dir);
-  // The one way every read reaches the database: reopens it first when a failed write closed
-  // it, then runs `read` under the shared lock. Unavailable while it stays closed.
-  absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read)
+                                                              bool create,
+                                                              uint32_t* format_version = nullptr);
+  // A format marker of this version, for a new ledger (a new ledger id) or `ledger_id`, written
+  // and synced together with an applied log position of 0.
+  static absl::Status WriteFormatMarker(Handles& handles, const StoreOptions& options,
+                                        const std::string& ledger_id = "");
+  // Refuses a database whose format marker is missing or not of a version it reads: this
+  // version's, or also older ones when `format_version` receives the version.
+  static absl::Status ReadFormatMarker(Handles& handles, const std::string& dir,
+                                       uint32_t* format_version);
+  // The log position the database has applied.
+  static absl::StatusOr<uint64_t> ReadAppliedPosition(Handles& handles);
+  // Applies the log's entries after the database's applied position; returns the last applied.
+  static absl::StatusOr<uint64_t> Replay(Handles& handles, const LocalLog& log);
+  // Adds `payload`'s changes to `write`.
+  static absl::Status AddChanges(Handles& handles, absl::string_view payload,
+                                 rocksdb::WriteBatch& write);
+  // The log entry of a group.
+  std::string EncodeGroup(absl::Span<const BatchWrite* const> batches);
+  // The applier thread: writes durable entries to RocksDB in large batches, without its WAL.
+  void RunApplier();
+  // Writes `entries` (those after the applied position) to RocksDB.
+  absl::Status ApplyEntries(const std::vector<Unapplied>& entries, uint64_t after)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status WriteWith(Handles& handles, absl::Span<const BatchWrite* const> batches);
+  // After `entries` are applied: their records leave UnappliedRecords.
+  void ForgetApplied(const std::vector<Unapplied>& entries);
+  // Waits until the applier has reached every entry acknowledged before the call, so that a
+  // read sees every acknowledged write; Unavailable when it cannot within kApplyWait.
+  absl::Status AwaitApplied() ABSL_LOCKS_EXCLUDED(apply_mu_);
+  // The one way every read reaches the database: with `await_applied`, waits for the applier to
+  // reach every write acknowledged before (AwaitApplied), then runs `read` under the shared lock.
+  // Unavailable while the database is closed after a failed write (the applier reopens it).
+  absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read,
+                        bool await_applied = true) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads the value of `key` in the default column family: `value` nullopt when absent;
   // `answered` false only when `memory_only` and the answer may be on disk.
   struct DefaultRead {
@@ -199,7 +271,8 @@ class RocksDbStore final : public LedgerStore {
                                              const rocksdb::ReadOptions& read_options);
   // Closes the database after `failure`; a later use reopens it.
   void CloseAfterFailureLocked(const absl::Status& failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tries to reopen the closed database, at most once per kReopenInterval.
+  // Tries to reopen the closed database and replay the log into it, at most once per
+  // kReopenInterval.
   absl::Status ReopenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ClosedError() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -218,6 +291,23 @@ class RocksDbStore final : public LedgerStore {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Status reopen_failure_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
+
+  // The log, and the records of its entries the applier has not reached.
+  const std::unique_ptr<LocalLog> log_;
+  UnappliedRecords unapplied_;
+  // Serialises WriteGroup: the log's positions are the order entries reach the applier.
+  absl::Mutex write_mu_;
+  absl::Time last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);
+  // The newest position appended to the log (acknowledged once WriteGroup returns).
+  std::atomic<uint64_t> appended_{0};
+
+  mutable absl::Mutex apply_mu_;
+  std::deque<Unapplied> unapplied_entries_ ABSL_GUARDED_BY(apply_mu_);
+  int64_t unapplied_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  // The newest position whose changes are in the open database.
+  uint64_t applied_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  bool applier_stopping_ ABSL_GUARDED_BY(apply_mu_) = false;
+  std::thread applier_;
 };
 
 }  // namespace ledger::storage

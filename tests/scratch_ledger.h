@@ -12,10 +12,13 @@
 
 namespace ledger::testing_util {
 
-// Creates a new, empty ledger in `dir` (missing or empty); a failure fails the calling test.
-inline void InitLedger(const std::string& dir) {
+// Creates a new, empty ledger in `dir` (missing or empty); a failure fails the calling test. Its
+// first log segment is `log_segment_bytes` (small: tests make hundreds of ledgers, some on tiny
+// filesystems).
+inline void InitLedger(const std::string& dir, int64_t log_segment_bytes = int64_t{1} << 20) {
   storage::StoreOptions options;
   options.data_dir = dir;
+  options.log_segment_bytes = log_segment_bytes;
   absl::StatusOr<std::string> ledger_id = storage::RocksDbStore::Init(options);
   EXPECT_TRUE(ledger_id.ok()) << ledger_id.status();
 }

@@ -14,7 +14,9 @@ namespace ledger::testing_util {
 
 // Runs `ledgerd init --data_dir=DIR`; a failed init fails the test that called it.
 inline void InitLedgerDir(const std::string& dir) {
-  Subprocess init({testing_util::LedgerdPath(), "init", "--data_dir=" + dir});
+  // A 1 MiB first log segment: tests make many ledgers, some on tiny filesystems.
+  Subprocess init(
+      {testing_util::LedgerdPath(), "init", "--data_dir=" + dir, "--log_segment_mib=1"});
   const std::optional<int> exit_code = init.WaitForExit();
   EXPECT_EQ(exit_code, 0) << init.output();
 }

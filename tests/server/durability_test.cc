@@ -346,10 +346,15 @@ class FullFilesystemTest : public testing::Test {
 
 TEST_F(FullFilesystemTest, NoCallIsAcknowledgedThatIsNotOnDiskAndWritesResumeWhenSpaceReturns) {
   const std::string data_dir = mount_point_ + "/data";
-  testing_util::InitLedger(data_dir);
+  // 16 KiB log segments: a segment is preallocated, so appends go on into it on a full disk, and
+  // the first one that needs a new segment is refused.
+  constexpr int64_t kSegmentBytes = 16 << 10;
+  testing_util::InitLedger(data_dir, kSegmentBytes);
+  ServerOptions options = DurableOptions(data_dir);
+  options.storage.log_segment_bytes = kSegmentBytes;
   int64_t acknowledged = 0;
   {
-    TestServer server(DurableOptions(data_dir));
+    TestServer server(options);
     auto stub = server.NewStub();
     ASSERT_TRUE(Deposit(*stub, "dave", 1000).status.ok());
     acknowledged += 1000;
@@ -369,8 +374,8 @@ TEST_F(FullFilesystemTest, NoCallIsAcknowledgedThatIsNotOnDiskAndWritesResumeWhe
     EXPECT_EQ(failures, 5) << "the full filesystem never failed a write";
     EXPECT_GE(StorageErrors(server), 5);
     EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);  // Reads are still served.
-    // The failed write closed the database: History reads through the same guarded way as
-    // every other read (it used to dereference the closed handle and crash the server).
+    // History is served while writes are refused (it once dereferenced a closed database
+    // handle and crashed the server).
     const testing_util::HistoryResult history = History(*stub, "dave", 1000);
     const testing_util::HistoryResult unknown = History(*stub, "nobody", 10);
     if (history.status.ok()) {
@@ -397,7 +402,7 @@ TEST_F(FullFilesystemTest, NoCallIsAcknowledgedThatIsNotOnDiskAndWritesResumeWhe
         std::chrono::milliseconds(50)));
     EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);
   }
-  TestServer restarted(DurableOptions(data_dir));
+  TestServer restarted(options);
   auto stub = restarted.NewStub();
   EXPECT_EQ(Balance(*stub, "dave").balance, acknowledged);
 }

@@ -229,8 +229,10 @@ TEST(RocksDbStoreTest, RefusesAnotherFormatVersion) {
       RocksDbStore::Open(OptionsFor(scratch.path()));
   ASSERT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(),
-              HasSubstr("it has data format version 2 (written by ledgerd 9.0.0); this ledgerd "
-                        "reads only version 1"));
+              HasSubstr(absl::StrCat("it has data format version ", kFormatVersion + 1,
+                                     " (written by ledgerd 9.0.0); this ledgerd reads only "
+                                     "version ",
+                                     kFormatVersion)));
 }
 
 TEST(RocksDbStoreTest, RefusesACorruptDirectory) {

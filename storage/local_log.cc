@@ -1,0 +1,527 @@
+#include "storage/local_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "storage/data_directory.h"
+
+namespace ledger::storage {
+namespace {
+
+constexpr char kSegmentMagic[8] = {'L', 'D', 'G', 'R', 'L', 'O', 'G', '1'};
+constexpr int64_t kSegmentHeaderBytes = 32;
+constexpr int64_t kEntryHeaderBytes = 16;
+constexpr absl::string_view kSegmentSuffix = ".seg";
+constexpr absl::string_view kUnfinishedSuffix = ".seg.tmp";
+// A bad entry is corruption, not a torn tail, when an entry this far ahead of it is still valid.
+constexpr uint64_t kPlausiblePositionsAhead = uint64_t{1} << 40;
+
+int64_t Padded(int64_t bytes) { return (bytes + 7) & ~int64_t{7}; }
+
+void PutU32(char* out, uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+void PutU64(char* out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+uint32_t GetU32(const char* in) {
+  uint32_t value = 0;
+  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(in[i]);
+  return value;
+}
+uint64_t GetU64(const char* in) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(in[i]);
+  return value;
+}
+
+// The checksum of an entry: its length and position bytes, then its payload.
+uint32_t EntryCrc(const char* length_bytes, const char* position_bytes, absl::string_view payload) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(length_bytes), 4);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(position_bytes), 8);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(payload.data()), payload.size());
+  return static_cast<uint32_t>(crc);
+}
+
+std::string SegmentHeader(uint64_t first_position) {
+  std::string header(kSegmentHeaderBytes, '\0');
+  std::memcpy(header.data(), kSegmentMagic, 8);
+  PutU64(header.data() + 8, first_position);
+  PutU32(header.data() + 16, 1);  // Version of the segment format.
+  PutU32(header.data() + 20,
+         static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(header.data()), 20)));
+  return header;
+}
+
+absl::Status ErrnoStatus(int error_number, absl::string_view what, absl::string_view path) {
+  std::string message = absl::StrCat(what, " ", path, ": ", DescribeErrno(error_number));
+  if (error_number == ENOSPC || error_number == EIO || error_number == EDQUOT ||
+      error_number == EROFS) {
+    return absl::UnavailableError(message);
+  }
+  return absl::UnavailableError(message);
+}
+
+absl::Status WriteAll(int fd, const char* data, int64_t size, int64_t offset,
+                      absl::string_view path) {
+  while (size > 0) {
+    const ssize_t written = pwrite(fd, data, static_cast<size_t>(size), offset);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "writing", path);
+    }
+    if (written == 0) return ErrnoStatus(ENOSPC, "writing", path);
+    data += written;
+    size -= written;
+    offset += written;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteZeros(int fd, int64_t offset, int64_t size, absl::string_view path) {
+  static const std::string* const kZeros = new std::string(1 << 20, '\0');
+  while (size > 0) {
+    const int64_t chunk = std::min<int64_t>(size, static_cast<int64_t>(kZeros->size()));
+    if (absl::Status written = WriteAll(fd, kZeros->data(), chunk, offset, path); !written.ok()) {
+      return written;
+    }
+    offset += chunk;
+    size -= chunk;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "opening", dir);
+  const int synced = fsync(fd);
+  const int error_number = errno;
+  close(fd);
+  if (synced != 0) return ErrnoStatus(error_number, "syncing", dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "opening", path);
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    const int error_number = errno;
+    close(fd);
+    return ErrnoStatus(error_number, "reading", path);
+  }
+  std::string contents(static_cast<size_t>(info.st_size), '\0');
+  int64_t done = 0;
+  while (done < info.st_size) {
+    const ssize_t got =
+        pread(fd, contents.data() + done, static_cast<size_t>(info.st_size - done), done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int error_number = got < 0 ? errno : EIO;
+      close(fd);
+      return ErrnoStatus(error_number, "reading", path);
+    }
+    done += got;
+  }
+  close(fd);
+  return contents;
+}
+
+// An entry as read at an offset of a segment.
+struct ParsedEntry {
+  enum Kind { kValid, kZero, kBad } kind = kBad;
+  uint64_t position = 0;
+  absl::string_view payload;
+  int64_t bytes = 0;  // Header, payload and padding.
+};
+
+ParsedEntry ParseEntryAt(absl::string_view segment, int64_t offset) {
+  ParsedEntry entry;
+  const int64_t size = static_cast<int64_t>(segment.size());
+  if (offset + kEntryHeaderBytes > size) {
+    entry.kind = ParsedEntry::kZero;  // No room for another entry: the segment ends here.
+    return entry;
+  }
+  const char* header = segment.data() + offset;
+  if (std::all_of(header, header + kEntryHeaderBytes, [](char c) { return c == 0; })) {
+    entry.kind = ParsedEntry::kZero;
+    return entry;
+  }
+  const int64_t length = GetU32(header);
+  entry.position = GetU64(header + 8);
+  if (length > size - offset - kEntryHeaderBytes) return entry;
+  entry.payload =
+      segment.substr(static_cast<size_t>(offset + kEntryHeaderBytes), static_cast<size_t>(length));
+  if (EntryCrc(header, header + 8, entry.payload) != GetU32(header + 4)) return entry;
+  entry.kind = ParsedEntry::kValid;
+  entry.bytes = Padded(kEntryHeaderBytes + length);
+  return entry;
+}
+
+// Whether a valid entry later than `after` starts anywhere from `offset` on (entries start at
+// multiples of 8): what tells corruption from a torn tail, which nothing valid follows.
+bool ValidEntryFollows(absl::string_view segment, int64_t offset, uint64_t after) {
+  for (int64_t at = Padded(offset); at + kEntryHeaderBytes <= static_cast<int64_t>(segment.size());
+       at += 8) {
+    const uint64_t position = GetU64(segment.data() + at + 8);
+    if (position <= after || position - after > kPlausiblePositionsAhead) continue;
+    if (ParseEntryAt(segment, at).kind == ParsedEntry::kValid) return true;
+  }
+  return false;
+}
+
+bool AllZero(absl::string_view bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; });
+}
+
+std::optional<uint64_t> SegmentFirstPosition(absl::string_view file_name) {
+  if (file_name.size() != 20 + kSegmentSuffix.size() || file_name.substr(20) != kSegmentSuffix) {
+    return std::nullopt;
+  }
+  uint64_t first = 0;
+  if (!absl::SimpleAtoi(file_name.substr(0, 20), &first)) return std::nullopt;
+  return first;
+}
+
+}  // namespace
+
+std::string LogSegmentName(uint64_t first_position) {
+  return absl::StrFormat("%020u%s", first_position, kSegmentSuffix);
+}
+
+absl::Status LocalLog::Create(const std::string& dir, uint64_t next_position,
+                              int64_t segment_bytes) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return ErrnoStatus(error.value(), "creating", dir);
+  LocalLogOptions options;
+  options.dir = dir;
+  options.segment_bytes = segment_bytes;
+  LocalLog log(options, {}, -1, 0, next_position, next_position - 1);
+  absl::MutexLock lock(&log.mu_);
+  return log.Roll(next_position, 0);
+}
+
+absl::StatusOr<std::unique_ptr<LocalLog>> LocalLog::Open(const LocalLogOptions& options,
+                                                         LogRecovery* recovery) {
+  LogRecovery found;
+  std::vector<Segment> segments;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(options.dir, error)) {
+    const std::string name = file.path().filename().string();
+    if (absl::EndsWith(name, kUnfinishedSuffix)) {
+      // A segment whose making was cut short by a crash: nothing was ever appended to it.
+      std::filesystem::remove(file.path(), error);
+      continue;
+    }
+    std::optional<uint64_t> first = SegmentFirstPosition(name);
+    if (!first.has_value()) continue;
+    segments.push_back(Segment{.first_position = *first, .path = file.path().string()});
+  }
+  if (error) return ErrnoStatus(error.value(), "listing the log in", options.dir);
+  if (segments.empty()) {
+    return absl::DataLossError(absl::StrCat("the log in ", options.dir,
+                                            " has no segment file: it was deleted or never made"));
+  }
+  std::sort(segments.begin(), segments.end(),
+            [](const Segment& a, const Segment& b) { return a.first_position < b.first_position; });
+
+  uint64_t expected = segments.front().first_position;
+  int64_t write_offset = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    Segment& segment = segments[i];
+    const bool last = i + 1 == segments.size();
+    absl::StatusOr<std::string> contents = ReadWholeFile(segment.path);
+    if (!contents.ok()) return contents.status();
+    segment.size = static_cast<int64_t>(contents->size());
+    const auto corrupt = [&](int64_t offset, absl::string_view what) {
+      return absl::DataLossError(absl::StrCat(
+          "the log is corrupt: ", what, " in ", segment.path, " at offset ", offset,
+          " (entry position ", expected,
+          "); entries after it are intact, so this is damage, not a write cut short. Restore the "
+          "data directory from a backup (docs/operations.md, \"Backup and restore\")"));
+    };
+    if (segment.size < kSegmentHeaderBytes ||
+        contents->substr(0, kSegmentHeaderBytes) != SegmentHeader(segment.first_position)) {
+      return absl::DataLossError(absl::StrCat("the log is corrupt: the header of ", segment.path,
+                                              " is not a ledgerd log segment's for its name"));
+    }
+    if (segment.first_position != expected) {
+      return absl::DataLossError(absl::StrCat(
+          "the log is corrupt: ", segment.path, " starts at position ", segment.first_position,
+          " but the segment before it ends at ", expected - 1, " (a segment is missing)"));
+    }
+    int64_t offset = kSegmentHeaderBytes;
+    while (true) {
+      const ParsedEntry entry = ParseEntryAt(*contents, offset);
+      if (entry.kind == ParsedEntry::kValid && entry.position == expected) {
+        ++expected;
+        ++found.entries;
+        offset += entry.bytes;
+        continue;
+      }
+      // The end of this segment's entries: zeros, a torn tail, or damage.
+      if (offset + kEntryHeaderBytes > segment.size) break;  // Full to the last byte.
+      if (entry.kind == ParsedEntry::kValid) return corrupt(offset, "an entry out of order");
+      const bool zero = entry.kind == ParsedEntry::kZero;
+      const bool valid_after = ValidEntryFollows(*contents, offset + 8, expected - 1);
+      if (!last) {
+        if (zero && !valid_after) break;  // Closed early: the next entry did not fit.
+        return corrupt(offset,
+                       zero ? "a zeroed entry" : "an entry whose checksum or length is wrong");
+      }
+      if (valid_after) {
+        return corrupt(offset,
+                       zero ? "a zeroed entry" : "an entry whose checksum or length is wrong");
+      }
+      // The last segment's end. Whatever is not zero after it is an entry cut short by a crash
+      // (never acknowledged): zero it, so that the next append starts on a clean tail.
+      const absl::string_view rest = absl::string_view(*contents).substr(offset);
+      if (!AllZero(rest)) {
+        found.torn_bytes = static_cast<int64_t>(rest.size());
+        found.torn_at = absl::StrCat(segment.path, " at offset ", offset);
+        const int fd = open(segment.path.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return ErrnoStatus(errno, "opening", segment.path);
+        absl::Status zeroed = WriteZeros(fd, offset, segment.size - offset, segment.path);
+        if (zeroed.ok() && fdatasync(fd) != 0) zeroed = ErrnoStatus(errno, "syncing", segment.path);
+        close(fd);
+        if (!zeroed.ok()) return zeroed;
+      }
+      break;
+    }
+    if (last) write_offset = offset;
+  }
+  const int fd = open(segments.back().path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "opening", segments.back().path);
+  found.first_position = segments.front().first_position;
+  found.last_position = expected - 1;
+  if (recovery != nullptr) *recovery = found;
+  const uint64_t first = segments.front().first_position;
+  return std::unique_ptr<LocalLog>(
+      new LocalLog(options, std::move(segments), fd, write_offset, first, expected - 1));
+}
+
+LocalLog::LocalLog(LocalLogOptions options, std::vector<Segment> segments, int active_fd,
+                   int64_t write_offset, uint64_t first_position, uint64_t last_position)
+    : options_(std::move(options)),
+      segments_(std::move(segments)),
+      active_fd_(active_fd),
+      write_offset_(write_offset),
+      first_position_(first_position),
+      last_position_(last_position) {}
+
+LocalLog::~LocalLog() {
+  if (active_fd_ >= 0) close(active_fd_);
+}
+
+absl::Status LocalLog::Fault(absl::string_view step) const {
+  if (!options_.fault) return absl::OkStatus();
+  return options_.fault(step);
+}
+
+absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
+  const int64_t size =
+      std::max<int64_t>(options_.segment_bytes, Padded(kSegmentHeaderBytes + min_bytes));
+  const std::string path = absl::StrCat(options_.dir, "/", LogSegmentName(first));
+  const std::string unfinished =
+      absl::StrCat(options_.dir, "/", absl::StrFormat("%020u", first), kUnfinishedSuffix);
+  // Made under a temporary name and renamed once zero-filled and synced, so that recovery never
+  // finds a segment whose making was cut short.
+  const int fd = open(unfinished.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, "creating", unfinished);
+  const std::string header = SegmentHeader(first);
+  absl::Status made = Fault("segment");
+  if (made.ok()) made = WriteAll(fd, header.data(), kSegmentHeaderBytes, 0, unfinished);
+  // Zeros written, not a hole: fdatasync after an append then writes data blocks only.
+  if (made.ok()) made = WriteZeros(fd, kSegmentHeaderBytes, size - kSegmentHeaderBytes, unfinished);
+  if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", unfinished);
+  if (made.ok() && rename(unfinished.c_str(), path.c_str()) != 0) {
+    made = ErrnoStatus(errno, "naming", path);
+  }
+  if (made.ok()) made = SyncDirectory(options_.dir);
+  if (!made.ok()) {
+    close(fd);
+    unlink(unfinished.c_str());
+    return made;
+  }
+  if (active_fd_ >= 0) close(active_fd_);
+  active_fd_ = fd;
+  write_offset_ = kSegmentHeaderBytes;
+  segments_.push_back(Segment{.first_position = first, .path = path, .size = size});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
+  if (payload.size() > UINT32_MAX) {
+    return absl::InvalidArgumentError("a log entry must be smaller than 4 GiB");
+  }
+  absl::MutexLock lock(&mu_);
+  if (!poison_.ok()) return poison_;
+  const uint64_t position = last_position_ + 1;
+  const int64_t bytes = Padded(kEntryHeaderBytes + static_cast<int64_t>(payload.size()));
+  if (write_offset_ + bytes > segments_.back().size) {
+    // Nothing is written when the new segment cannot be made (a full disk): not poisoned.
+    if (absl::Status rolled = Roll(position, bytes); !rolled.ok()) return rolled;
+  }
+  char header[kEntryHeaderBytes];
+  PutU32(header, static_cast<uint32_t>(payload.size()));
+  PutU64(header + 8, position);
+  PutU32(header + 4, EntryCrc(header, header + 8, payload));
+  static const char kPadding[8] = {};
+  iovec parts[3] = {
+      {header, kEntryHeaderBytes},
+      {const_cast<char*>(payload.data()), payload.size()},
+      {const_cast<char*>(kPadding),
+       static_cast<size_t>(bytes - kEntryHeaderBytes - static_cast<int64_t>(payload.size()))}};
+  const std::string& path = segments_.back().path;
+  absl::Status written = Fault("write");
+  if (written.ok()) {
+    ssize_t wrote = 0;
+    do {
+      wrote = pwritev(active_fd_, parts, 3, write_offset_);
+    } while (wrote < 0 && errno == EINTR);
+    if (wrote < 0) {
+      written = ErrnoStatus(errno, "appending to", path);
+    } else if (wrote != bytes) {
+      // Short: the rest is written by the same rule as a whole entry.
+      std::string whole(header, kEntryHeaderBytes);
+      whole.append(payload.data(), payload.size());
+      whole.resize(static_cast<size_t>(bytes), '\0');
+      written =
+          WriteAll(active_fd_, whole.data() + wrote, bytes - wrote, write_offset_ + wrote, path);
+    }
+  }
+  if (written.ok() && options_.sync) {
+    written = Fault("sync");
+    if (written.ok() && fdatasync(active_fd_) != 0) written = ErrnoStatus(errno, "syncing", path);
+  }
+  if (!written.ok()) {
+    poison_ = absl::UnavailableError(absl::StrCat(
+        "the log could not be written (", written.message(),
+        "); the entry may or may not be on disk, so writes stop until it is repaired"));
+    poisoned_offset_ = write_offset_;
+    poisoned_bytes_ = bytes;
+    return poison_;
+  }
+  write_offset_ += bytes;
+  last_position_ = position;
+  return position;
+}
+
+absl::Status LocalLog::Repair() {
+  absl::MutexLock lock(&mu_);
+  if (poison_.ok()) return absl::OkStatus();
+  const std::string& path = segments_.back().path;
+  absl::Status zeroed = Fault("write");
+  if (zeroed.ok()) zeroed = WriteZeros(active_fd_, poisoned_offset_, poisoned_bytes_, path);
+  if (zeroed.ok()) zeroed = Fault("sync");
+  if (zeroed.ok() && fdatasync(active_fd_) != 0) zeroed = ErrnoStatus(errno, "syncing", path);
+  if (!zeroed.ok()) return zeroed;
+  poison_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status LocalLog::poisoned() const {
+  absl::MutexLock lock(&mu_);
+  return poison_;
+}
+
+absl::Status LocalLog::ReadFrom(
+    uint64_t from,
+    const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const {
+  std::vector<Segment> segments;
+  uint64_t last = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    segments = segments_;
+    last = last_position_;
+  }
+  if (from < segments.front().first_position) {
+    return absl::OutOfRangeError(absl::StrCat("the log starts at position ",
+                                              segments.front().first_position, ", after ", from));
+  }
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (i + 1 < segments.size() && segments[i + 1].first_position <= from) continue;
+    absl::StatusOr<std::string> contents = ReadWholeFile(segments[i].path);
+    if (!contents.ok()) return contents.status();
+    int64_t offset = kSegmentHeaderBytes;
+    for (uint64_t position = segments[i].first_position;
+         position <= last &&
+         (i + 1 == segments.size() || position < segments[i + 1].first_position);
+         ++position) {
+      const ParsedEntry entry = ParseEntryAt(*contents, offset);
+      if (entry.kind != ParsedEntry::kValid || entry.position != position) {
+        return absl::DataLossError(absl::StrCat("the log entry at position ", position, " in ",
+                                                segments[i].path, " at offset ", offset,
+                                                " cannot be read back"));
+      }
+      offset += entry.bytes;
+      if (position < from) continue;
+      if (absl::Status done = read(position, entry.payload); !done.ok()) return done;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> LocalLog::DropBefore(uint64_t position) {
+  std::vector<std::string> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    size_t keep_from = 0;
+    while (keep_from + 1 < segments_.size() &&
+           segments_[keep_from + 1].first_position <= position) {
+      ++keep_from;
+    }
+    for (size_t i = 0; i < keep_from; ++i) doomed.push_back(segments_[i].path);
+    segments_.erase(segments_.begin(), segments_.begin() + static_cast<ptrdiff_t>(keep_from));
+    first_position_ = segments_.front().first_position;
+  }
+  for (const std::string& path : doomed) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus(errno, "deleting", path);
+  }
+  if (!doomed.empty()) {
+    if (absl::Status synced = SyncDirectory(options_.dir); !synced.ok()) return synced;
+  }
+  return static_cast<int>(doomed.size());
+}
+
+uint64_t LocalLog::first_position() const {
+  absl::MutexLock lock(&mu_);
+  return first_position_;
+}
+
+uint64_t LocalLog::last_position() const {
+  absl::MutexLock lock(&mu_);
+  return last_position_;
+}
+
+std::vector<std::string> LocalLog::SegmentPaths() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> paths;
+  for (const Segment& segment : segments_) paths.push_back(segment.path);
+  return paths;
+}
+
+int64_t LocalLog::DiskBytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t bytes = 0;
+  for (const Segment& segment : segments_) bytes += segment.size;
+  return bytes;
+}
+
+}  // namespace ledger::storage

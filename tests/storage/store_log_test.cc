@@ -1,0 +1,324 @@
+// The store's log (docs/architecture.md, "The journal as a log"): a group write is one log
+// append; RocksDB is derived behind it, replayed from the log after a crash, checkpointed so that
+// old segments go; reads see every acknowledged write; a failed sync is never taken as written;
+// directories of the old format are upgraded by an explicit command.
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/rocksdb_store.h"
+#include "tests/scratch_dir.h"
+#include "tests/scratch_ledger.h"
+#include "tests/test_paths.h"
+#include "tests/wait_until.h"
+
+namespace ledger::storage {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::ScratchDir;
+
+constexpr int64_t kSmallSegment = 8 << 10;
+
+StoreOptions LogOptions(const std::string& dir) {
+  StoreOptions options;
+  options.data_dir = dir;
+  options.durability = Durability::kSync;
+  options.log_segment_bytes = kSmallSegment;
+  return options;
+}
+
+std::unique_ptr<RocksDbStore> OpenStoreOrDie(const StoreOptions& options,
+                                             StoreTestHooks hooks = {}) {
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store = RocksDbStore::Open(options, hooks);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+// Deposit number `n` of 10 to `account`: its state, journal entry and idempotency record.
+BatchWrite DepositBatch(const std::string& account, uint64_t n) {
+  BatchWrite batch;
+  const int64_t balance = static_cast<int64_t>(n) * 10;
+  batch.accounts = {{account, {.balance = balance, .sequence = n}}};
+  batch.journal = {JournalEntry{.account_id = account,
+                                .sequence = n,
+                                .kind = EntryKind::kDeposit,
+                                .amount = 10,
+                                .balance_after = balance,
+                                .request_id = absl::StrCat("d-", n),
+                                .time = absl::FromUnixSeconds(1'800'000'000)}};
+  batch.requests = {{account, absl::StrCat("d-", n),
+                     RequestRecord{.op = Op::kDeposit,
+                                   .amount = 10,
+                                   .balance = balance,
+                                   .recorded_at = absl::FromUnixSeconds(1'800'000'000)}}};
+  return batch;
+}
+
+// What a crash leaves: the files as the OS holds them, without RocksDB's memtables (which the
+// store writes without a WAL) or anything the process did not hand to the OS.
+void CopyAsCrashImage(const std::string& from, const std::string& to) {
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+}
+
+TEST(StoreLogTest, AGroupWriteIsOneLogEntryAndTheStoreCatchesUpBehindIt) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path(), kSmallSegment);
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->log_position(), 0u);
+  const BatchWrite first = DepositBatch("a", 1);
+  const BatchWrite second = DepositBatch("b", 1);
+  const BatchWrite* const group[] = {&first, &second};
+  ASSERT_TRUE(store->WriteGroup(group).ok());
+  EXPECT_EQ(store->log_position(), 1u);
+  // Read-your-writes: the account is there, whether or not the applier got to it first.
+  EXPECT_EQ(store->FindAccount("b").value(), (AccountState{.balance = 10, .sequence = 1}));
+  EXPECT_EQ(store->applied_position(), 1u);
+}
+
+// A crash loses RocksDB's memtables (written without its WAL); the next open replays the log
+// from the position RocksDB's tables hold, and every acknowledged write is back. The image is
+// taken with the applier held back (and no checkpoint running), so that it is a state a crash
+// can leave: tables checkpointed at 150, the applier at 200, the log at 301.
+TEST(StoreLogTest, ACrashImageIsReplayedFromTheLogWithEveryAcknowledgedWrite) {
+  ScratchDir scratch;
+  const std::string dir = scratch.Sub("ledger");
+  testing_util::InitLedger(dir, kSmallSegment);
+  StoreOptions options = LogOptions(dir);
+  options.log_segment_bytes = 1 << 20;  // No segment rolls, so no checkpoint but the test's.
+  std::mutex mu;
+  std::condition_variable released;
+  bool hold = false;
+  StoreTestHooks hooks;
+  hooks.before_apply = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    released.wait(lock, [&] { return !hold; });
+  };
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options, hooks);
+  ASSERT_NE(store, nullptr);
+  for (uint64_t n = 1; n <= 150; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return store->applied_position() == 150; }, "applied 150"));
+  ASSERT_TRUE(store->Checkpoint().ok());
+  for (uint64_t n = 151; n <= 200; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return store->applied_position() == 200; }, "applied 200"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hold = true;
+  }
+  for (uint64_t n = 201; n <= 300; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_TRUE(store->Write(DepositBatch("b", 1)).ok());
+  EXPECT_LT(store->applied_position(), 301u);
+  CopyAsCrashImage(dir, scratch.Sub("crashed"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hold = false;
+  }
+  released.notify_all();
+  store.reset();
+
+  std::unique_ptr<RocksDbStore> recovered = OpenStoreOrDie(LogOptions(scratch.Sub("crashed")));
+  ASSERT_NE(recovered, nullptr);
+  EXPECT_EQ(recovered->log_position(), 301u);
+  EXPECT_EQ(recovered->applied_position(), 301u);
+  EXPECT_EQ(recovered->FindAccount("a").value(), (AccountState{.balance = 3000, .sequence = 300}));
+  EXPECT_EQ(recovered->FindAccount("b").value(), (AccountState{.balance = 10, .sequence = 1}));
+  absl::StatusOr<HistoryPage> history = recovered->ReadHistory("a", 0, 1000);
+  ASSERT_TRUE(history.ok());
+  EXPECT_EQ(history->entries.size(), 300u);
+  EXPECT_EQ(recovered->FindRequest("a", "d-300").value()->balance, 3000);
+}
+
+// Checkpoints let old segments go: the log stays a few segments long however much is written,
+// and a clean stop leaves nothing to replay.
+TEST(StoreLogTest, CheckpointsDeleteTheSegmentsBehindAndACleanStopLeavesNothingToReplay) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path(), kSmallSegment);
+  {
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()));
+    ASSERT_NE(store, nullptr);
+    for (uint64_t n = 1; n <= 2000; ++n) ASSERT_TRUE(store->Write(DepositBatch("c", n)).ok());
+    // About 150 bytes an entry: 2000 entries took some 37 segments of 8 KiB.
+    EXPECT_LE(store->LogSegments().size(), 3u);
+  }
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->LogSegments().size(), 1u);
+  EXPECT_EQ(store->applied_position(), 2000u);
+  EXPECT_EQ(store->FindAccount("c").value(), (AccountState{.balance = 20000, .sequence = 2000}));
+}
+
+// While the applier is held back, a decision's lookup of a request_id or transfer_id is answered
+// from the log's unapplied records without waiting, and History waits for the applier instead of
+// answering without the acknowledged write.
+TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path(), kSmallSegment);
+  std::mutex mu;
+  std::condition_variable released;
+  bool held = true;
+  StoreTestHooks hooks;
+  hooks.before_apply = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    released.wait(lock, [&] { return !held; });
+  };
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
+  ASSERT_NE(store, nullptr);
+  BatchWrite batch = DepositBatch("d", 1);
+  batch.transfers = {
+      {"t-1", TransferRecord{.from = "d", .to = "e", .amount = 5, .state = TransferState::kPending},
+       false}};
+  batch.credits = {{"t-0", CreditReceipt{.from = "x", .amount = 3}}};
+  ASSERT_TRUE(store->Write(batch).ok());
+  EXPECT_EQ(store->applied_position(), 0u);
+
+  absl::StatusOr<MemoryLookup> request = store->FindRequestInMemory("d", "d-1");
+  ASSERT_TRUE(request.ok());
+  EXPECT_TRUE(request->answered);
+  ASSERT_TRUE(request->record.has_value());
+  EXPECT_EQ(request->record->balance, 10);
+  absl::StatusOr<TransferLookup> transfer = store->FindTransferInMemory("t-1", "d");
+  ASSERT_TRUE(transfer.ok());
+  EXPECT_TRUE(transfer->answered);
+  ASSERT_TRUE(transfer->record.has_value());
+  EXPECT_EQ(transfer->record->amount, 5);
+  absl::StatusOr<CreditLookup> credit = store->FindCreditInMemory("t-0");
+  ASSERT_TRUE(credit.ok());
+  ASSERT_TRUE(credit->receipt.has_value());
+  EXPECT_EQ(credit->receipt->amount, 3);
+  EXPECT_EQ(store->FindRequestInMemory("d", "never").value().record, std::nullopt);
+
+  std::future<absl::StatusOr<HistoryPage>> history =
+      std::async(std::launch::async, [&] { return store->ReadHistory("d", 0, 10); });
+  EXPECT_EQ(history.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    held = false;
+  }
+  released.notify_all();
+  absl::StatusOr<HistoryPage> page = history.get();
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].balance_after, 10);
+  EXPECT_EQ(store->FindPendingTransfers("t-1").value().size(), 1u);
+}
+
+// PostgreSQL's fsync lesson: a failed sync fails the group (outcome unknown to its callers), no
+// write is taken until the log is repaired, and the failed group is on disk in no form.
+TEST(StoreLogTest, AFailedSyncFailsTheGroupStopsWritesUntilRepairedAndLeavesNoTrace) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path(), kSmallSegment);
+  std::atomic<bool> fail_sync{false};
+  StoreTestHooks hooks;
+  hooks.log_fault = [&](absl::string_view step) {
+    if (step == "sync" && fail_sync.load()) return absl::UnavailableError("injected EIO");
+    return absl::OkStatus();
+  };
+  {
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Write(DepositBatch("f", 1)).ok());
+    fail_sync = true;
+    const absl::Status failed = store->Write(DepositBatch("f", 2));
+    EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(failed.message(), HasSubstr("injected EIO"));
+    // The next write first repairs the log (zeroes the failed entry and syncs): that sync fails
+    // too, so the write is refused, and again at once until 200 ms have passed.
+    const absl::Status unrepaired = store->Write(DepositBatch("g", 1));
+    EXPECT_EQ(unrepaired.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(unrepaired.message(), HasSubstr("repairing it failed"));
+    fail_sync = false;
+    EXPECT_EQ(store->Write(DepositBatch("g", 1)).code(), absl::StatusCode::kUnavailable);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ASSERT_TRUE(store->Write(DepositBatch("f", 2)).ok());
+    EXPECT_EQ(store->log_position(), 2u);
+    EXPECT_EQ(store->FindAccount("g").value(), std::nullopt);
+  }
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->FindAccount("f").value(), (AccountState{.balance = 20, .sequence = 2}));
+  EXPECT_EQ(store->FindAccount("g").value(), std::nullopt);
+  EXPECT_EQ(store->log_position(), 2u);
+}
+
+// tests/fixtures/format1_ledger.tar.gz was written by ledgerd 0.1.0 at format version 1 (commit
+// 984f3ec: deposits, a withdrawal, a committed and a refused transfer, then a SIGKILL, so that
+// part of it is still in RocksDB's own WAL).
+class UpgradeTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string untar =
+        absl::StrCat("tar -C ", scratch_.path(), " -xzf ", testing_util::SourceDir(),
+                     "/tests/fixtures/format1_ledger.tar.gz");
+    ASSERT_EQ(std::system(untar.c_str()), 0);
+    options_ = LogOptions(scratch_.Sub("data"));
+  }
+  void ExpectTheFixturesLedger() {
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options_);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->ledger_id(), "aa6b861cea3bac4ef79b51cc1d4e05ca");
+    EXPECT_EQ(store->FindAccount("alice").value()->balance, 580);
+    EXPECT_EQ(store->FindAccount("bob").value()->balance, 800);
+    EXPECT_EQ(store->FindAccount("carol").value()->balance, 7);
+    EXPECT_EQ(store->ReadHistory("alice", 0, 10).value().entries.size(), 3u);
+    EXPECT_EQ(store->ReadTransfer("fx-t1").value()->state, TransferState::kCommitted);
+    EXPECT_EQ(store->ReadTransfer("fx-t2").value()->state, TransferState::kRefused);
+    EXPECT_EQ(store->FindRequest("carol", "fx-4").value()->balance, 7);
+    // And it takes writes, through the log.
+    ASSERT_TRUE(store->Write(DepositBatch("dan", 1)).ok());
+    EXPECT_EQ(store->log_position(), 1u);
+  }
+
+  ScratchDir scratch_;
+  StoreOptions options_;
+};
+
+TEST_F(UpgradeTest, AnOldDirectoryIsRefusedNamingTheCommandThenUpgradedWithEverything) {
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> refused = RocksDbStore::Open(options_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("has data format version 1"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(absl::StrCat("ledgerd upgrade --data_dir=", options_.data_dir)));
+
+  absl::StatusOr<UpgradeReport> upgraded = RocksDbStore::Upgrade(options_);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  EXPECT_EQ(upgraded->from_version, 1u);
+  ExpectTheFixturesLedger();
+  // Again: nothing to do.
+  absl::StatusOr<UpgradeReport> again = RocksDbStore::Upgrade(options_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->from_version, kFormatVersion);
+}
+
+// An upgrade cut short after it made the log but before it wrote the new format marker leaves a
+// directory of the old version with a log beside it: the command runs again and finishes.
+TEST_F(UpgradeTest, AnUpgradeCutShortBeforeItsMarkerIsFinishedByRunningItAgain) {
+  ASSERT_TRUE(
+      LocalLog::Create(options_.data_dir + "/" + std::string(kLogDirectory), 1, kSmallSegment)
+          .ok());
+  // Junk an interrupted upgrade cannot have written, but the rerun must not trust the log.
+  std::filesystem::copy_file(
+      options_.data_dir + "/" + std::string(kLogDirectory) + "/" + LogSegmentName(1),
+      options_.data_dir + "/" + std::string(kLogDirectory) + "/" + LogSegmentName(7));
+  EXPECT_FALSE(RocksDbStore::Open(options_).ok());
+  absl::StatusOr<UpgradeReport> upgraded = RocksDbStore::Upgrade(options_);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  EXPECT_EQ(upgraded->from_version, 1u);
+  ExpectTheFixturesLedger();
+}
+
+}  // namespace
+}  // namespace ledger::storage
