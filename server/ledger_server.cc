@@ -83,7 +83,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
           ++recovered;
         });
     if (!loaded.ok()) {
-      return absl::FailedPreconditionError(
+      // DataLoss (an account that disagrees with its journal) stays DataLoss: corrupt data.
+      return absl::Status(
+          loaded.code() == absl::StatusCode::kDataLoss ? absl::StatusCode::kDataLoss
+                                                       : absl::StatusCode::kFailedPrecondition,
           absl::StrCat("cannot load the accounts from data directory ", options.storage.data_dir,
                        ": ", loaded.message(), ". Refusing to start without them"));
     }

@@ -419,6 +419,10 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// The exit status of a start refused because the data directory is damaged (a corrupt log, an
+// account that disagrees with its journal): restore a backup; restarting will not help.
+constexpr int kExitCorruptData = 4;
+
 // `ledgerd init`: creates a new, empty ledger and says so; exit 0, or 1 with the reason.
 int InitLedger(const ledger::storage::StoreOptions& storage) {
   if (storage.durability == ledger::storage::Durability::kNone) {
@@ -609,7 +613,8 @@ int main(int argc, char** argv) {
       "\n"
       "Exit status: 0 after a clean stop; 1 when start-up is refused or on a second signal; 2 for\n"
       "a command line that is wrong (nothing was started); 3 when the gRPC port stopped\n"
-      "accepting connections (a supervisor should start ledgerd again)."};
+      "accepting connections (a supervisor should start ledgerd again); 4 when the data\n"
+      "directory is damaged (restore a backup: starting again will not help)."};
   const std::vector<std::string> positional =
       ledger::cli::ParseCommandLineOrExit(argc, argv, program);
   // Debian builds Abseil without NDEBUG, so every absl::Mutex lock also updated a process-wide
@@ -663,7 +668,8 @@ int main(int argc, char** argv) {
       ledger::LedgerServer::Start(*options, *fault_injection);
   if (!server.ok()) {
     std::cerr << "ledgerd: " << server.status().message() << "\n";
-    return EXIT_FAILURE;
+    // Corrupt data is not a failure a restart can mend: a supervisor should stop and page.
+    return server.status().code() == absl::StatusCode::kDataLoss ? kExitCorruptData : EXIT_FAILURE;
   }
   signals.Start();
   ledger::ShowLibraryLogs();  // Started: from now on the libraries' lines are worth seeing.

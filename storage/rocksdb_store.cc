@@ -261,7 +261,11 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   LogRecovery recovery;
   absl::StatusOr<std::unique_ptr<LocalLog>> log = LocalLog::Open(log_options, &recovery);
   if (!log.ok()) {
-    return absl::FailedPreconditionError(Refusal(options.data_dir, log.status().message()));
+    // DataLoss (a corrupt log) stays DataLoss: ledgerd exits with its own status for it.
+    return absl::Status(log.status().code() == absl::StatusCode::kDataLoss
+                            ? absl::StatusCode::kDataLoss
+                            : absl::StatusCode::kFailedPrecondition,
+                        Refusal(options.data_dir, log.status().message()));
   }
   if (recovery.torn_bytes > 0) {
     std::cerr << "ledgerd: the log ended in an entry cut short by a crash (never acknowledged), "
@@ -270,7 +274,10 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   }
   absl::StatusOr<uint64_t> applied = Replay(**handles, **log);
   if (!applied.ok()) {
-    return absl::FailedPreconditionError(Refusal(options.data_dir, applied.status().message()));
+    return absl::Status(applied.status().code() == absl::StatusCode::kDataLoss
+                            ? absl::StatusCode::kDataLoss
+                            : absl::StatusCode::kFailedPrecondition,
+                        Refusal(options.data_dir, applied.status().message()));
   }
   auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore(
       options, std::move(hooks), *std::move(guard), *std::move(handles), *std::move(log)));

@@ -4,9 +4,11 @@
 // accounts disagree with their journal is never served.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -158,7 +160,7 @@ TEST(LedgerdDataDirectoryTest, ServerRefusesALedgerWhoseAccountDisagreesWithItsJ
   std::vector<std::string> flags = ServeFlags(scratch.path());
   flags.push_back("--ports_file=" + elsewhere.Sub("ports.json"));
   const Finished run = RunLedgerd(flags);
-  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.exit_code, 4);  // Damaged data: restore a backup.
   EXPECT_THAT(run.output, HasSubstr("account \"bob\" (sequence 2, balance 70) disagrees with its "
                                     "journal entry 2, whose balance_after is 60"));
   EXPECT_THAT(run.output, HasSubstr("Refusing to start"));
@@ -258,6 +260,74 @@ TEST(LedgerdDataDirectoryTest, ADirectoryDeletedWhileServingRefusesWritesAndTurn
   EXPECT_EQ(restarted.exit_code, 1);
   EXPECT_THAT(restarted.output, HasSubstr("it does not exist, so it holds no ledger"));
   EXPECT_FALSE(std::filesystem::exists(data_dir));
+}
+
+// The log as an operator meets its faults. Three deposits are three log entries in the first
+// segment; each is [16-byte header][payload][padding] after the segment's 32-byte header.
+class LedgerdLogFaultTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    InitLedgerDir(data_dir_);
+    LedgerdProcess ledgerd(ServeFlags(data_dir_));
+    ASSERT_TRUE(ledgerd.Start());
+    auto channel = grpc::CreateChannel(ledgerd.target(), grpc::InsecureChannelCredentials());
+    for (int64_t amount : {100, 20, 3}) ASSERT_TRUE(Deposit(channel, "erin", amount).ok());
+    // Killed, so that the entries are replayed at the next start rather than checkpointed.
+    ledgerd.Kill();
+    segment_ =
+        data_dir_ + "/" + std::string(storage::kLogDirectory) + "/" + storage::LogSegmentName(1);
+    std::ifstream in(segment_, std::ios::binary);
+    bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes_.size(), 64u);
+  }
+  // The offset of the entry after the one at `offset`.
+  int64_t NextEntry(int64_t offset) const {
+    uint32_t length = 0;
+    for (int i = 3; i >= 0; --i) {
+      length = (length << 8) | static_cast<unsigned char>(bytes_[static_cast<size_t>(offset + i)]);
+    }
+    return offset + (16 + static_cast<int64_t>(length) + 7) / 8 * 8;
+  }
+  void Rewrite() const {
+    std::ofstream out(segment_, std::ios::binary | std::ios::trunc);
+    out.write(bytes_.data(), static_cast<std::streamsize>(bytes_.size()));
+  }
+
+  ScratchDir scratch_;
+  const std::string data_dir_ = scratch_.Sub("ledger");
+  std::string segment_;
+  std::string bytes_;
+};
+
+TEST_F(LedgerdLogFaultTest, ATornLastEntryIsDroppedAndEveryEntryBeforeItServed) {
+  const int64_t third = NextEntry(NextEntry(32));
+  // A crash while the third entry was written: only its first 20 bytes reached the disk.
+  std::fill(bytes_.begin() + third + 20, bytes_.begin() + NextEntry(third), '\0');
+  Rewrite();
+  LedgerdProcess ledgerd(ServeFlags(data_dir_));
+  ASSERT_TRUE(ledgerd.Start()) << ledgerd.log();
+  EXPECT_THAT(ledgerd.log(), HasSubstr("the log ended in an entry cut short by a crash"));
+  EXPECT_THAT(ledgerd.log(), HasSubstr(segment_ + " at offset " + std::to_string(third)));
+  auto channel = grpc::CreateChannel(ledgerd.target(), grpc::InsecureChannelCredentials());
+  int64_t balance = 0;
+  ASSERT_TRUE(Deposit(channel, "erin", 1000, &balance).ok());
+  EXPECT_EQ(balance, 1120);  // 100 + 20, not the torn 3.
+  EXPECT_EQ(ledgerd.Stop(), 0) << ledgerd.log();
+}
+
+TEST_F(LedgerdLogFaultTest, AFlippedBitBeforeTheLastEntryRefusesTheStartWithExitFour) {
+  // The first entry's payload: the two entries after it are intact, so this is damage.
+  bytes_[32 + 16 + 3] ^= 0x20;
+  Rewrite();
+  const Finished run = RunLedgerd(ServeFlags(data_dir_));
+  EXPECT_EQ(run.exit_code, 4) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("the log is corrupt"));
+  EXPECT_THAT(run.output, HasSubstr(segment_ + " at offset 32 (entry position 1)"));
+  EXPECT_THAT(run.output, HasSubstr("Restore the data directory from a backup"));
+  std::ifstream in(segment_, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+            bytes_)
+      << "a refused start changes nothing";
 }
 
 }  // namespace
