@@ -79,8 +79,42 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   AddMetric(lost, {}).gauge.value = data_directory_lost_.load(std::memory_order_relaxed) ? 1 : 0;
   families.push_back(std::move(lost));
   CollectStoreMemory(families);
+  CollectLog(families);
   CollectConnections(families);
   return families;
+}
+
+void LedgerMetrics::CollectLog(std::vector<prometheus::MetricFamily>& families) const {
+  LogStats stats;
+  {
+    MutexLock lock(&log_mu_);
+    if (!log_) return;  // --durability=none: no log.
+    stats = log_();
+  }
+  using prometheus::MetricType;
+  auto position = Family("ledger_log_position",
+                         "Position of the newest entry in the log (one entry per group commit).",
+                         MetricType::Gauge);
+  AddMetric(position, {}).gauge.value = static_cast<double>(stats.position);
+  families.push_back(std::move(position));
+  auto applied = Family("ledger_log_applied_position",
+                        "Position of the newest log entry applied to RocksDB; History and "
+                        "GetTransfer wait for it to reach what was acknowledged before them.",
+                        MetricType::Gauge);
+  AddMetric(applied, {}).gauge.value = static_cast<double>(stats.applied_position);
+  families.push_back(std::move(applied));
+  auto bytes = Family("ledger_log_disk_bytes",
+                      "Bytes the log's segment files take (preallocated): about two segments "
+                      "of --log_segment_mib while checkpoints keep up.",
+                      MetricType::Gauge);
+  AddMetric(bytes, {}).gauge.value = static_cast<double>(stats.disk_bytes);
+  families.push_back(std::move(bytes));
+  auto checkpoints = Family("ledger_log_checkpoints_total",
+                            "Checkpoints: RocksDB's tables flushed up to a log position and the "
+                            "segments behind it deleted.",
+                            MetricType::Counter);
+  AddMetric(checkpoints, {}).counter.value = static_cast<double>(stats.checkpoints);
+  families.push_back(std::move(checkpoints));
 }
 
 void LedgerMetrics::CollectConnections(std::vector<prometheus::MetricFamily>& families) const {

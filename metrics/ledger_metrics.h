@@ -149,6 +149,14 @@ struct StoreMemoryBytes {
   int64_t table_readers = 0;
 };
 
+// Where the log stands (ledger_log_*).
+struct LogStats {
+  uint64_t position = 0;          // The newest entry appended.
+  uint64_t applied_position = 0;  // The newest entry applied to RocksDB.
+  int64_t disk_bytes = 0;         // The segment files.
+  uint64_t checkpoints = 0;       // Checkpoints done since start.
+};
+
 // Thread-safe.
 class LedgerMetrics final : public prometheus::Collectable {
  public:
@@ -177,6 +185,12 @@ class LedgerMetrics final : public prometheus::Collectable {
   void AttachStoreMemory(std::function<std::optional<StoreMemoryBytes>()> read) {
     MutexLock lock(&store_memory_mu_);
     store_memory_ = std::move(read);
+  }
+  // The log's positions and size are read by `read` at scrape time (ledger_log_*). Call once,
+  // before the first scrape; `read` must stay callable for every scrape.
+  void AttachLog(std::function<LogStats()> read) {
+    MutexLock lock(&log_mu_);
+    log_ = std::move(read);
   }
   // The gRPC port's connections are read by `read` at scrape time (ledger_connections*). Call
   // once, before the first scrape; `read` must stay callable for every scrape.
@@ -216,6 +230,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectTransfers(std::vector<prometheus::MetricFamily>& families) const;
   void CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const;
   void CollectConnections(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectLog(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
@@ -232,6 +247,8 @@ class LedgerMetrics final : public prometheus::Collectable {
   std::atomic<bool> data_directory_lost_{false};
   mutable Mutex store_memory_mu_;
   std::function<std::optional<StoreMemoryBytes>()> store_memory_ ABSL_GUARDED_BY(store_memory_mu_);
+  mutable Mutex log_mu_;
+  std::function<LogStats()> log_ ABSL_GUARDED_BY(log_mu_);
   mutable Mutex connections_mu_;
   std::function<ConnectionCounts()> connections_ ABSL_GUARDED_BY(connections_mu_);
 };

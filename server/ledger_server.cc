@@ -122,6 +122,12 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
                               .block_cache = memory->block_cache_bytes,
                               .table_readers = memory->table_readers_bytes};
     });
+    metrics->AttachLog([memory_of]() {
+      return LogStats{.position = memory_of->log_position(),
+                      .applied_position = memory_of->applied_position(),
+                      .disk_bytes = memory_of->LogDiskBytes(),
+                      .checkpoints = memory_of->checkpoints()};
+    });
   }
   const ServiceOptions service_options{
       .overdraft_limit = options.router.shard.policy.overdraft_limit,

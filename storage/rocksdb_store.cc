@@ -582,6 +582,7 @@ absl::Status RocksDbStore::Checkpoint() {
   }
   absl::StatusOr<int> dropped = log_->DropBefore(applied + 1);
   if (!dropped.ok()) return dropped.status();
+  checkpoints_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

@@ -144,8 +144,11 @@ class RocksDbStore final : public LedgerStore {
   uint64_t applied_position() const ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Writes everything applied to RocksDB's tables and deletes the log segments behind it.
   absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
-  // The log's segment files now (for tests and backups).
+  // The log's segment files now (for tests and backups), and the bytes they take.
   std::vector<std::string> LogSegments() const { return log_->SegmentPaths(); }
+  int64_t LogDiskBytes() const { return log_->DiskBytes(); }
+  // Checkpoints done since the store was opened.
+  uint64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
 
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) override;
@@ -300,6 +303,7 @@ class RocksDbStore final : public LedgerStore {
   absl::Time last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);
   // The newest position appended to the log (acknowledged once WriteGroup returns).
   std::atomic<uint64_t> appended_{0};
+  std::atomic<uint64_t> checkpoints_{0};
 
   mutable absl::Mutex apply_mu_;
   std::deque<Unapplied> unapplied_entries_ ABSL_GUARDED_BY(apply_mu_);
