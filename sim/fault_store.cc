@@ -1,6 +1,7 @@
 #include "sim/fault_store.h"
 
 #include "base/check.h"
+#include "storage/unapplied_records.h"
 
 namespace ledger::sim {
 
@@ -16,15 +17,36 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
       if (bug_ == StoreBugForTesting::kLoseAcknowledgedWrites && successful_writes_ % 10 == 0) {
         return absl::OkStatus();
       }
-      for (const BatchWrite* batch : group) Apply(*batch);
+      Append(group);
       return absl::OkStatus();
     case WriteFault::kFail:
+      // The log's append or sync failed and the failed entry was zeroed (LocalLog::Repair):
+      // nothing of it is on disk.
       return absl::UnavailableError("simulated write failure");
     case WriteFault::kFailLanded:
-      for (const BatchWrite* batch : group) Apply(*batch);
+      // The sync failed but the entry reached the disk anyway, and a crash came before the
+      // repair could zero it: the next start finds it in the log.
+      Append(group);
       return absl::UnavailableError("simulated write failure after the data landed");
   }
   return absl::InternalError("unreachable");
+}
+
+void FaultStore::Append(absl::Span<const BatchWrite* const> group) {
+  ++version_;
+  std::vector<BatchWrite> entry;
+  for (const BatchWrite* batch : group) {
+    Apply(*batch, truth_);
+    entry.push_back(*batch);
+  }
+  unapplied_.push_back(std::move(entry));
+}
+
+void FaultStore::ApplyEntries(size_t count) {
+  for (size_t i = 0; i < count && !unapplied_.empty(); ++i) {
+    for (const BatchWrite& batch : unapplied_.front()) Apply(batch, applied_);
+    unapplied_.pop_front();
+  }
 }
 
 bool FaultStore::LookupFails() {
@@ -34,11 +56,62 @@ bool FaultStore::LookupFails() {
   return fails;
 }
 
+bool FaultStore::SeesUnapplied(bool request_record) const {
+  if (bug_ == StoreBugForTesting::kLookupsMissUnappliedRecords) return false;
+  // The real store's policy, so that a family it stops keeping shows up here as a retry decided
+  // as new.
+  return storage::UnappliedRecords::Keeps(request_record ? storage::LogFamily::kRequests
+                                                         : storage::LogFamily::kDefault);
+}
+
+const RequestWrite* FaultStore::UnappliedRequest(absl::string_view account_id,
+                                                 absl::string_view request_id) const {
+  for (auto entry = unapplied_.rbegin(); entry != unapplied_.rend(); ++entry) {
+    for (auto batch = entry->rbegin(); batch != entry->rend(); ++batch) {
+      for (auto write = batch->requests.rbegin(); write != batch->requests.rend(); ++write) {
+        if (write->account_id == account_id && write->request_id == request_id) return &*write;
+      }
+    }
+  }
+  return nullptr;
+}
+
+const TransferWrite* FaultStore::UnappliedTransfer(absl::string_view transfer_id,
+                                                   absl::string_view from) const {
+  // With `from`: the newest change of the source's pending key (a pending record, or the final
+  // record whose write deleted it); without: the newest final record of the id.
+  for (auto entry = unapplied_.rbegin(); entry != unapplied_.rend(); ++entry) {
+    for (auto batch = entry->rbegin(); batch != entry->rend(); ++batch) {
+      for (auto write = batch->transfers.rbegin(); write != batch->transfers.rend(); ++write) {
+        if (write->transfer_id != transfer_id) continue;
+        const bool is_pending = write->record.state == TransferState::kPending;
+        if (!from.empty() && write->record.from == from && (is_pending || write->ends_pending)) {
+          return &*write;
+        }
+        if (from.empty() && !is_pending) return &*write;
+      }
+    }
+  }
+  return nullptr;
+}
+
+const CreditWrite* FaultStore::UnappliedCredit(absl::string_view transfer_id) const {
+  for (auto entry = unapplied_.rbegin(); entry != unapplied_.rend(); ++entry) {
+    for (auto batch = entry->rbegin(); batch != entry->rend(); ++batch) {
+      for (auto write = batch->credits.rbegin(); write != batch->credits.rend(); ++write) {
+        if (write->transfer_id == transfer_id) return &*write;
+      }
+    }
+  }
+  return nullptr;
+}
+
 absl::StatusOr<std::optional<RequestRecord>> FaultStore::FindRequest(absl::string_view account_id,
                                                                      absl::string_view request_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  auto found = requests_.find({std::string(account_id), std::string(request_id)});
-  if (found == requests_.end()) return std::nullopt;
+  ApplyAll();  // A lookup that may block waits for the applier.
+  auto found = applied_.requests.find({std::string(account_id), std::string(request_id)});
+  if (found == applied_.requests.end()) return std::nullopt;
   return found->second;
 }
 
@@ -49,62 +122,119 @@ absl::StatusOr<MemoryLookup> FaultStore::FindRequestInMemory(absl::string_view a
       static_cast<int>((*rng_)() % 100) < lookup_plan_.memory_miss_percent) {
     return MemoryLookup{.answered = false, .record = std::nullopt};
   }
-  absl::StatusOr<std::optional<RequestRecord>> found = FindRequest(account_id, request_id);
-  if (!found.ok()) return found.status();
-  return MemoryLookup{.answered = true, .record = *std::move(found)};
+  if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  if (SeesUnapplied(/*request_record=*/true)) {
+    if (const RequestWrite* unapplied = UnappliedRequest(account_id, request_id)) {
+      ++unapplied_answers_;
+      return MemoryLookup{.answered = true, .record = unapplied->record};
+    }
+  }
+  // Without waiting: what the applier has reached.
+  auto found = applied_.requests.find({std::string(account_id), std::string(request_id)});
+  if (found == applied_.requests.end()) return MemoryLookup{.answered = true, .record = {}};
+  return MemoryLookup{.answered = true, .record = found->second};
 }
 
 absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string_view account_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  auto found = accounts_.find(std::string(account_id));
-  if (found == accounts_.end()) return std::nullopt;
+  ApplyAll();
+  auto found = applied_.accounts.find(std::string(account_id));
+  if (found == applied_.accounts.end()) return std::nullopt;
   return found->second;
 }
 
 absl::StatusOr<std::optional<TransferRecord>> FaultStore::FindTransfer(
     absl::string_view transfer_id, absl::string_view from) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  auto pending = pending_.find({std::string(transfer_id), std::string(from)});
-  if (pending != pending_.end()) return pending->second;
-  auto found = transfers_.find(std::string(transfer_id));
-  if (found == transfers_.end()) return std::nullopt;
+  ApplyAll();
+  auto pending = applied_.pending.find({std::string(transfer_id), std::string(from)});
+  if (pending != applied_.pending.end()) return pending->second;
+  auto found = applied_.transfers.find(std::string(transfer_id));
+  if (found == applied_.transfers.end()) return std::nullopt;
   return found->second;
+}
+
+absl::StatusOr<TransferLookup> FaultStore::FindTransferInMemory(absl::string_view transfer_id,
+                                                                absl::string_view from) {
+  if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  const bool sees = SeesUnapplied(/*request_record=*/false);
+  // As RocksDbStore::LookUpTransfer: the source's pending key, then the id's final key; each
+  // from the unapplied entries first, then from what the applier has reached.
+  if (!from.empty()) {
+    const TransferWrite* unapplied = sees ? UnappliedTransfer(transfer_id, from) : nullptr;
+    if (unapplied != nullptr) {
+      ++unapplied_answers_;
+      if (unapplied->record.state == TransferState::kPending) {
+        return TransferLookup{.answered = true, .record = unapplied->record};
+      }
+      // Its pending key was deleted by this final record's write: on to the final key.
+    } else {
+      auto pending = applied_.pending.find({std::string(transfer_id), std::string(from)});
+      if (pending != applied_.pending.end()) {
+        return TransferLookup{.answered = true, .record = pending->second};
+      }
+    }
+  }
+  if (const TransferWrite* unapplied = sees ? UnappliedTransfer(transfer_id, "") : nullptr) {
+    ++unapplied_answers_;
+    return TransferLookup{.answered = true, .record = unapplied->record};
+  }
+  auto found = applied_.transfers.find(std::string(transfer_id));
+  if (found == applied_.transfers.end()) return TransferLookup{.answered = true};
+  return TransferLookup{.answered = true, .record = found->second};
 }
 
 absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(absl::string_view transfer_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  auto found = credits_.find(std::string(transfer_id));
-  if (found == credits_.end()) return std::nullopt;
+  ApplyAll();
+  auto found = applied_.credits.find(std::string(transfer_id));
+  if (found == applied_.credits.end()) return std::nullopt;
   return found->second;
+}
+
+absl::StatusOr<CreditLookup> FaultStore::FindCreditInMemory(absl::string_view transfer_id) {
+  if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  if (SeesUnapplied(/*request_record=*/false)) {
+    if (const CreditWrite* unapplied = UnappliedCredit(transfer_id)) {
+      ++unapplied_answers_;
+      return CreditLookup{.answered = true, .receipt = unapplied->receipt};
+    }
+  }
+  auto found = applied_.credits.find(std::string(transfer_id));
+  if (found == applied_.credits.end()) return CreditLookup{.answered = true};
+  return CreditLookup{.answered = true, .receipt = found->second};
 }
 
 absl::StatusOr<std::vector<TransferRecord>> FaultStore::FindPendingTransfers(
     absl::string_view transfer_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  ApplyAll();
   std::vector<TransferRecord> pending;
-  for (const auto& [key, record] : pending_) {
+  for (const auto& [key, record] : applied_.pending) {
     if (key.first == transfer_id) pending.push_back(record);
   }
   return pending;
 }
 
-void FaultStore::Apply(const BatchWrite& batch) {
-  ++version_;
-  for (const AccountWrite& account : batch.accounts) accounts_[account.account_id] = account.state;
-  for (const JournalEntry& entry : batch.journal) journal_.push_back(entry);
+void FaultStore::Apply(const BatchWrite& batch, State& state) {
+  for (const AccountWrite& account : batch.accounts) {
+    state.accounts[account.account_id] = account.state;
+  }
+  for (const JournalEntry& entry : batch.journal) state.journal.push_back(entry);
   // As RocksDbStore keeps them: a pending record only under its source (what recovery resumes),
   // a final one under its id, replacing the pending one in the same write when it ends it.
   for (const TransferWrite& transfer : batch.transfers) {
     if (transfer.record.state == TransferState::kPending) {
-      pending_[{transfer.transfer_id, transfer.record.from}] = transfer.record;
+      state.pending[{transfer.transfer_id, transfer.record.from}] = transfer.record;
     } else {
-      transfers_[transfer.transfer_id] = transfer.record;
-      if (transfer.ends_pending) pending_.erase({transfer.transfer_id, transfer.record.from});
+      state.transfers[transfer.transfer_id] = transfer.record;
+      if (transfer.ends_pending) state.pending.erase({transfer.transfer_id, transfer.record.from});
     }
   }
-  for (const CreditWrite& credit : batch.credits) credits_[credit.transfer_id] = credit.receipt;
+  for (const CreditWrite& credit : batch.credits)
+    state.credits[credit.transfer_id] = credit.receipt;
   for (const RequestWrite& request : batch.requests) {
-    requests_[{request.account_id, request.request_id}] = request.record;
+    state.requests[{request.account_id, request.request_id}] = request.record;
   }
 }
 

@@ -1,10 +1,18 @@
 // Defines `FaultStore`, the simulator's LedgerStore: kept in memory, single-threaded and
 // deterministic, it fails writes and lookups as the simulator plans them, and reports what really
 // happened (did the failed write land?) so the auditor can resolve ambiguous replies.
+//
+// It is shaped as RocksDbStore is (docs/architecture.md, "Durability"): a group write appends one
+// entry to a log (the durable truth), and the state lookups read is derived from the log behind
+// it, by an applier the simulator runs at seeded moments. Lookups that must not wait (the
+// ...InMemory ones) see the entries the applier has not reached only for the records
+// `storage::UnappliedRecords::Keeps` says it keeps, exactly as the real store; the others wait
+// for the applier (they apply everything first). A crash or restart replays the whole log.
 #ifndef LEDGER_SIM_FAULT_STORE_H_
 #define LEDGER_SIM_FAULT_STORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <random>
@@ -28,6 +36,9 @@ enum class WriteFault : uint8_t {
 enum class StoreBugForTesting : uint8_t {
   kNone,
   kLoseAcknowledgedWrites,  // Every tenth successful write stores nothing but answers OK.
+  // The lookups that must not wait miss the records the applier has not reached (as if the
+  // store kept no UnappliedRecords): a retry may be decided as new.
+  kLookupsMissUnappliedRecords,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -75,6 +86,14 @@ class FaultStore final : public LedgerStore {
   // A Prefetch that returned false discarded what it looked up: its failures explain no reply.
   void ForgetLookupFailures(int back_to) { lookup_failures_ = back_to; }
 
+  // The applier: applies the oldest `count` log entries it has not reached (all when fewer) to
+  // the derived state lookups read.
+  void ApplyEntries(size_t count);
+  void ApplyAll() { ApplyEntries(unapplied_.size()); }
+  size_t unapplied_entries() const { return unapplied_.size(); }
+  // Lookups answered from an entry the applier had not reached: what the lag exercised.
+  int64_t unapplied_answers() const { return unapplied_answers_; }
+
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override;
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
@@ -87,27 +106,49 @@ class FaultStore final : public LedgerStore {
   absl::StatusOr<std::optional<CreditReceipt>> FindCredit(absl::string_view transfer_id) override;
   absl::StatusOr<std::vector<TransferRecord>> FindPendingTransfers(
       absl::string_view transfer_id) override;
+  absl::StatusOr<TransferLookup> FindTransferInMemory(absl::string_view transfer_id,
+                                                      absl::string_view from) override;
+  absl::StatusOr<CreditLookup> FindCreditInMemory(absl::string_view transfer_id) override;
   // The final transfer records by transfer_id.
-  const std::map<std::string, TransferRecord>& transfers() const { return transfers_; }
+  const std::map<std::string, TransferRecord>& transfers() const { return truth_.transfers; }
   // The credit receipts by transfer_id, and the pending records by (transfer_id, source): what
   // recovery resumes, and what the transfer auditor checks the journal against.
-  const std::map<std::string, CreditReceipt>& credits() const { return credits_; }
+  const std::map<std::string, CreditReceipt>& credits() const { return truth_.credits; }
   const std::map<std::pair<std::string, std::string>, TransferRecord>& pending() const {
-    return pending_;
+    return truth_.pending;
   }
 
-  // The durable state, as a restart or the auditor reads it.
-  const std::map<std::string, AccountState>& accounts() const { return accounts_; }
+  // The durable state (every log entry applied), as a restart or the auditor reads it.
+  const std::map<std::string, AccountState>& accounts() const { return truth_.accounts; }
   const std::map<std::pair<std::string, std::string>, RequestRecord>& requests() const {
-    return requests_;
+    return truth_.requests;
   }
-  const std::vector<JournalEntry>& journal() const { return journal_; }
+  const std::vector<JournalEntry>& journal() const { return truth_.journal; }
   // Grows with every change of the durable state (the journal only grows).
   uint64_t version() const { return version_; }
 
  private:
+  // The state derived from the log: all of it (the truth), or what the applier has reached.
+  struct State {
+    std::map<std::string, AccountState> accounts;
+    std::map<std::pair<std::string, std::string>, RequestRecord> requests;
+    std::vector<JournalEntry> journal;
+    std::map<std::string, TransferRecord> transfers;
+    std::map<std::string, CreditReceipt> credits;
+    std::map<std::pair<std::string, std::string>, TransferRecord> pending;
+  };
   bool LookupFails();
-  void Apply(const BatchWrite& batch);
+  static void Apply(const BatchWrite& batch, State& state);
+  // Appends the group to the log and to the truth.
+  void Append(absl::Span<const BatchWrite* const> group);
+  // Whether a lookup that must not wait sees the unapplied entries of records of this kind.
+  bool SeesUnapplied(bool request_record) const;
+  // The newest unapplied change of a record, searched newest entry first.
+  const RequestWrite* UnappliedRequest(absl::string_view account_id,
+                                       absl::string_view request_id) const;
+  const TransferWrite* UnappliedTransfer(absl::string_view transfer_id,
+                                         absl::string_view from) const;
+  const CreditWrite* UnappliedCredit(absl::string_view transfer_id) const;
 
   absl::Time* const clock_;
   std::mt19937_64* const rng_;
@@ -118,12 +159,11 @@ class FaultStore final : public LedgerStore {
   int lookup_failures_ = 0;
   int64_t successful_writes_ = 0;
   uint64_t version_ = 0;
-  std::map<std::string, AccountState> accounts_;
-  std::map<std::pair<std::string, std::string>, RequestRecord> requests_;
-  std::vector<JournalEntry> journal_;
-  std::map<std::string, TransferRecord> transfers_;
-  std::map<std::string, CreditReceipt> credits_;
-  std::map<std::pair<std::string, std::string>, TransferRecord> pending_;
+  int64_t unapplied_answers_ = 0;
+  State truth_;
+  State applied_;
+  // Log entries (each a group's batches) the applier has not reached, oldest first.
+  std::deque<std::vector<BatchWrite>> unapplied_;
 };
 
 }  // namespace ledger::sim

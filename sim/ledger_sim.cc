@@ -77,7 +77,7 @@ int Usage(const char* problem) {
   std::fprintf(stderr,
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
                "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
-               "[--store_bug=lose_writes] "
+               "[--store_bug=lose_writes|lookups_miss_unapplied] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -107,14 +107,16 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
     std::printf(
         "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
         "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk\n"
-        "  %lld decisions read undurable state, %lld retries answered from an in-flight record\n",
+        "  %lld decisions read undurable state, %lld retries answered from an in-flight record, "
+        "%lld lookups answered from a log entry not yet applied\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
         static_cast<long long>(result.writes_while_deciding),
         static_cast<long long>(result.prefetch_retries),
         static_cast<long long>(result.undurable_reads),
-        static_cast<long long>(result.in_flight_record_answers));
+        static_cast<long long>(result.in_flight_record_answers),
+        static_cast<long long>(result.unapplied_answers));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -204,8 +206,13 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--no_transfers") == 0) {
       options.transfers = false;
     } else if (ParseFlag(argv[i], "--store_bug", &value)) {
-      if (value != "lose_writes") return Usage("unknown --store_bug");
-      options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;
+      if (value == "lose_writes") {
+        options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;
+      } else if (value == "lookups_miss_unapplied") {
+        options.store_bug = StoreBugForTesting::kLookupsMissUnappliedRecords;
+      } else {
+        return Usage("unknown --store_bug");
+      }
     } else {
       return Usage(("unknown argument " + std::string(argv[i])).c_str());
     }

@@ -100,6 +100,8 @@ struct SimResult {
   // whose write was in flight.
   int64_t undurable_reads = 0;
   int64_t in_flight_record_answers = 0;
+  // Lookups that must not wait answered from a log entry the store's applier had not reached.
+  int64_t unapplied_answers = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 18> outcomes{};
   int64_t replays = 0;

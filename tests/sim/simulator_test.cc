@@ -45,6 +45,8 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
   EXPECT_GT(first.undurable_reads, 0);
   EXPECT_GT(first.in_flight_record_answers, 0);
   EXPECT_GT(first.crashes, 0);
+  EXPECT_GT(first.unapplied_answers, 0);
+  EXPECT_EQ(first.unapplied_answers, second.unapplied_answers);
   EXPECT_NE(first.messages, other.messages);
 }
 
@@ -89,6 +91,14 @@ TEST(SimulatorTest, CatchesAStoreThatLosesAcknowledgedWrites) {
   EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kLoseAcknowledgedWrites),
               AnyOf(HasSubstr("differ from the model"), HasSubstr("is not durable"),
                     HasSubstr("still pending in the store")));
+}
+
+// The store's applier lags behind its log; a store whose lookups that must not wait missed the
+// records only the log holds would decide a retry as new (docs/architecture.md, "Durability").
+TEST(SimulatorTest, CatchesAStoreWhoseLookupsMissRecordsNotYetApplied) {
+  EXPECT_THAT(
+      FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kLookupsMissUnappliedRecords),
+      AnyOf(HasSubstr("(replayed)"), HasSubstr("differ from the model")));
 }
 
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {
