@@ -68,13 +68,9 @@ std::string SegmentHeader(uint64_t first_position) {
   return header;
 }
 
+// Every I/O failure of the log is Unavailable: a full disk or a failing device may clear.
 absl::Status ErrnoStatus(int error_number, absl::string_view what, absl::string_view path) {
-  std::string message = absl::StrCat(what, " ", path, ": ", DescribeErrno(error_number));
-  if (error_number == ENOSPC || error_number == EIO || error_number == EDQUOT ||
-      error_number == EROFS) {
-    return absl::UnavailableError(message);
-  }
-  return absl::UnavailableError(message);
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", DescribeErrno(error_number)));
 }
 
 absl::Status WriteAll(int fd, const char* data, int64_t size, int64_t offset,
@@ -213,7 +209,6 @@ absl::Status LocalLog::Create(const std::string& dir, uint64_t next_position,
   options.dir = dir;
   options.segment_bytes = segment_bytes;
   LocalLog log(options, {}, -1, 0, next_position, next_position - 1);
-  absl::MutexLock lock(&log.mu_);
   return log.Roll(next_position, 0);
 }
 
@@ -320,10 +315,15 @@ LocalLog::LocalLog(LocalLogOptions options, std::vector<Segment> segments, int a
                    int64_t write_offset, uint64_t first_position, uint64_t last_position)
     : options_(std::move(options)),
       segments_(std::move(segments)),
-      active_fd_(active_fd),
-      write_offset_(write_offset),
       first_position_(first_position),
-      last_position_(last_position) {}
+      last_position_(last_position),
+      active_fd_(active_fd),
+      write_offset_(write_offset) {
+  if (!segments_.empty()) {
+    active_path_ = segments_.back().path;
+    active_size_ = segments_.back().size;
+  }
+}
 
 LocalLog::~LocalLog() {
   if (active_fd_ >= 0) close(active_fd_);
@@ -361,7 +361,10 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
   }
   if (active_fd_ >= 0) close(active_fd_);
   active_fd_ = fd;
+  active_path_ = path;
+  active_size_ = size;
   write_offset_ = kSegmentHeaderBytes;
+  absl::MutexLock lock(&mu_);
   segments_.push_back(Segment{.first_position = first, .path = path, .size = size});
   return absl::OkStatus();
 }
@@ -370,11 +373,14 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
   if (payload.size() > UINT32_MAX) {
     return absl::InvalidArgumentError("a log entry must be smaller than 4 GiB");
   }
-  absl::MutexLock lock(&mu_);
-  if (!poison_.ok()) return poison_;
-  const uint64_t position = last_position_ + 1;
+  uint64_t position = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!poison_.ok()) return poison_;
+    position = last_position_ + 1;
+  }
   const int64_t bytes = Padded(kEntryHeaderBytes + static_cast<int64_t>(payload.size()));
-  if (write_offset_ + bytes > segments_.back().size) {
+  if (write_offset_ + bytes > active_size_) {
     // Nothing is written when the new segment cannot be made (a full disk): not poisoned.
     if (absl::Status rolled = Roll(position, bytes); !rolled.ok()) return rolled;
   }
@@ -388,7 +394,7 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
       {const_cast<char*>(payload.data()), payload.size()},
       {const_cast<char*>(kPadding),
        static_cast<size_t>(bytes - kEntryHeaderBytes - static_cast<int64_t>(payload.size()))}};
-  const std::string& path = segments_.back().path;
+  const std::string& path = active_path_;
   absl::Status written = Fault("write");
   if (written.ok()) {
     ssize_t wrote = 0;
@@ -410,6 +416,7 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
     written = Fault("sync");
     if (written.ok() && fdatasync(active_fd_) != 0) written = ErrnoStatus(errno, "syncing", path);
   }
+  absl::MutexLock lock(&mu_);
   if (!written.ok()) {
     poison_ = absl::UnavailableError(absl::StrCat(
         "the log could not be written (", written.message(),
@@ -424,14 +431,15 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
 }
 
 absl::Status LocalLog::Repair() {
-  absl::MutexLock lock(&mu_);
-  if (poison_.ok()) return absl::OkStatus();
-  const std::string& path = segments_.back().path;
+  if (poisoned().ok()) return absl::OkStatus();
   absl::Status zeroed = Fault("write");
-  if (zeroed.ok()) zeroed = WriteZeros(active_fd_, poisoned_offset_, poisoned_bytes_, path);
+  if (zeroed.ok()) zeroed = WriteZeros(active_fd_, poisoned_offset_, poisoned_bytes_, active_path_);
   if (zeroed.ok()) zeroed = Fault("sync");
-  if (zeroed.ok() && fdatasync(active_fd_) != 0) zeroed = ErrnoStatus(errno, "syncing", path);
+  if (zeroed.ok() && fdatasync(active_fd_) != 0) {
+    zeroed = ErrnoStatus(errno, "syncing", active_path_);
+  }
   if (!zeroed.ok()) return zeroed;
+  absl::MutexLock lock(&mu_);
   poison_ = absl::OkStatus();
   return absl::OkStatus();
 }
@@ -515,6 +523,11 @@ std::vector<std::string> LocalLog::SegmentPaths() const {
   std::vector<std::string> paths;
   for (const Segment& segment : segments_) paths.push_back(segment.path);
   return paths;
+}
+
+size_t LocalLog::SegmentCount() const {
+  absl::MutexLock lock(&mu_);
+  return segments_.size();
 }
 
 int64_t LocalLog::DiskBytes() const {

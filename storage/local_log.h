@@ -16,6 +16,7 @@
 #ifndef LEDGER_STORAGE_LOCAL_LOG_H_
 #define LEDGER_STORAGE_LOCAL_LOG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -54,8 +55,8 @@ struct LogRecovery {
   std::string torn_at;
 };
 
-// Append, Sync-related calls and Repair from one thread (the journal thread); ReadFrom,
-// DropBefore and the accessors from any thread.
+// Append and Repair from one thread (the journal thread), which does their I/O without holding the
+// lock, so that ReadFrom, DropBefore and the accessors (any thread) never wait for a sync.
 class LocalLog {
  public:
   // Makes `dir` (which must not exist or be empty) a log whose first entry will be `next`.
@@ -100,8 +101,9 @@ class LocalLog {
 
   uint64_t first_position() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t last_position() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The segment files, oldest first (for tests and backups).
+  // The segment files, oldest first (for tests and backups), and how many there are.
   std::vector<std::string> SegmentPaths() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t SegmentCount() const ABSL_LOCKS_EXCLUDED(mu_);
   // Bytes the segment files take on disk.
   int64_t DiskBytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -115,20 +117,24 @@ class LocalLog {
            int64_t write_offset, uint64_t first_position, uint64_t last_position);
 
   // Makes a new, zero-filled, synced segment for entries from `first` holding at least
-  // `min_bytes` of entries, and makes it the one appended to.
-  absl::Status Roll(uint64_t first, int64_t min_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `min_bytes` of entries, and makes it the one appended to. Journal thread.
+  absl::Status Roll(uint64_t first, int64_t min_bytes) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Fault(absl::string_view step) const;
 
   const LocalLogOptions options_;
   mutable absl::Mutex mu_;
   std::vector<Segment> segments_ ABSL_GUARDED_BY(mu_);
-  int active_fd_ ABSL_GUARDED_BY(mu_) = -1;  // The last segment's.
-  int64_t write_offset_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t first_position_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t last_position_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status poison_ ABSL_GUARDED_BY(mu_);
-  int64_t poisoned_offset_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t poisoned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The journal thread's alone (Append, Repair, Roll): the segment appended to, its path and size
+  // (the last of segments_, which DropBefore never deletes), and where the next entry goes.
+  int active_fd_ = -1;
+  std::string active_path_;
+  int64_t active_size_ = 0;
+  int64_t write_offset_ = 0;
+  int64_t poisoned_offset_ = 0;
+  int64_t poisoned_bytes_ = 0;
 };
 
 // The name of the segment whose first entry is `first_position`.

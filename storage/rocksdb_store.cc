@@ -732,7 +732,7 @@ void RocksDbStore::RunApplier() {
     }
     ForgetApplied(entries);
     // Once the log has a segment behind the one being written, a checkpoint lets it go.
-    if (log_->SegmentPaths().size() > 1) {
+    if (log_->SegmentCount() > 1) {
       if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
         std::cerr << "ledgerd: checkpoint failed (" << checkpointed.message()
                   << "); the log keeps its segments until one succeeds\n";
