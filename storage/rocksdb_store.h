@@ -311,6 +311,7 @@ class RocksDbStore final : public LedgerStore {
   // The newest position whose changes are in the open database.
   uint64_t applied_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool applier_stopping_ ABSL_GUARDED_BY(apply_mu_) = false;
+  int readers_waiting_ ABSL_GUARDED_BY(apply_mu_) = 0;
   std::thread applier_;
 };
 
