@@ -19,7 +19,7 @@ accounts=10000
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 port=$((47200 + RANDOM % 500))
-"$build/server/ledgerd" init --data_dir="$dir/d" --log_segment_mib=64 >/dev/null
+"$build/server/ledgerd" init --data_dir="$dir/d" >/dev/null
 taskset -c 0 "$build/server/ledgerd" --durability="$mode" --data_dir="$dir/d" \
   --listen=127.0.0.1:$port --metrics_listen= >"$dir/server.log" 2>&1 &
 server=$!
