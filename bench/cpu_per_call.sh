@@ -37,7 +37,7 @@ end=$(date +%s.%N)
 wait $load
 kill $server
 wait $server 2>/dev/null || true
-rate=$(grep -oE '[0-9]+ OK/s' "$dir/load.log" | grep -oE '[0-9]+')
+rate=$(grep -m1 -oE '[0-9]+ OK/s' "$dir/load.log" | grep -oE '[0-9]+')
 python3 - "$mode" "$concurrency" "$batch" "$rate" "$ticks_before" "$ticks_after" "$start" "$end" \
   "$(getconf CLK_TCK)" <<'PY'
 import sys

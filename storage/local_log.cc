@@ -338,26 +338,33 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
   const int64_t size =
       std::max<int64_t>(options_.segment_bytes, Padded(kSegmentHeaderBytes + min_bytes));
   const std::string path = absl::StrCat(options_.dir, "/", LogSegmentName(first));
-  const std::string unfinished =
-      absl::StrCat(options_.dir, "/", absl::StrFormat("%020u", first), kUnfinishedSuffix);
-  // Made under a temporary name and renamed once zero-filled and synced, so that recovery never
-  // finds a segment whose making was cut short.
-  const int fd = open(unfinished.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, "creating", unfinished);
-  const std::string header = SegmentHeader(first);
-  absl::Status made = Fault("segment");
-  if (made.ok()) made = WriteAll(fd, header.data(), kSegmentHeaderBytes, 0, unfinished);
-  // Zeros written, not a hole: fdatasync after an append then writes data blocks only.
-  if (made.ok()) made = WriteZeros(fd, kSegmentHeaderBytes, size - kSegmentHeaderBytes, unfinished);
-  if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", unfinished);
-  if (made.ok() && rename(unfinished.c_str(), path.c_str()) != 0) {
-    made = ErrnoStatus(errno, "naming", path);
-  }
-  if (made.ok()) made = SyncDirectory(options_.dir);
-  if (!made.ok()) {
-    close(fd);
-    unlink(unfinished.c_str());
-    return made;
+  absl::Status made;
+  int fd = TakeSpare(first, size, path, made);
+  if (!made.ok()) return made;
+  if (fd < 0) {
+    const std::string unfinished =
+        absl::StrCat(options_.dir, "/", absl::StrFormat("%020u", first), kUnfinishedSuffix);
+    // Made under a temporary name and renamed once zero-filled and synced, so that recovery
+    // never finds a segment whose making was cut short.
+    fd = open(unfinished.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus(errno, "creating", unfinished);
+    const std::string header = SegmentHeader(first);
+    made = Fault("segment");
+    if (made.ok()) made = WriteAll(fd, header.data(), kSegmentHeaderBytes, 0, unfinished);
+    // Zeros written, not a hole: fdatasync after an append then writes data blocks only.
+    if (made.ok()) {
+      made = WriteZeros(fd, kSegmentHeaderBytes, size - kSegmentHeaderBytes, unfinished);
+    }
+    if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", unfinished);
+    if (made.ok() && rename(unfinished.c_str(), path.c_str()) != 0) {
+      made = ErrnoStatus(errno, "naming", path);
+    }
+    if (made.ok()) made = SyncDirectory(options_.dir);
+    if (!made.ok()) {
+      close(fd);
+      unlink(unfinished.c_str());
+      return made;
+    }
   }
   if (active_fd_ >= 0) close(active_fd_);
   active_fd_ = fd;
@@ -367,6 +374,65 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
   absl::MutexLock lock(&mu_);
   segments_.push_back(Segment{.first_position = first, .path = path, .size = size});
   return absl::OkStatus();
+}
+
+absl::Status LocalLog::PrepareSpare() {
+  int64_t size = 0;
+  {
+    absl::MutexLock lock(&spare_mu_);
+    if (spare_ != Spare::kNone) return absl::OkStatus();
+    spare_ = Spare::kMaking;
+    size = options_.segment_bytes;
+  }
+  const std::string spare = absl::StrCat(options_.dir, "/spare", kUnfinishedSuffix);
+  absl::Status made = Fault("segment");
+  int fd = -1;
+  if (made.ok()) {
+    fd = open(spare.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) made = ErrnoStatus(errno, "creating", spare);
+  }
+  if (made.ok()) made = WriteZeros(fd, 0, size, spare);
+  if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", spare);
+  if (fd >= 0) close(fd);
+  if (!made.ok()) unlink(spare.c_str());
+  absl::MutexLock lock(&spare_mu_);
+  spare_ = made.ok() ? Spare::kReady : Spare::kNone;
+  spare_size_ = size;
+  return made;
+}
+
+int LocalLog::TakeSpare(uint64_t first, int64_t size, const std::string& path,
+                        absl::Status& failure) {
+  {
+    absl::MutexLock lock(&spare_mu_);
+    if (spare_ != Spare::kReady || spare_size_ < size) return -1;
+    spare_ = Spare::kTaking;
+  }
+  const std::string spare = absl::StrCat(options_.dir, "/spare", kUnfinishedSuffix);
+  failure = Fault("segment");
+  int fd = -1;
+  if (failure.ok()) {
+    fd = open(spare.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) failure = ErrnoStatus(errno, "opening", spare);
+  }
+  // The header into a block already written: the sync writes data only.
+  const std::string header = SegmentHeader(first);
+  if (failure.ok()) failure = WriteAll(fd, header.data(), kSegmentHeaderBytes, 0, spare);
+  if (failure.ok() && fdatasync(fd) != 0) failure = ErrnoStatus(errno, "syncing", spare);
+  if (failure.ok() && rename(spare.c_str(), path.c_str()) != 0) {
+    failure = ErrnoStatus(errno, "naming", path);
+  }
+  if (failure.ok()) failure = SyncDirectory(options_.dir);
+  absl::MutexLock lock(&spare_mu_);
+  spare_ = Spare::kNone;
+  if (!failure.ok()) {
+    if (fd >= 0) close(fd);
+    // Not renamed (or renamed but its directory entry not synced): the spare is given up, and a
+    // segment named `path` left behind holds no entry that counts; recovery reads it as empty.
+    unlink(spare.c_str());
+    return -1;
+  }
+  return fd;
 }
 
 absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {

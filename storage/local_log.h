@@ -85,6 +85,11 @@ class LocalLog {
   // After a failed Append: zeroes the failed entry's bytes and syncs, so that it is on disk in
   // no form, and lifts the poison. OK at once when the log is not poisoned.
   absl::Status Repair();
+  // Makes a spare segment (zero-filled and synced, under a temporary name) unless one is ready,
+  // so that the append that fills the current segment takes it instead of filling 64 MiB with
+  // zeros on the journal thread. Call from a thread other than the journal thread (the
+  // applier); a no-op while a spare is ready or being made.
+  absl::Status PrepareSpare() ABSL_LOCKS_EXCLUDED(spare_mu_);
   // The poisoning error; OK while appends are allowed.
   absl::Status poisoned() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -120,6 +125,10 @@ class LocalLog {
   // `min_bytes` of entries, and makes it the one appended to. Journal thread.
   absl::Status Roll(uint64_t first, int64_t min_bytes) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Fault(absl::string_view step) const;
+  // The fd of the spare segment, renamed to `path` and given the header of `first`; -1 when no
+  // spare of at least `size` bytes is ready. Journal thread.
+  int TakeSpare(uint64_t first, int64_t size, const std::string& path, absl::Status& failure)
+      ABSL_LOCKS_EXCLUDED(spare_mu_);
 
   const LocalLogOptions options_;
   mutable absl::Mutex mu_;
@@ -135,6 +144,12 @@ class LocalLog {
   int64_t write_offset_ = 0;
   int64_t poisoned_offset_ = 0;
   int64_t poisoned_bytes_ = 0;
+
+  // The spare segment: PrepareSpare makes it, TakeSpare renames it into the log.
+  enum class Spare : uint8_t { kNone, kMaking, kReady, kTaking };
+  absl::Mutex spare_mu_;
+  Spare spare_ ABSL_GUARDED_BY(spare_mu_) = Spare::kNone;
+  int64_t spare_size_ ABSL_GUARDED_BY(spare_mu_) = 0;
 };
 
 // The name of the segment whose first entry is `first_position`.

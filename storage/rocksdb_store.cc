@@ -694,7 +694,13 @@ void RocksDbStore::RunApplier() {
   // level is per thread, and this is the thread that writes.
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   std::vector<Unapplied> entries;
+  absl::Time next_spare_attempt = absl::InfinitePast();
   while (true) {
+    // The next segment, made here ahead of time rather than on the journal thread when the
+    // current one fills (at most one attempt a second while the disk is full).
+    if (absl::Now() >= next_spare_attempt && !log_->PrepareSpare().ok()) {
+      next_spare_attempt = absl::Now() + absl::Seconds(1);
+    }
     uint64_t applied = 0;
     {
       absl::MutexLock lock(&apply_mu_);

@@ -326,6 +326,27 @@ TEST_F(LocalLogTest, DropBeforeDeletesWholeSegmentsBehindThePositionOnly) {
   EXPECT_EQ(log->Append("on").value_or(0), 101u);
 }
 
+// The applier makes the next segment ahead of time; the append that fills the current one takes
+// it (and the one after that, with no spare ready, makes its own).
+TEST_F(LocalLogTest, AFullSegmentIsFollowedByTheSpareMadeAhead) {
+  std::vector<std::string> written;
+  {
+    std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+    ASSERT_TRUE(log->PrepareSpare().ok());
+    ASSERT_TRUE(log->PrepareSpare().ok());  // Ready already: nothing more.
+    EXPECT_TRUE(std::filesystem::exists(options_.dir + "/spare.seg.tmp"));
+    written = AppendEntries(*log, 40, 200);  // 18 entries of 216 bytes fill 4 KiB: 2 rolls.
+    EXPECT_FALSE(std::filesystem::exists(options_.dir + "/spare.seg.tmp"));
+    EXPECT_EQ(log->SegmentCount(), 3u);
+    ASSERT_TRUE(log->PrepareSpare().ok());
+  }
+  std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+  EXPECT_FALSE(std::filesystem::exists(options_.dir + "/spare.seg.tmp"));  // Removed at open.
+  const auto all = ReadAllEntries(*log, 1);
+  ASSERT_EQ(all.size(), 40u);
+  EXPECT_EQ(all[39].second, written[39]);
+}
+
 TEST_F(LocalLogTest, ASegmentWhoseMakingWasCutShortIsRemovedAtOpen) {
   WriteLogFile(options_.dir + "/00000000000000000009.seg.tmp", std::string(100, 'z'));
   std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
