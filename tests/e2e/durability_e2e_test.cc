@@ -38,6 +38,18 @@ std::string ReadFile(const std::string& path) {
 
 class CrashTest : public testing::Test {
  protected:
+  CrashTest() : CrashTest({"--shards=2"}) {}
+  explicit CrashTest(std::vector<std::string> flags) : ledgerd_(std::move(flags)) {}
+
+  // Checkpoints the running ledgerd has done (its /metrics); -1 when the scrape fails.
+  int64_t Checkpoints() const {
+    const std::optional<testing_util::HttpResponse> scrape =
+        testing_util::HttpGet(ledgerd_.metrics_port(), "/metrics");
+    if (!scrape.has_value()) return -1;
+    return static_cast<int64_t>(
+        testing_util::SampleValue(scrape->body, "ledger_log_checkpoints_total").value_or(-1));
+  }
+
   // Deposits and withdrawals the running ledgerd has answered OK, alone or in Apply calls (from
   // its /metrics); 0 when the scrape fails.
   int64_t AcknowledgedWrites() const {
@@ -61,10 +73,12 @@ class CrashTest : public testing::Test {
 
   void KillUnderLoad(const std::vector<std::string>& load_flags, int64_t writes);
 
+  bool expect_checkpoints_ = false;
+
   ScratchDir scratch_;  // The load test's reports.
   // Restarted on the same data directory and gRPC port after each kill: the load test keeps its
   // target.
-  testing_util::LedgerdProcess ledgerd_{std::vector<std::string>{"--shards=2"}};
+  testing_util::LedgerdProcess ledgerd_;
 };
 
 // Three cycles of load, each killed with SIGKILL once ledgerd has acknowledged `writes` writes of
@@ -92,6 +106,10 @@ void CrashTest::KillUnderLoad(const std::vector<std::string>& load_flags, int64_
         "ledgerd has acknowledged writes of this cycle's load", testing_util::kEventTimeout,
         std::chrono::milliseconds(20)))
         << loadtest.output();
+    if (expect_checkpoints_) {
+      // The kill lands among checkpoints: flushes, segment deletions, segments made and rolled.
+      EXPECT_GT(Checkpoints(), 0);
+    }
     ledgerd_.Signal(SIGKILL);
     ASSERT_EQ(ledgerd_.WaitForExit(std::chrono::seconds(10)), std::nullopt)  // Died by signal.
         << ledgerd_.log();
@@ -122,6 +140,21 @@ TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) 
 // other; every operation is settled and verified on its own.
 TEST_F(CrashTest, EveryAcknowledgedOperationOfABatchSurvivesSigkillAndNothingIsAppliedTwice) {
   KillUnderLoad({"--concurrency=8", "--batch=50"}, 1000);
+}
+
+// The same with 1 MiB log segments: a segment fills every few hundred group commits, so the kill
+// lands among checkpoints (RocksDB flushes, segments deleted behind them, spares made and
+// renamed into the log), and each start replays the log from the last checkpoint.
+class CrashAmongCheckpointsTest : public CrashTest {
+ protected:
+  CrashAmongCheckpointsTest() : CrashTest({"--shards=2", "--log_segment_mib=1"}) {
+    expect_checkpoints_ = true;
+  }
+};
+
+TEST_F(CrashAmongCheckpointsTest, EveryAcknowledgedOperationSurvivesSigkillAmongCheckpoints) {
+  // About 250 bytes of log an operation: 12,000 fill three 1 MiB segments before each kill.
+  KillUnderLoad({"--concurrency=8", "--batch=50"}, 12000);
 }
 
 TEST(DataDirectoryTest, LedgerdRefusesADirectoryThatIsNotItsOwnAndLeavesItAlone) {
