@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -312,6 +313,12 @@ class RocksDbStore final : public LedgerStore {
   uint64_t applied_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool applier_stopping_ ABSL_GUARDED_BY(apply_mu_) = false;
   int readers_waiting_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  // Serialises the applier's writes with a checkpoint's.
+  absl::Mutex apply_write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Account states applied since the last checkpoint, by account key: written to RocksDB only by
+  // the next checkpoint, and read from here until then (FindAccount).
+  absl::Mutex dirty_mu_;
+  absl::flat_hash_map<std::string, std::string> dirty_accounts_ ABSL_GUARDED_BY(dirty_mu_);
   std::thread applier_;
 };
 
