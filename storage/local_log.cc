@@ -221,7 +221,8 @@ absl::StatusOr<std::unique_ptr<LocalLog>> LocalLog::Open(const LocalLogOptions& 
     const std::string name = file.path().filename().string();
     if (absl::EndsWith(name, kUnfinishedSuffix)) {
       // A segment whose making was cut short by a crash: nothing was ever appended to it.
-      std::filesystem::remove(file.path(), error);
+      std::error_code not_removed;  // Tried again at the next open; the listing goes on.
+      std::filesystem::remove(file.path(), not_removed);
       continue;
     }
     std::optional<uint64_t> first = SegmentFirstPosition(name);

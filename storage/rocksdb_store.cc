@@ -128,6 +128,15 @@ std::string Refusal(const std::string& dir, absl::string_view problem) {
                       "read); move the directory away or pass another --data_dir");
 }
 
+// Refuses the directory for `cause`: DataLoss (corrupt data) stays DataLoss, for which ledgerd
+// exits with its own status; anything else is FailedPrecondition.
+absl::Status RefusalFrom(const std::string& dir, const absl::Status& cause) {
+  return absl::Status(cause.code() == absl::StatusCode::kDataLoss
+                          ? absl::StatusCode::kDataLoss
+                          : absl::StatusCode::kFailedPrecondition,
+                      Refusal(dir, cause.message()));
+}
+
 // RocksDB reports why it cannot open a directory only as text; this names the cause from it.
 absl::Status OpenRefusal(const std::string& dir, const rocksdb::Status& status) {
   const std::string text = status.ToString();
@@ -268,11 +277,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   LogRecovery recovery;
   absl::StatusOr<std::unique_ptr<LocalLog>> log = LocalLog::Open(log_options, &recovery);
   if (!log.ok()) {
-    // DataLoss (a corrupt log) stays DataLoss: ledgerd exits with its own status for it.
-    return absl::Status(log.status().code() == absl::StatusCode::kDataLoss
-                            ? absl::StatusCode::kDataLoss
-                            : absl::StatusCode::kFailedPrecondition,
-                        Refusal(options.data_dir, log.status().message()));
+    return RefusalFrom(options.data_dir, log.status());
   }
   if (recovery.torn_bytes > 0) {
     std::cerr << "ledgerd: the log ended in an entry cut short by a crash (never acknowledged), "
@@ -281,10 +286,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   }
   absl::StatusOr<uint64_t> applied = Replay(**handles, **log);
   if (!applied.ok()) {
-    return absl::Status(applied.status().code() == absl::StatusCode::kDataLoss
-                            ? absl::StatusCode::kDataLoss
-                            : absl::StatusCode::kFailedPrecondition,
-                        Refusal(options.data_dir, applied.status().message()));
+    return RefusalFrom(options.data_dir, applied.status());
   }
   auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore(
       options, std::move(hooks), *std::move(guard), *std::move(handles), *std::move(log)));
