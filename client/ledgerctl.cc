@@ -57,6 +57,9 @@ ABSL_FLAG(std::string, transfer_id, "",
 ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
 ABSL_FLAG(std::string, page_token, "",
           "history: the next_page_token of an earlier page, for older entries");
+ABSL_FLAG(std::string, to, "",
+          "backup: the directory to write the backup into (made when missing; must be empty). "
+          "A backup is complete once its backup_manifest.json is written, last");
 
 namespace {
 
@@ -71,12 +74,18 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] get-transfer ID\n"
     "  ledgerctl [flags] apply FILE|- [--batch_size=N]\n"
     "  ledgerctl [flags] health\n"
+    "  ledgerctl [flags] backup --to=DIR\n"
     "\n"
     "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
     "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call;\n"
     "for transfer, FROM's and then TO's), the account's operations newest first for history,\n"
     "the transfer's state (PENDING, COMMITTED or REFUSED) for get-transfer, `SERVING` for\n"
     "health, or JSON with --json.\n"
+    "\n"
+    "backup writes a consistent copy of the ledger, taken while it serves, into DIR (missing or\n"
+    "empty): the server's files and, last, backup_manifest.json; `ledgerd restore --from=DIR`\n"
+    "makes a data directory of it. The server allows it only to callers its authorization\n"
+    "policy names (mutual TLS). --deadline does not bound it.\n"
     "\n"
     "apply reads JSON Lines from FILE (- for stdin): one ledger.v1.ApplyOperation per non-blank\n"
     "line in protobuf's JSON mapping, e.g.\n"
@@ -122,8 +131,9 @@ constexpr char kUsage[] =
 
 // The commands, for "did you mean".
 const std::vector<std::string>& Commands() {
-  static const auto* commands = new std::vector<std::string>{
-      "deposit", "withdraw", "balance", "history", "transfer", "get-transfer", "apply", "health"};
+  static const auto* commands =
+      new std::vector<std::string>{"deposit",      "withdraw", "balance", "history", "transfer",
+                                   "get-transfer", "apply",    "health",  "backup"};
   return *commands;
 }
 
@@ -133,7 +143,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
   if (args.empty())
     ledger::cli::ExitUsage(program,
                            "missing command (deposit, withdraw, balance, history, transfer, "
-                           "get-transfer, apply or health)");
+                           "get-transfer, apply, health or backup)");
   const std::string& command = args[0];
   if (std::find(Commands().begin(), Commands().end(), command) == Commands().end()) {
     const std::optional<std::string> close = ledger::cli::DidYouMean(command, Commands());
@@ -143,7 +153,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
                      close.has_value() ? absl::StrCat("; did you mean ", *close, "?")
                                        : std::string("; the commands are deposit, withdraw, "
                                                      "balance, history, transfer, get-transfer, "
-                                                     "apply and health")));
+                                                     "apply, health and backup")));
   }
   const bool write = (command == "deposit" || command == "withdraw") && args.size() == 3;
   const bool transfer = command == "transfer" && args.size() == 4;
@@ -179,6 +189,7 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
   options.transfer_id = absl::GetFlag(FLAGS_transfer_id);
   options.page_size = absl::GetFlag(FLAGS_page_size);
   options.page_token = absl::GetFlag(FLAGS_page_token);
+  options.backup_to = absl::GetFlag(FLAGS_to);
   options.tls = ledger::ClientTlsOptionsFromFlags();
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--deadline must be positive");
@@ -196,6 +207,9 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
         command == "transfer"
             ? "--request_id applies to deposit and withdraw only; a transfer takes --transfer_id"
             : "--request_id applies to deposit and withdraw only");
+  }
+  if (!options.backup_to.empty() && command != "backup") {
+    return absl::InvalidArgumentError("--to applies to backup only");
   }
   if (!options.transfer_id.empty() && command != "transfer") {
     return absl::InvalidArgumentError(
@@ -238,6 +252,7 @@ int main(int argc, char** argv) {
       {"balance", ledger::ctl::RunBalance},   {"history", ledger::ctl::RunHistory},
       {"transfer", ledger::ctl::RunTransfer}, {"get-transfer", ledger::ctl::RunGetTransfer},
       {"apply", ledger::ctl::RunApply},       {"health", ledger::ctl::RunHealth},
+      {"backup", ledger::ctl::RunBackup},
   };
   for (const auto& [name, run] : kCommands) {
     if (command == name) return run(session, args);

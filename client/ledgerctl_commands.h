@@ -4,6 +4,7 @@
 //   client/ledgerctl_writes.cc         deposit, withdraw, transfer
 //   client/ledgerctl_reads.cc          balance, history, get-transfer, health
 //   client/ledgerctl_apply_command.cc  apply
+//   client/ledgerctl_backup.cc         backup
 #ifndef LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
 #define LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
 
@@ -21,6 +22,7 @@ int RunHistory(const LedgerctlSession& session, const std::vector<char*>& args);
 int RunGetTransfer(const LedgerctlSession& session, const std::vector<char*>& args);
 int RunHealth(const LedgerctlSession& session, const std::vector<char*>& args);
 int RunApply(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunBackup(const LedgerctlSession& session, const std::vector<char*>& args);
 
 }  // namespace ledger::ctl
 

@@ -39,6 +39,7 @@ struct LedgerctlOptions {
   std::string transfer_id;                     // transfer; empty: a new one.
   int32_t page_size = 20;                      // history.
   std::string page_token;                      // history.
+  std::string backup_to;                       // backup: the directory written.
   ClientTlsOptions tls;
 };
 

@@ -89,6 +89,15 @@ bool AuthzPolicy::Rule::Matches(absl::string_view path, const PeerIdentity& peer
   return false;
 }
 
+bool AuthzPolicy::Rule::NamesCallersAndPaths() const {
+  const auto named = [](const std::vector<Pattern>& patterns) {
+    return !patterns.empty() &&
+           std::none_of(patterns.begin(), patterns.end(),
+                        [](const Pattern& p) { return p.kind == Pattern::Kind::kAny; });
+  };
+  return named(principals) && named(paths);
+}
+
 // Turns the JSON (parsed into a google.protobuf.Struct) into an AuthzPolicy, naming the place of
 // the first thing that is wrong.
 class AuthzPolicyParser {
@@ -238,8 +247,16 @@ absl::Status AuthzPolicy::Check(absl::string_view path, const PeerIdentity& peer
                                                       " (deny rule \"", rule.name, "\")"));
     }
   }
+  const bool admin = absl::StartsWith(path, kAdminServicePrefix);
   for (const Rule& rule : allow_rules_) {
+    if (admin && !rule.NamesCallersAndPaths()) continue;
     if (rule.Matches(path, peer)) return absl::OkStatus();
+  }
+  if (admin) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "authorization policy \"", name_, "\" does not allow ", peer.Name(), " to call ", path,
+        " (an admin method needs an allow rule that names both the caller and the method; "
+        "\"*\" names no one)"));
   }
   return absl::PermissionDeniedError(absl::StrCat("authorization policy \"", name_,
                                                   "\" does not allow ", peer.Name(), " to call ",

@@ -17,6 +17,9 @@
 // {"principals": [...]} and "request": {"paths": [...]}. Refused at load, never ignored:
 // "headers" and any other field. A pattern is exact, "*" (anything; for a principal: any client
 // with a verified certificate), "prefix*" or "*suffix".
+// Admin methods (/ledger.v1.LedgerAdmin/...) are stricter than gRPC's engine: only an allow rule
+// that lists principals and paths, none of them "*", admits them, so that a rule written for
+// "every client" or "every method" never hands out a backup of the whole ledger.
 // Decision, as gRPC's: a matching deny rule refuses; else a matching allow rule admits; else the
 // call is refused. A rule matches when every part it has matches (an absent part matches all).
 // A principal matches a client whose certificate's URI SAN, DNS SAN or subject ("CN=reporting")
@@ -39,6 +42,9 @@
 #include "metrics/ledger_metrics.h"
 
 namespace ledger {
+
+// The methods only a rule naming the caller admits (see above).
+inline constexpr absl::string_view kAdminServicePrefix = "/ledger.v1.LedgerAdmin/";
 
 // The most bytes a policy or PEM file may hold; a bigger one is refused, not read.
 inline constexpr size_t kConfigFileBytesMax = 1 << 20;
@@ -83,6 +89,8 @@ class AuthzPolicy {
     std::vector<Pattern> principals;  // Empty: any client, with or without a certificate.
     std::vector<Pattern> paths;       // Empty: any method.
     bool Matches(absl::string_view path, const PeerIdentity& peer) const;
+    // Lists principals and paths, none of them "*": what an admin method needs.
+    bool NamesCallersAndPaths() const;
   };
   friend class AuthzPolicyParser;
 

@@ -140,9 +140,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
   server->transport_security_ = *std::move(transport_security);
-  if (AuthzPolicyWatcher* policy = server->transport_security_->policy_watcher()) {
-    policy->CountDenialsIn(server->metrics_);
-  }
+  AuthzPolicyWatcher* const policy = server->transport_security_->policy_watcher();
+  if (policy != nullptr) policy->CountDenialsIn(server->metrics_);
+  server->admin_service_ = std::make_unique<LedgerAdminService>(
+      server->store_.get(), /*authorized_by_policy=*/policy != nullptr, options.version);
   if (!options.metrics_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);
@@ -179,6 +180,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
           grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
           server->transport_security_->credentials());
   builder.RegisterService(&server->service_);
+  builder.RegisterService(server->admin_service_.get());
   builder.RegisterService(&server->reflection_);  // Not gRPC's plugin: see reflection_service.h.
 
   server->router_->Start();

@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
+#include "server/backup_service.h"
 #include "server/connection_acceptor.h"
 #include "server/ledger_service.h"
 #include "server/reflection_service.h"
@@ -156,6 +157,7 @@ class LedgerServer {
   AdmissionControl admission_;
   LedgerService service_;
   std::unique_ptr<ServerTransportSecurity> transport_security_;
+  std::unique_ptr<LedgerAdminService> admin_service_;
   ReflectionService reflection_;
   // Accepts the gRPC port's connections and hands them to server_; stopped before it.
   std::unique_ptr<ConnectionAcceptor> acceptor_;

@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
+#include "server/backup_restore.h"
 #include "server/ledger_server.h"
 #include "server/library_logs.h"
 #include "server/listener_watchdog.h"
@@ -98,6 +99,9 @@ ABSL_FLAG(int64_t, overdraft_limit, 0,
           "how far below 0 a withdrawal may take a balance, in minor units (>= 0)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGINT/SIGTERM, how long to wait for calls in flight before cancelling them");
+ABSL_FLAG(std::string, from, "",
+          "`ledgerd restore` only: the backup directory to restore (written by `ledgerctl backup "
+          "--to DIR`)");
 ABSL_FLAG(std::string, data_dir, "./data",
           "directory of the ledger: its log (ledger_log/, the truth: one entry per group commit) "
           "and a RocksDB database derived from it that holds the accounts, their journal and the "
@@ -463,6 +467,25 @@ int UpgradeLedger(const ledger::storage::StoreOptions& storage) {
   }
   return EXIT_SUCCESS;
 }
+// `ledgerd restore --from=DIR --data_dir=DIR2`: makes a data directory of a backup; exit 0, 1 with
+// the reason, or 4 when the backup's data fails its checks.
+int RestoreLedger(const std::string& from, const ledger::storage::StoreOptions& storage) {
+  if (storage.durability == ledger::storage::Durability::kNone) {
+    std::cerr << "ledgerd: restore makes a ledger on disk; --durability=none keeps none\n";
+    return EXIT_FAILURE;
+  }
+  absl::StatusOr<ledger::RestoreReport> report = ledger::RestoreBackup(from, storage);
+  if (!report.ok()) {
+    std::cerr << "ledgerd: restore: " << report.status().message() << "\n";
+    return report.status().code() == absl::StatusCode::kDataLoss ? kExitCorruptData : EXIT_FAILURE;
+  }
+  std::cout << "ledgerd: restored ledger " << report->ledger_id << " as of log position "
+            << report->last_position << " (backup taken " << report->created_at << ") into "
+            << storage.data_dir << ": " << report->accounts << " accounts, "
+            << report->pending_transfers << " pending transfers\n";
+  return EXIT_SUCCESS;
+}
+
 // How often the listener watchdog looks at the accept queue, and how long connections may wait
 // there unaccepted before ledgerd declares its listener lost. The accept loop takes a connection
 // within microseconds while it runs, even out of descriptors (connection_acceptor.h): the watchdog
@@ -608,6 +631,10 @@ int main(int argc, char** argv) {
       "                                bring DIR, written by an older ledgerd, to this version's "
       "data\n"
       "                                format (offline; crash-safe: run it again if cut short)\n"
+      "  ledgerd restore --from=BACKUP --data_dir=DIR\n"
+      "                                make DIR (missing or empty) a data directory from a backup\n"
+      "                                taken by `ledgerctl backup` (checked before it is in "
+      "place)\n"
       "  ledgerd [--listen=HOST:PORT] [--data_dir=DIR] [--durability=sync|async|none] ...\n"
       "                                serve the ledger in DIR (made by `ledgerd init`)\n"
       "\n"
@@ -623,15 +650,16 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const bool init = !positional.empty() && positional[0] == "init";
   const bool upgrade = !positional.empty() && positional[0] == "upgrade";
-  const bool command = init || upgrade;
+  const bool restore = !positional.empty() && positional[0] == "restore";
+  const bool command = init || upgrade || restore;
   if (positional.size() > (command ? 1 : 0)) {
     const std::string& stray = positional[command ? 1 : 0];
-    const std::optional<std::string> close =
-        ledger::cli::DidYouMean(stray, {std::string("init"), std::string("upgrade")});
+    const std::optional<std::string> close = ledger::cli::DidYouMean(
+        stray, {std::string("init"), std::string("upgrade"), std::string("restore")});
     ledger::cli::ExitUsage(
         program,
         absl::StrCat(
-            "unexpected argument \"", stray, "\"; the commands are `init` and `upgrade`",
+            "unexpected argument \"", stray, "\"; the commands are `init`, `upgrade` and `restore`",
             close.has_value() && !command ? absl::StrCat(" (did you mean ", *close, "?)") : ""));
   }
 
@@ -644,6 +672,12 @@ int main(int argc, char** argv) {
   ledger::LimitLibraryLogs(/*quiet=*/!absl::GetFlag(FLAGS_verbose));
   if (init) return InitLedger(options->storage);
   if (upgrade) return UpgradeLedger(options->storage);
+  const std::string from = absl::GetFlag(FLAGS_from);
+  if (restore != !from.empty()) {
+    ledger::cli::ExitUsage(program, restore ? "restore needs --from=DIR, the backup to restore"
+                                            : "--from is for `ledgerd restore` only");
+  }
+  if (restore) return RestoreLedger(from, options->storage);
   const std::string ports_file = absl::GetFlag(FLAGS_ports_file);
   if (!ports_file.empty()) {
     if (absl::Status status = CheckCanWritePortsFile(ports_file); !status.ok()) {

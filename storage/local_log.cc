@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/check.h"
 #include "storage/data_directory.h"
 
 namespace ledger::storage {
@@ -602,6 +603,36 @@ int64_t LocalLog::DiskBytes() const {
   int64_t bytes = 0;
   for (const Segment& segment : segments_) bytes += segment.size;
   return bytes;
+}
+
+absl::Status CopyLogEntries(const LocalLog& log, uint64_t first, uint64_t last,
+                            const std::string& dir, int64_t segment_bytes) {
+  if (std::filesystem::exists(dir)) {
+    return absl::FailedPreconditionError(absl::StrCat("copying the log: ", dir, " exists"));
+  }
+  if (absl::Status made = LocalLog::Create(dir, first, segment_bytes); !made.ok()) return made;
+  LocalLogOptions options;
+  options.dir = dir;
+  options.segment_bytes = segment_bytes;
+  options.sync = false;
+  absl::StatusOr<std::unique_ptr<LocalLog>> copy = LocalLog::Open(options);
+  if (!copy.ok()) return copy.status();
+  if (last < first) return absl::OkStatus();
+  uint64_t copied = first - 1;
+  absl::Status read = log.ReadFrom(first, [&](uint64_t position, absl::string_view payload) {
+    if (position > last) return absl::CancelledError("past the last entry to copy");
+    absl::StatusOr<uint64_t> appended = (*copy)->Append(payload);
+    if (!appended.ok()) return appended.status();
+    LEDGER_CHECK(*appended == position);
+    copied = position;
+    return absl::OkStatus();
+  });
+  if (!read.ok() && !absl::IsCancelled(read)) return read;
+  if (copied != last) {
+    return absl::DataLossError(absl::StrCat("copying the log: it holds entries up to ", copied,
+                                            " only, not up to ", last));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ledger::storage

@@ -155,6 +155,13 @@ class LocalLog {
 // The name of the segment whose first entry is `first_position`.
 std::string LogSegmentName(uint64_t first_position);
 
+// Writes the entries `first` to `last` of `log` (every one of them must be kept there: see
+// DropBefore) into a new log in `dir`, which must not exist, with segments of `segment_bytes`:
+// the log part of a backup. Every entry's checksum is verified as it is read (DataLoss names
+// one that fails). Not synced: the copy is read back at once and streamed, never relied on.
+absl::Status CopyLogEntries(const LocalLog& log, uint64_t first, uint64_t last,
+                            const std::string& dir, int64_t segment_bytes);
+
 }  // namespace ledger::storage
 
 #endif  // LEDGER_STORAGE_LOCAL_LOG_H_

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "rocksdb/options.h"
 #include "rocksdb/perf_level.h"
 #include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "storage/account_journal_check.h"
 #include "storage/ledger_records.pb.h"
@@ -270,6 +272,10 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   if (!guard.ok()) return guard.status();
   absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/false);
   if (!handles.ok()) return handles.status();
+  // A backup's staged copy that a crash left behind (its hard links would pin old tables).
+  std::error_code no_staging;
+  std::filesystem::remove_all(absl::StrCat(options.data_dir, "/", kBackupStagingDirectory),
+                              no_staging);
   LocalLogOptions log_options{.dir = LogDirectory(options.data_dir),
                               .segment_bytes = options.log_segment_bytes,
                               .sync = options.durability == Durability::kSync,
@@ -580,38 +586,119 @@ absl::Status RocksDbStore::Checkpoint() {
   uint64_t applied = 0;
   {
     absl::MutexLock apply_lock(&apply_write_mu_);
-    absl::ReaderMutexLock lock(&mu_);
-    if (handles_ == nullptr) return ClosedError();
-    // Everything applied so far is in the database but the accounts the applier keeps in
-    // memory: they go in now, with the position, in one write.
-    applied = applied_position();
-    rocksdb::WriteBatch write;
-    rocksdb::Status put;
-    {
-      absl::MutexLock dirty_lock(&dirty_mu_);
-      for (const auto& [key, value] : dirty_accounts_) {
-        put = write.Put(handles_->families[kAccounts], ToSlice(key), ToSlice(value));
-        if (!put.ok()) return FromRocks(put, "checkpointing");
-      }
+    absl::StatusOr<uint64_t> flushed = FlushCheckpointLocked();
+    if (!flushed.ok()) return flushed.status();
+    applied = *flushed;
+  }
+  absl::StatusOr<int> dropped = log_->DropBefore(DropLimit(applied));
+  if (!dropped.ok()) return dropped.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RocksDbStore::FlushCheckpointLocked() {
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
+  // Everything applied so far is in the database but the accounts the applier keeps in memory:
+  // they go in now, with the position, in one write.
+  const uint64_t applied = applied_position();
+  rocksdb::WriteBatch write;
+  rocksdb::Status put;
+  {
+    absl::MutexLock dirty_lock(&dirty_mu_);
+    for (const auto& [key, value] : dirty_accounts_) {
+      put = write.Put(handles_->families[kAccounts], ToSlice(key), ToSlice(value));
+      if (!put.ok()) return FromRocks(put, "checkpointing");
     }
-    put = write.Put(handles_->families[kDefault], ToSlice(kAppliedKey), EncodePosition(applied));
-    rocksdb::WriteOptions no_wal;
-    no_wal.disableWAL = true;
-    if (put.ok()) put = handles_->db->Write(no_wal, &write);
-    if (!put.ok()) return FromRocks(put, "checkpointing");
-    rocksdb::FlushOptions flush;
-    flush.wait = true;
-    // Every family at once (atomic_flush): the tables then hold the state at `applied`, which
-    // the applied position written with it says.
-    rocksdb::Status flushed = handles_->db->Flush(flush, handles_->families);
-    if (!flushed.ok()) return FromRocks(flushed, "checkpointing");
+  }
+  put = write.Put(handles_->families[kDefault], ToSlice(kAppliedKey), EncodePosition(applied));
+  rocksdb::WriteOptions no_wal;
+  no_wal.disableWAL = true;
+  if (put.ok()) put = handles_->db->Write(no_wal, &write);
+  if (!put.ok()) return FromRocks(put, "checkpointing");
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  // Every family at once (atomic_flush): the tables then hold the state at `applied`, which the
+  // applied position written with it says.
+  rocksdb::Status flushed = handles_->db->Flush(flush, handles_->families);
+  if (!flushed.ok()) return FromRocks(flushed, "checkpointing");
+  {
     absl::MutexLock dirty_lock(&dirty_mu_);
     dirty_accounts_.clear();
   }
-  absl::StatusOr<int> dropped = log_->DropBefore(applied + 1);
-  if (!dropped.ok()) return dropped.status();
   checkpoints_.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
+  return applied;
+}
+
+uint64_t RocksDbStore::DropLimit(uint64_t applied) const {
+  return std::min(applied + 1, backup_pin_.load(std::memory_order_acquire));
+}
+
+absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
+  if (backup_staged_.exchange(true, std::memory_order_acq_rel)) {
+    return absl::FailedPreconditionError(
+        "another backup is being taken; one runs at a time: retry once it has ended");
+  }
+  StagedBackup staged;
+  staged.dir = absl::StrCat(options_.data_dir, "/", kBackupStagingDirectory);
+  staged.ledger_id = ledger_id_;
+  // Whatever fails below leaves nothing staged.
+  auto discard = absl::MakeCleanup([this] { DiscardStagedBackup(); });
+  std::error_code error;
+  std::filesystem::remove_all(staged.dir, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("removing ", staged.dir, ": ", error.message()));
+  }
+  {
+    // The applier waits while the copy of RocksDB is made, so that its tables hold exactly the
+    // state at the checkpoint's position; writes go on into the log meanwhile.
+    absl::MutexLock apply_lock(&apply_write_mu_);
+    const absl::Time held_at = absl::Now();
+    absl::StatusOr<uint64_t> applied = FlushCheckpointLocked();
+    if (!applied.ok()) return applied.status();
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      if (handles_ == nullptr) return ClosedError();
+      rocksdb::Checkpoint* raw = nullptr;
+      rocksdb::Status made = rocksdb::Checkpoint::Create(handles_->db.get(), &raw);
+      std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+      // Just flushed, with the applier held: nothing is left in the memtables to flush again.
+      if (made.ok()) {
+        made = checkpoint->CreateCheckpoint(staged.dir, std::numeric_limits<uint64_t>::max());
+      }
+      if (!made.ok()) return FromRocks(made, "copying the database for a backup");
+    }
+    // Checkpoints keep the log's entries after `applied` until the copy below has them.
+    backup_pin_.store(*applied + 1, std::memory_order_release);
+    staged.applied_position = *applied;
+    staged.applier_held = absl::Now() - held_at;
+  }
+  staged.last_position = appended_.load(std::memory_order_acquire);
+  absl::Status copied =
+      CopyLogEntries(*log_, staged.applied_position + 1, staged.last_position,
+                     absl::StrCat(staged.dir, "/", kLogDirectory), kBackupLogSegmentBytes);
+  backup_pin_.store(UINT64_MAX, std::memory_order_release);
+  if (!copied.ok()) return copied;
+  for (const auto& file : std::filesystem::recursive_directory_iterator(staged.dir, error)) {
+    if (!file.is_regular_file()) continue;
+    staged.files.push_back(std::filesystem::relative(file.path(), staged.dir).string());
+  }
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("listing ", staged.dir, ": ", error.message()));
+  }
+  std::sort(staged.files.begin(), staged.files.end());
+  std::move(discard).Cancel();
+  return staged;
+}
+
+void RocksDbStore::DiscardStagedBackup() {
+  std::error_code error;
+  const std::string dir = absl::StrCat(options_.data_dir, "/", kBackupStagingDirectory);
+  std::filesystem::remove_all(dir, error);
+  if (error) {
+    std::cerr << "ledgerd: could not remove a backup's staged copy " << dir << ": "
+              << error.message() << " (removed at the next start)\n";
+  }
+  backup_staged_.store(false, std::memory_order_release);
 }
 
 absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batches) {

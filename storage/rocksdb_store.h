@@ -105,6 +105,27 @@ struct StoreTestHooks {
   std::function<void()> before_apply;
 };
 
+// Where a backup is staged, inside the data directory: removed when the backup ends, and at open
+// when a crash left it behind.
+inline constexpr absl::string_view kBackupStagingDirectory = "backup_staging";
+// The log's segment size in a backup: small, since a segment's unused tail is copied too.
+inline constexpr int64_t kBackupLogSegmentBytes = int64_t{4} << 20;
+
+// A consistent copy of the ledger made by StageBackup, in `dir`, until DiscardStagedBackup.
+struct StagedBackup {
+  std::string dir;
+  std::string ledger_id;
+  // RocksDB's files in `dir` hold the state at this log position; `dir`/ledger_log holds the
+  // entries after it, up to last_position (at least every write acknowledged before the call).
+  uint64_t applied_position = 0;
+  uint64_t last_position = 0;
+  // Every file, relative to `dir` ("000012.sst", "ledger_log/00000000000000000042.seg"), sorted.
+  std::vector<std::string> files;
+  // How long the applier (and so the reads that wait for it) was held while the copy was made.
+  // Writes are never held: they wait only past the applier's 64 MiB lag bound.
+  absl::Duration applier_held;
+};
+
 // One page of an account's journal.
 struct HistoryPage {
   std::vector<JournalEntry> entries;  // Newest first.
@@ -148,6 +169,15 @@ class RocksDbStore final : public LedgerStore {
   // The log's segment files now (for tests and backups), and the bytes they take.
   std::vector<std::string> LogSegments() const { return log_->SegmentPaths(); }
   int64_t LogDiskBytes() const { return log_->DiskBytes(); }
+  // Makes a consistent copy of the ledger in the data directory's kBackupStagingDirectory while
+  // the store serves: a checkpoint, then RocksDB's checkpoint (hard links to its tables) with
+  // the applier held, then a copy of the log's entries after it, up to the newest acknowledged.
+  // FailedPrecondition while another copy is staged (one at a time); Unavailable when the store
+  // fails, and then nothing is left staged. Any thread but the journal's; it reads the disk.
+  absl::StatusOr<StagedBackup> StageBackup() ABSL_LOCKS_EXCLUDED(mu_, apply_write_mu_);
+  // Removes the staged copy; the next StageBackup may then run.
+  void DiscardStagedBackup();
+
   // Checkpoints done since the store was opened.
   uint64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
 
@@ -241,6 +271,13 @@ class RocksDbStore final : public LedgerStore {
   // Adds `payload`'s changes to `write`.
   static absl::Status AddChanges(Handles& handles, absl::string_view payload,
                                  rocksdb::WriteBatch& write);
+  // Writes the account states kept in memory and the applied position, and flushes every family
+  // at once: RocksDB's tables then hold the state at the returned position.
+  absl::StatusOr<uint64_t> FlushCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_write_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The log position before which checkpoints may delete segments: a staged backup's copy needs
+  // the entries after its applied position.
+  uint64_t DropLimit(uint64_t applied) const;
   // The log entry of a group.
   std::string EncodeGroup(absl::Span<const BatchWrite* const> batches);
   // The applier thread: writes durable entries to RocksDB in large batches, without its WAL.
@@ -305,6 +342,9 @@ class RocksDbStore final : public LedgerStore {
   // The newest position appended to the log (acknowledged once WriteGroup returns).
   std::atomic<uint64_t> appended_{0};
   std::atomic<uint64_t> checkpoints_{0};
+  // A staged backup: one at a time, and the oldest log position its copy still reads.
+  std::atomic<bool> backup_staged_{false};
+  std::atomic<uint64_t> backup_pin_{UINT64_MAX};
 
   mutable absl::Mutex apply_mu_;
   std::deque<Unapplied> unapplied_entries_ ABSL_GUARDED_BY(apply_mu_);

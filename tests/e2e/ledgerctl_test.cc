@@ -263,10 +263,10 @@ INSTANTIATE_TEST_SUITE_P(
                         "unknown command \"depsit\"; did you mean deposit?"},
         CommandLineCase{{"frobnicate"},
                         "unknown command \"frobnicate\"; the commands are deposit, withdraw, "
-                        "balance, history, transfer, get-transfer, apply and health"},
+                        "balance, history, transfer, get-transfer, apply, health and backup"},
         CommandLineCase{{},
                         "missing command (deposit, withdraw, balance, history, transfer, "
-                        "get-transfer, apply or health)"},
+                        "get-transfer, apply, health or backup)"},
         CommandLineCase{{"transfer", "alice", "bob", "-5"},
                         "AMOUNT must be positive; got -5 (to move money back, swap FROM and TO)"},
         CommandLineCase{{"transfer", "alice", "bob", "1.5"},

@@ -493,14 +493,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlagCase{"--metrics_listen=[::1]:9464",
                     "--metrics_listen takes an IPv4 address or a host name (the metrics HTTP "
                     "server has no IPv6); got \"[::1]:9464\""},
-        BadFlagCase{"serve",
-                    "unexpected argument \"serve\"; the commands are `init` and `upgrade`"},
-        BadFlagCase{"int",
-                    "unexpected argument \"int\"; the commands are `init` and `upgrade` (did "
-                    "you mean init?)"},
-        BadFlagCase{"upgade",
-                    "unexpected argument \"upgade\"; the commands are `init` and `upgrade` "
-                    "(did you mean upgrade?)"},
+        BadFlagCase{
+            "serve",
+            "unexpected argument \"serve\"; the commands are `init`, `upgrade` and `restore`"},
+        BadFlagCase{
+            "int",
+            "unexpected argument \"int\"; the commands are `init`, `upgrade` and `restore` (did "
+            "you mean init?)"},
+        BadFlagCase{
+            "upgade",
+            "unexpected argument \"upgade\"; the commands are `init`, `upgrade` and `restore` "
+            "(did you mean upgrade?)"},
         BadFlagCase{"--log_segment_mib=0", "--log_segment_mib must be 1 to 1024; got 0"},
         BadFlagCase{"--log_segment_mib=1025", "--log_segment_mib must be 1 to 1024; got 1025"},
         BadFlagCase{"--max_concurrent_streams=0",

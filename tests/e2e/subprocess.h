@@ -85,6 +85,13 @@ class Subprocess {
 
   const std::string& output() const { return output_; }
 
+  // True until the process has exited; never waits.
+  bool running() {
+    int status = 0;
+    if (!exit_status_.has_value() && waitpid(pid_, &status, WNOHANG) == pid_) exit_status_ = status;
+    return !exit_status_.has_value();
+  }
+
  private:
   // Appends what is available within `timeout_ms` to output_; false at end of file or timeout.
   bool ReadSome(int timeout_ms) {

@@ -115,6 +115,49 @@ TEST(AuthzPolicyTest, TheExampleInDeployParses) {
                           Dns("reporting"))
                   .ok());
   EXPECT_FALSE(policy->Check("/grpc.health.v1.Health/Check", PeerIdentity()).ok());
+  EXPECT_TRUE(policy->Check("/ledger.v1.LedgerAdmin/Backup", Dns("ops")).ok());
+  EXPECT_FALSE(policy->Check("/ledger.v1.LedgerAdmin/Backup", Dns("payments")).ok());
+}
+
+// An admin method is the whole ledger: a rule admits it only when it names both the caller and
+// the method. "*" in either, or a part left out, admits every other method as gRPC would, but
+// never an admin one; a deny rule still refuses.
+TEST(AuthzPolicyTest, OnlyARuleThatNamesTheCallerAndTheMethodAdmitsAnAdminMethod) {
+  const auto check = [](const std::string& rule, const std::string& path) {
+    absl::StatusOr<AuthzPolicy> policy =
+        AuthzPolicy::Parse(R"({"name": "p", "allow_rules": [)" + rule + "]}");
+    EXPECT_TRUE(policy.ok()) << policy.status();
+    return policy->Check(path, Dns("ops"));
+  };
+  const std::string backup = "/ledger.v1.LedgerAdmin/Backup";
+  EXPECT_TRUE(check(R"({"name": "r", "source": {"principals": ["ops"]},
+                        "request": {"paths": ["/ledger.v1.LedgerAdmin/Backup"]}})",
+                    backup)
+                  .ok());
+  EXPECT_TRUE(check(R"({"name": "r", "source": {"principals": ["op*"]},
+                        "request": {"paths": ["/ledger.v1.LedgerAdmin/*"]}})",
+                    backup)
+                  .ok());
+  struct TooBroad {
+    const char* rule;
+    bool admits_balance;  // What gRPC's engine makes of it for a ledger method.
+  };
+  const TooBroad too_broad[] = {
+      {R"({"name": "r", "source": {"principals": ["*"]},
+           "request": {"paths": ["/ledger.v1.LedgerAdmin/Backup"]}})",
+       false},
+      {R"({"name": "r", "source": {"principals": ["ops"]}, "request": {"paths": ["*"]}})", true},
+      {R"({"name": "r", "source": {"principals": ["ops"]}})", true},
+      {R"({"name": "r", "request": {"paths": ["/ledger.v1.LedgerAdmin/Backup"]}})", false},
+      {R"({"name": "r"})", true}};
+  for (const TooBroad& rule : too_broad) {
+    const absl::Status status = check(rule.rule, backup);
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << rule.rule;
+    EXPECT_THAT(status.message(), HasSubstr("an admin method needs an allow rule that names both "
+                                            "the caller and the method"))
+        << rule.rule;
+    EXPECT_EQ(check(rule.rule, "/ledger.v1.Ledger/Balance").ok(), rule.admits_balance) << rule.rule;
+  }
 }
 
 struct BadPolicy {

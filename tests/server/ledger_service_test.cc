@@ -201,7 +201,7 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
   std::sort(services.begin(), services.end());
   EXPECT_THAT(services, ::testing::ElementsAre("grpc.health.v1.Health",
                                                "grpc.reflection.v1alpha.ServerReflection",
-                                               "ledger.v1.Ledger"));
+                                               "ledger.v1.Ledger", "ledger.v1.LedgerAdmin"));
 
   request.set_file_containing_symbol("ledger.v1.Ledger");
   ASSERT_TRUE(stream->Write(request));

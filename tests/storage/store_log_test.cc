@@ -162,6 +162,70 @@ TEST(StoreLogTest, CheckpointsDeleteTheSegmentsBehindAndACleanStopLeavesNothingT
   EXPECT_EQ(store->FindAccount("c").value(), (AccountState{.balance = 20000, .sequence = 2000}));
 }
 
+// A staged backup is RocksDB's checkpoint at the applied position plus the log after it, up to
+// the newest acknowledged write: here the applier is held at 50 while 70 are acknowledged, so the
+// copy's log holds 51 to 70, and the copy, opened as a data directory, has all 70. One backup is
+// staged at a time; a discarded one leaves nothing in the data directory.
+TEST(StoreLogTest, ABackupIsTheCheckpointAndTheLogAfterItUpToTheNewestAcknowledged) {
+  ScratchDir scratch;
+  const std::string dir = scratch.Sub("ledger");
+  testing_util::InitLedger(dir, kSmallSegment);
+  std::mutex mu;
+  std::condition_variable released;
+  bool hold = false;
+  StoreTestHooks hooks;
+  hooks.before_apply = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    released.wait(lock, [&] { return !hold; });
+  };
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(dir), hooks);
+  ASSERT_NE(store, nullptr);
+  for (uint64_t n = 1; n <= 50; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_TRUE(
+      testing_util::WaitUntil([&] { return store->applied_position() == 50; }, "applied 50"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hold = true;
+  }
+  for (uint64_t n = 51; n <= 70; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+
+  absl::StatusOr<StagedBackup> staged = store->StageBackup();
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(staged->dir, dir + "/backup_staging");
+  EXPECT_EQ(staged->ledger_id, store->ledger_id());
+  EXPECT_EQ(staged->applied_position, 50u);
+  EXPECT_EQ(staged->last_position, 70u);
+  EXPECT_THAT(staged->files, ::testing::Contains("CURRENT"));
+  EXPECT_THAT(staged->files, ::testing::Contains("ledger_log/00000000000000000051.seg"));
+  const absl::StatusOr<StagedBackup> second = store->StageBackup();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  {
+    LocalLogOptions log_options;
+    log_options.dir = staged->dir + "/ledger_log";
+    absl::StatusOr<std::unique_ptr<LocalLog>> log = LocalLog::Open(log_options);
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_EQ((*log)->first_position(), 51u);
+    EXPECT_EQ((*log)->last_position(), 70u);
+  }
+  const std::string copy = scratch.Sub("copy");
+  std::filesystem::copy(staged->dir, copy, std::filesystem::copy_options::recursive);
+  store->DiscardStagedBackup();
+  EXPECT_FALSE(std::filesystem::exists(staged->dir));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hold = false;
+  }
+  released.notify_all();
+  EXPECT_TRUE(store->StageBackup().ok());
+  store->DiscardStagedBackup();
+
+  std::unique_ptr<RocksDbStore> restored = OpenStoreOrDie(LogOptions(copy));
+  ASSERT_NE(restored, nullptr);
+  EXPECT_EQ(restored->log_position(), 70u);
+  EXPECT_EQ(restored->ledger_id(), store->ledger_id());
+  EXPECT_EQ(restored->FindAccount("a").value(), (AccountState{.balance = 700, .sequence = 70}));
+}
+
 // While the applier is held back, a decision's lookup of a request_id or transfer_id is answered
 // from the log's unapplied records without waiting, and History waits for the applier instead of
 // answering without the acknowledged write.

@@ -1,0 +1,39 @@
+// Defines `LedgerAdminService`, ledger.v1.LedgerAdmin on gRPC's callback API: Backup streams a
+// consistent copy of the ledger (RocksDbStore::StageBackup) to the caller while the ledger serves.
+#ifndef LEDGER_SERVER_BACKUP_SERVICE_H_
+#define LEDGER_SERVER_BACKUP_SERVICE_H_
+
+#include <string>
+
+#include "grpcpp/grpcpp.h"
+#include "ledger/v1/ledger_admin.grpc.pb.h"
+#include "storage/rocksdb_store.h"
+
+namespace ledger {
+
+// The most bytes of a file one BackupChunk carries.
+inline constexpr int64_t kBackupChunkBytes = int64_t{1} << 20;
+
+// Thread-safe. Each Backup runs on a thread of its own (it reads the disk, which a gRPC thread
+// never does), sending one chunk at a time: the caller's pace is the backup's pace, and a caller
+// that stops reading holds one chunk of memory.
+class LedgerAdminService final : public v1::LedgerAdmin::CallbackService {
+ public:
+  // `store` is null when the server keeps no journal (--durability=none); not owned, it must
+  // outlive the gRPC server. `authorized_by_policy`: an authorization policy checks every call
+  // (mutual TLS and --authz_policy_file), which is the only way an admin method is allowed.
+  LedgerAdminService(storage::RocksDbStore* store, bool authorized_by_policy,
+                     std::string server_version);
+
+  grpc::ServerWriteReactor<v1::BackupChunk>* Backup(grpc::CallbackServerContext* context,
+                                                    const v1::BackupRequest* request) override;
+
+ private:
+  storage::RocksDbStore* const store_;
+  const bool authorized_by_policy_;
+  const std::string server_version_;
+};
+
+}  // namespace ledger
+
+#endif  // LEDGER_SERVER_BACKUP_SERVICE_H_
