@@ -1,6 +1,7 @@
 #include "server/backup_service.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -19,6 +20,8 @@
 
 namespace ledger {
 namespace {
+
+constexpr int kBackupNice = 19;
 
 // A Backup call refused before anything was staged.
 class RefusedBackup final : public grpc::ServerWriteReactor<v1::BackupChunk> {
@@ -53,6 +56,9 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 
  private:
   grpc::Status Run() {
+    // A backup is the least urgent work in the process: its copy and its checksums take only
+    // what serving leaves of the CPU (Linux: a thread's own nice value).
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackupNice);
     absl::StatusOr<storage::StagedBackup> staged = store_->StageBackup();
     if (!staged.ok()) {
       if (absl::IsFailedPrecondition(staged.status())) {
@@ -89,8 +95,7 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
     if (!Send()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller gone");
     std::cerr << "ledgerd: backup of ledger " << manifest.ledger_id() << " sent: log positions to "
               << manifest.last_position() << ", " << manifest.files_size() << " files, " << bytes
-              << " bytes; the applier was held " << absl::FormatDuration(staged->applier_held)
-              << "\n";
+              << " bytes (" << staged->steps << ")\n";
     return grpc::Status::OK;
   }
 

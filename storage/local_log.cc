@@ -113,7 +113,9 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+// The bytes [offset, offset + length) of the file, or from `offset` to its end when `length`
+// is negative.
+absl::StatusOr<std::string> ReadFileRange(const std::string& path, int64_t offset, int64_t length) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "opening", path);
   struct stat info {};
@@ -122,11 +124,12 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
     close(fd);
     return ErrnoStatus(error_number, "reading", path);
   }
-  std::string contents(static_cast<size_t>(info.st_size), '\0');
+  const int64_t end = length < 0 ? info.st_size : std::min<int64_t>(info.st_size, offset + length);
+  std::string contents(static_cast<size_t>(std::max<int64_t>(0, end - offset)), '\0');
   int64_t done = 0;
-  while (done < info.st_size) {
+  while (offset + done < end) {
     const ssize_t got =
-        pread(fd, contents.data() + done, static_cast<size_t>(info.st_size - done), done);
+        pread(fd, contents.data() + done, static_cast<size_t>(end - offset - done), offset + done);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       const int error_number = got < 0 ? errno : EIO;
@@ -137,6 +140,10 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   }
   close(fd);
   return contents;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  return ReadFileRange(path, 0, -1);
 }
 
 // An entry as read at an offset of a segment.
@@ -375,6 +382,8 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
   write_offset_ = kSegmentHeaderBytes;
   absl::MutexLock lock(&mu_);
   segments_.push_back(Segment{.first_position = first, .path = path, .size = size});
+  active_marks_.clear();
+  active_end_ = kSegmentHeaderBytes;
   return absl::OkStatus();
 }
 
@@ -493,7 +502,11 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
     poisoned_bytes_ = bytes;
     return poison_;
   }
+  if (active_marks_.empty() || position - active_marks_.back().first >= kMarkEvery) {
+    active_marks_.emplace_back(position, write_offset_);
+  }
   write_offset_ += bytes;
+  active_end_ = write_offset_;
   last_position_ = position;
   return position;
 }
@@ -522,10 +535,20 @@ absl::Status LocalLog::ReadFrom(
     const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const {
   std::vector<Segment> segments;
   uint64_t last = 0;
+  // In the segment being appended to: where its entries end, and the nearest mark at or before
+  // `from`, so that a read of its newest entries (a backup's) reads only those.
+  int64_t active_end = 0;
+  std::pair<uint64_t, int64_t> mark = {0, 0};
   {
     absl::MutexLock lock(&mu_);
     segments = segments_;
     last = last_position_;
+    active_end = active_end_;
+    auto after = std::upper_bound(active_marks_.begin(), active_marks_.end(), from,
+                                  [](uint64_t position, const std::pair<uint64_t, int64_t>& m) {
+                                    return position < m.first;
+                                  });
+    if (after != active_marks_.begin()) mark = *std::prev(after);
   }
   if (from < segments.front().first_position) {
     return absl::OutOfRangeError(absl::StrCat("the log starts at position ",
@@ -533,14 +556,23 @@ absl::Status LocalLog::ReadFrom(
   }
   for (size_t i = 0; i < segments.size(); ++i) {
     if (i + 1 < segments.size() && segments[i + 1].first_position <= from) continue;
-    absl::StatusOr<std::string> contents = ReadWholeFile(segments[i].path);
+    const bool active = i + 1 == segments.size();
+    uint64_t position = segments[i].first_position;
+    int64_t base = 0;
+    int64_t length = -1;
+    if (active && active_end > 0) {
+      length = active_end;
+      if (mark.first != 0) {
+        position = mark.first;
+        base = mark.second;
+        length = active_end - base;
+      }
+    }
+    absl::StatusOr<std::string> contents = ReadFileRange(segments[i].path, base, length);
     if (!contents.ok()) return contents.status();
-    int64_t offset = kSegmentHeaderBytes;
-    for (uint64_t position = segments[i].first_position;
-         position <= last &&
-         (i + 1 == segments.size() || position < segments[i + 1].first_position);
-         ++position) {
-      const ParsedEntry entry = ParseEntryAt(*contents, offset);
+    int64_t offset = base == 0 ? kSegmentHeaderBytes : base;
+    for (; position <= last && (active || position < segments[i + 1].first_position); ++position) {
+      const ParsedEntry entry = ParseEntryAt(*contents, offset - base);
       if (entry.kind != ParsedEntry::kValid || entry.position != position) {
         return absl::DataLossError(absl::StrCat("the log entry at position ", position, " in ",
                                                 segments[i].path, " at offset ", offset,

@@ -136,6 +136,12 @@ class LocalLog {
   uint64_t first_position_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t last_position_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status poison_ ABSL_GUARDED_BY(mu_);
+  // The segment appended to: (position, offset) of every kMarkEvery-th entry appended since it
+  // was made, and where its last entry ends (0: not known, after Open), so that ReadFrom reads
+  // only the part it needs (a backup reads the newest entries).
+  static constexpr uint64_t kMarkEvery = 64;
+  std::vector<std::pair<uint64_t, int64_t>> active_marks_ ABSL_GUARDED_BY(mu_);
+  int64_t active_end_ ABSL_GUARDED_BY(mu_) = 0;
   // The journal thread's alone (Append, Repair, Roll): the segment appended to, its path and size
   // (the last of segments_, which DropBefore never deletes), and where the next entry goes.
   int active_fd_ = -1;

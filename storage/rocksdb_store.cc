@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/compaction_filter.h"
 #include "rocksdb/db.h"
@@ -357,6 +358,14 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   db_options.db_write_buffer_size = kMemtableBytes;  // Memtables of all families together.
   db_options.max_background_jobs = 2;
+  // Flushes and compactions are work behind the log, never on a call's path: at the lowest CPU
+  // priority they take what the journal and the shards leave (a checkpoint's flush of 64 MiB of
+  // memtables otherwise shows in every call's latency on a loaded machine). Process-wide: the
+  // default Env's pools are shared.
+  db_options.env->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::HIGH,
+                                             rocksdb::CpuPriority::kLow);
+  db_options.env->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::LOW,
+                                             rocksdb::CpuPriority::kLow);
   // Left at their defaults on purpose (issue 13, docs/journal-tuning.md): with RocksDB 7.8 none
   // makes a synced group write cheaper here, and some break a guarantee.
   //  - recycle_log_file_num: reset to 0 under kPointInTimeRecovery (facebook/rocksdb#6351).
@@ -583,50 +592,71 @@ uint64_t RocksDbStore::applied_position() const {
 }
 
 absl::Status RocksDbStore::Checkpoint() {
+  absl::MutexLock checkpoint_lock(&checkpoint_mu_);
   uint64_t applied = 0;
   {
     absl::MutexLock apply_lock(&apply_write_mu_);
-    absl::StatusOr<uint64_t> flushed = FlushCheckpointLocked();
-    if (!flushed.ok()) return flushed.status();
-    applied = *flushed;
+    applied = SwapOutDirtyAccountsLocked();
   }
+  if (absl::Status written = WriteCheckpoint(applied); !written.ok()) return written;
+  // The applier goes on meanwhile: what it writes before the flush takes the memtables lands in
+  // the tables too, ahead of the position they record, which a replay from there writes again
+  // to the same end (every change is a put or a delete, applied in order).
+  if (absl::Status flushed = FlushTables(); !flushed.ok()) return flushed;
+  checkpoints_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<int> dropped = log_->DropBefore(DropLimit(applied));
   if (!dropped.ok()) return dropped.status();
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> RocksDbStore::FlushCheckpointLocked() {
-  absl::ReaderMutexLock lock(&mu_);
-  if (handles_ == nullptr) return ClosedError();
-  // Everything applied so far is in the database but the accounts the applier keeps in memory:
-  // they go in now, with the position, in one write.
-  const uint64_t applied = applied_position();
-  rocksdb::WriteBatch write;
-  rocksdb::Status put;
+uint64_t RocksDbStore::SwapOutDirtyAccountsLocked() {
+  absl::MutexLock dirty_lock(&dirty_mu_);
+  LEDGER_CHECK(checkpointing_accounts_ == nullptr);
+  checkpointing_accounts_ = std::make_shared<const AccountStates>(std::move(dirty_accounts_));
+  dirty_accounts_ = AccountStates();
+  return applied_position();
+}
+
+absl::Status RocksDbStore::WriteCheckpoint(uint64_t applied) {
+  std::shared_ptr<const AccountStates> accounts;
   {
     absl::MutexLock dirty_lock(&dirty_mu_);
-    for (const auto& [key, value] : dirty_accounts_) {
+    accounts = checkpointing_accounts_;
+  }
+  LEDGER_CHECK(accounts != nullptr);
+  absl::Status written = [&]() -> absl::Status {
+    absl::ReaderMutexLock lock(&mu_);
+    if (handles_ == nullptr) return ClosedError();
+    rocksdb::WriteBatch write;
+    rocksdb::Status put;
+    for (const auto& [key, value] : *accounts) {
       put = write.Put(handles_->families[kAccounts], ToSlice(key), ToSlice(value));
       if (!put.ok()) return FromRocks(put, "checkpointing");
     }
+    put = write.Put(handles_->families[kDefault], ToSlice(kAppliedKey), EncodePosition(applied));
+    rocksdb::WriteOptions no_wal;
+    no_wal.disableWAL = true;
+    if (put.ok()) put = handles_->db->Write(no_wal, &write);
+    return FromRocks(put, "checkpointing");
+  }();
+  absl::MutexLock dirty_lock(&dirty_mu_);
+  if (!written.ok()) {
+    // Not in RocksDB: back into the map, under the newer states the applier kept meanwhile.
+    for (const auto& [key, value] : *accounts) dirty_accounts_.try_emplace(key, value);
   }
-  put = write.Put(handles_->families[kDefault], ToSlice(kAppliedKey), EncodePosition(applied));
-  rocksdb::WriteOptions no_wal;
-  no_wal.disableWAL = true;
-  if (put.ok()) put = handles_->db->Write(no_wal, &write);
-  if (!put.ok()) return FromRocks(put, "checkpointing");
+  checkpointing_accounts_ = nullptr;
+  return written;
+}
+
+absl::Status RocksDbStore::FlushTables() {
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
   rocksdb::FlushOptions flush;
   flush.wait = true;
-  // Every family at once (atomic_flush): the tables then hold the state at `applied`, which the
-  // applied position written with it says.
+  // Every family at once (atomic_flush): the tables then hold at least the state at the
+  // position the checkpoint wrote.
   rocksdb::Status flushed = handles_->db->Flush(flush, handles_->families);
-  if (!flushed.ok()) return FromRocks(flushed, "checkpointing");
-  {
-    absl::MutexLock dirty_lock(&dirty_mu_);
-    dirty_accounts_.clear();
-  }
-  checkpoints_.fetch_add(1, std::memory_order_relaxed);
-  return applied;
+  return FromRocks(flushed, "checkpointing");
 }
 
 uint64_t RocksDbStore::DropLimit(uint64_t applied) const {
@@ -649,35 +679,56 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
     return absl::UnavailableError(absl::StrCat("removing ", staged.dir, ": ", error.message()));
   }
   {
-    // The applier waits while the copy of RocksDB is made, so that its tables hold exactly the
-    // state at the checkpoint's position; writes go on into the log meanwhile.
-    absl::MutexLock apply_lock(&apply_write_mu_);
-    const absl::Time held_at = absl::Now();
-    absl::StatusOr<uint64_t> applied = FlushCheckpointLocked();
-    if (!applied.ok()) return applied.status();
+    // One checkpoint at a time: the copy is of this checkpoint's tables, and none deletes the
+    // log segments the copy needs (the pin) before it is set.
+    absl::MutexLock checkpoint_lock(&checkpoint_mu_);
+    uint64_t applied = 0;
+    absl::Time step_start = absl::Now();
+    const auto step_done = [&](absl::string_view step) {
+      const absl::Time now = absl::Now();
+      absl::StrAppend(&staged.steps, staged.steps.empty() ? "" : ", ", step, " ",
+                      absl::FormatDuration(absl::Trunc(now - step_start, absl::Microseconds(10))));
+      step_start = now;
+    };
+    {
+      absl::MutexLock apply_lock(&apply_write_mu_);
+      applied = SwapOutDirtyAccountsLocked();
+    }
+    step_done("applier held");
+    if (absl::Status written = WriteCheckpoint(applied); !written.ok()) return written;
+    step_done("checkpoint write");
+    if (absl::Status flushed = FlushTables(); !flushed.ok()) return flushed;
+    step_done("flush");
+    checkpoints_.fetch_add(1, std::memory_order_relaxed);
     {
       absl::ReaderMutexLock lock(&mu_);
       if (handles_ == nullptr) return ClosedError();
       rocksdb::Checkpoint* raw = nullptr;
       rocksdb::Status made = rocksdb::Checkpoint::Create(handles_->db.get(), &raw);
       std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-      // Just flushed, with the applier held: nothing is left in the memtables to flush again.
+      // Hard links to the tables just flushed (and any flushed since, which hold only changes
+      // the log copy below holds too). No flush of its own: the memtables hold only what the
+      // applier wrote since, which the log copy holds as well.
       if (made.ok()) {
         made = checkpoint->CreateCheckpoint(staged.dir, std::numeric_limits<uint64_t>::max());
       }
       if (!made.ok()) return FromRocks(made, "copying the database for a backup");
     }
-    // Checkpoints keep the log's entries after `applied` until the copy below has them.
-    backup_pin_.store(*applied + 1, std::memory_order_release);
-    staged.applied_position = *applied;
-    staged.applier_held = absl::Now() - held_at;
+    step_done("RocksDB checkpoint");
+    // Later checkpoints keep the log's entries after `applied` until the copy below has them.
+    backup_pin_.store(applied + 1, std::memory_order_release);
+    staged.applied_position = applied;
   }
   staged.last_position = appended_.load(std::memory_order_acquire);
+  const absl::Time copy_start = absl::Now();
   absl::Status copied =
       CopyLogEntries(*log_, staged.applied_position + 1, staged.last_position,
                      absl::StrCat(staged.dir, "/", kLogDirectory), kBackupLogSegmentBytes);
   backup_pin_.store(UINT64_MAX, std::memory_order_release);
   if (!copied.ok()) return copied;
+  absl::StrAppend(
+      &staged.steps, ", log copy ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - copy_start, absl::Microseconds(10))));
   for (const auto& file : std::filesystem::recursive_directory_iterator(staged.dir, error)) {
     if (!file.is_regular_file()) continue;
     staged.files.push_back(std::filesystem::relative(file.path(), staged.dir).string());
@@ -1096,17 +1147,28 @@ absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
   absl::Status status = ReadWith([&](Handles& handles) {
     std::string value;
     bool in_memory = false;
+    const std::string key = AccountKey(account_id);
+    std::shared_ptr<const AccountStates> checkpointing;
     {
       absl::MutexLock dirty_lock(&dirty_mu_);
-      auto dirty = dirty_accounts_.find(AccountKey(account_id));
+      auto dirty = dirty_accounts_.find(key);
       if (dirty != dirty_accounts_.end()) {
         value = dirty->second;
         in_memory = true;
       }
+      checkpointing = checkpointing_accounts_;
+    }
+    // A checkpoint writing the states it took from the map: they are RocksDB's once it is done.
+    if (!in_memory && checkpointing != nullptr) {
+      auto state = checkpointing->find(key);
+      if (state != checkpointing->end()) {
+        value = state->second;
+        in_memory = true;
+      }
     }
     if (!in_memory) {
-      rocksdb::Status read = handles.db->Get(rocksdb::ReadOptions(), handles.families[kAccounts],
-                                             AccountKey(account_id), &value);
+      rocksdb::Status read =
+          handles.db->Get(rocksdb::ReadOptions(), handles.families[kAccounts], key, &value);
       if (read.IsNotFound()) return absl::OkStatus();
       if (!read.ok()) return FromRocks(read, "reading an account");
     }

@@ -121,9 +121,10 @@ struct StagedBackup {
   uint64_t last_position = 0;
   // Every file, relative to `dir` ("000012.sst", "ledger_log/00000000000000000042.seg"), sorted.
   std::vector<std::string> files;
-  // How long the applier (and so the reads that wait for it) was held while the copy was made.
-  // Writes are never held: they wait only past the applier's 64 MiB lag bound.
-  absl::Duration applier_held;
+  // How long each step took, for the server's log: "applier held 3us, checkpoint write 41ms,
+  // flush 80ms, RocksDB checkpoint 2ms, log copy 30ms". Only the first holds the applier (and so
+  // the reads that wait for it); writes are never held.
+  std::string steps;
 };
 
 // One page of an account's journal.
@@ -165,7 +166,7 @@ class RocksDbStore final : public LedgerStore {
   uint64_t log_position() const { return appended_.load(std::memory_order_acquire); }
   uint64_t applied_position() const ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Writes everything applied to RocksDB's tables and deletes the log segments behind it.
-  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_, checkpoint_mu_, apply_write_mu_);
   // The log's segment files now (for tests and backups), and the bytes they take.
   std::vector<std::string> LogSegments() const { return log_->SegmentPaths(); }
   int64_t LogDiskBytes() const { return log_->DiskBytes(); }
@@ -174,7 +175,8 @@ class RocksDbStore final : public LedgerStore {
   // the applier held, then a copy of the log's entries after it, up to the newest acknowledged.
   // FailedPrecondition while another copy is staged (one at a time); Unavailable when the store
   // fails, and then nothing is left staged. Any thread but the journal's; it reads the disk.
-  absl::StatusOr<StagedBackup> StageBackup() ABSL_LOCKS_EXCLUDED(mu_, apply_write_mu_);
+  absl::StatusOr<StagedBackup> StageBackup()
+      ABSL_LOCKS_EXCLUDED(mu_, checkpoint_mu_, apply_write_mu_);
   // Removes the staged copy; the next StageBackup may then run.
   void DiscardStagedBackup();
 
@@ -271,10 +273,15 @@ class RocksDbStore final : public LedgerStore {
   // Adds `payload`'s changes to `write`.
   static absl::Status AddChanges(Handles& handles, absl::string_view payload,
                                  rocksdb::WriteBatch& write);
-  // Writes the account states kept in memory and the applied position, and flushes every family
-  // at once: RocksDB's tables then hold the state at the returned position.
-  absl::StatusOr<uint64_t> FlushCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_write_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The first step of a checkpoint, with the applier held (so the states and the position
+  // agree): moves the account states kept in memory aside (checkpointing_accounts_, which
+  // FindAccount still reads) and returns the applied position they are the states at.
+  uint64_t SwapOutDirtyAccountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_write_mu_);
+  // The second, while the applier goes on: writes those states and `applied` in one write; on a
+  // failure they go back into the map.
+  absl::Status WriteCheckpoint(uint64_t applied) ABSL_LOCKS_EXCLUDED(mu_, dirty_mu_);
+  // The third: flushes every family at once.
+  absl::Status FlushTables() ABSL_LOCKS_EXCLUDED(mu_);
   // The log position before which checkpoints may delete segments: a staged backup's copy needs
   // the entries after its applied position.
   uint64_t DropLimit(uint64_t applied) const;
@@ -353,12 +360,17 @@ class RocksDbStore final : public LedgerStore {
   uint64_t applied_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool applier_stopping_ ABSL_GUARDED_BY(apply_mu_) = false;
   int readers_waiting_ ABSL_GUARDED_BY(apply_mu_) = 0;
-  // Serialises the applier's writes with a checkpoint's.
+  // One checkpoint (or backup's checkpoint) at a time.
+  absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(apply_write_mu_);
+  // Serialises the applier's writes with a checkpoint's write.
   absl::Mutex apply_write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Account states applied since the last checkpoint, by account key: written to RocksDB only by
   // the next checkpoint, and read from here until then (FindAccount).
+  using AccountStates = absl::flat_hash_map<std::string, std::string>;
   absl::Mutex dirty_mu_;
-  absl::flat_hash_map<std::string, std::string> dirty_accounts_ ABSL_GUARDED_BY(dirty_mu_);
+  AccountStates dirty_accounts_ ABSL_GUARDED_BY(dirty_mu_);
+  // The states a checkpoint is writing (never changed once set): read until RocksDB has them.
+  std::shared_ptr<const AccountStates> checkpointing_accounts_ ABSL_GUARDED_BY(dirty_mu_);
   std::thread applier_;
 };
 

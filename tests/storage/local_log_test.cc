@@ -108,6 +108,24 @@ TEST_F(LocalLogTest, EntriesAreReadBackInOrderAcrossSegmentsAndAReopen) {
   EXPECT_EQ(log->Append("next").value_or(0), 201u);
 }
 
+// A read of the segment being appended to starts at the nearest mark (every 64th entry) and
+// stops where the entries end: from every position, the same entries as a read from the start.
+TEST_F(LocalLogTest, ReadsFromAnyPositionOfTheActiveSegmentSeeExactlyItsEntries) {
+  options_.segment_bytes = 1 << 20;  // After the first 4 KiB segment, one for all the rest.
+  std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+  const std::vector<std::string> written = AppendEntries(*log, 300);
+  ASSERT_EQ(log->SegmentCount(), 2u);
+  for (const uint64_t from : {1u, 2u, 63u, 64u, 65u, 66u, 128u, 129u, 200u, 299u, 300u}) {
+    const auto read = ReadAllEntries(*log, from);
+    ASSERT_EQ(read.size(), 301 - from) << from;
+    for (size_t i = 0; i < read.size(); ++i) {
+      ASSERT_EQ(read[i].first, from + i);
+      ASSERT_EQ(read[i].second, written[from + i - 1]) << from + i;
+    }
+  }
+  EXPECT_TRUE(ReadAllEntries(*log, 301).empty());
+}
+
 TEST_F(LocalLogTest, AnEntryLargerThanASegmentGetsASegmentOfItsOwn) {
   {
     std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
