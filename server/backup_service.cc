@@ -1,7 +1,6 @@
 #include "server/backup_service.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -20,8 +19,6 @@
 
 namespace ledger {
 namespace {
-
-constexpr int kBackupNice = 19;
 
 // A Backup call refused before anything was staged.
 class RefusedBackup final : public grpc::ServerWriteReactor<v1::BackupChunk> {
@@ -56,9 +53,6 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 
  private:
   grpc::Status Run() {
-    // A backup is the least urgent work in the process: its copy and its checksums take only
-    // what serving leaves of the CPU (Linux: a thread's own nice value).
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kBackupNice);
     absl::StatusOr<storage::StagedBackup> staged = store_->StageBackup();
     if (!staged.ok()) {
       if (absl::IsFailedPrecondition(staged.status())) {

@@ -358,14 +358,6 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   db_options.db_write_buffer_size = kMemtableBytes;  // Memtables of all families together.
   db_options.max_background_jobs = 2;
-  // Flushes and compactions are work behind the log, never on a call's path: at the lowest CPU
-  // priority they take what the journal and the shards leave (a checkpoint's flush of 64 MiB of
-  // memtables otherwise shows in every call's latency on a loaded machine). Process-wide: the
-  // default Env's pools are shared.
-  db_options.env->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::HIGH,
-                                             rocksdb::CpuPriority::kLow);
-  db_options.env->LowerThreadPoolCPUPriority(rocksdb::Env::Priority::LOW,
-                                             rocksdb::CpuPriority::kLow);
   // Left at their defaults on purpose (issue 13, docs/journal-tuning.md): with RocksDB 7.8 none
   // makes a synced group write cheaper here, and some break a guarantee.
   //  - recycle_log_file_num: reset to 0 under kPointInTimeRecovery (facebook/rocksdb#6351).
