@@ -1,5 +1,6 @@
 #include "sim/fault_store.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "storage/unapplied_records.h"
 
@@ -47,6 +48,46 @@ void FaultStore::ApplyEntries(size_t count) {
     for (const BatchWrite& batch : unapplied_.front()) Apply(batch, applied_);
     unapplied_.pop_front();
   }
+}
+
+FaultStore::Backup FaultStore::TakeBackup() const {
+  Backup backup{.tables = applied_, .log = {}, .truth = truth_};
+  if (bug_ != StoreBugForTesting::kBackupMissesTheLogAfterTheTables) {
+    backup.log.assign(unapplied_.begin(), unapplied_.end());
+  }
+  return backup;
+}
+
+std::string FaultStore::CheckBackup(const Backup& backup) const {
+  State restored = backup.tables;
+  for (const std::vector<BatchWrite>& entry : backup.log) {
+    for (const BatchWrite& batch : entry) Apply(batch, restored);
+  }
+  return FirstDifference(restored, backup.truth);
+}
+
+std::string FaultStore::FirstDifference(const State& restored, const State& truth) {
+  if (restored.accounts != truth.accounts) {
+    for (const auto& [id, state] : truth.accounts) {
+      auto found = restored.accounts.find(id);
+      if (found == restored.accounts.end()) return absl::StrCat("account ", id, " is missing");
+      if (!(found->second == state)) {
+        return absl::StrCat("account ", id, " is restored with balance ", found->second.balance,
+                            " (sequence ", found->second.sequence, "), the log says ",
+                            state.balance, " (sequence ", state.sequence, ")");
+      }
+    }
+    return "the restore holds an account the log never opened";
+  }
+  if (restored.journal != truth.journal) {
+    return absl::StrCat("the journal is restored with ", restored.journal.size(),
+                        " entries, the log has ", truth.journal.size());
+  }
+  if (restored.requests != truth.requests) return "the idempotency records differ";
+  if (restored.transfers != truth.transfers) return "the final transfer records differ";
+  if (restored.credits != truth.credits) return "the credit receipts differ";
+  if (restored.pending != truth.pending) return "the pending transfer records differ";
+  return "";
 }
 
 bool FaultStore::LookupFails() {

@@ -39,6 +39,9 @@ enum class StoreBugForTesting : uint8_t {
   // The lookups that must not wait miss the records the applier has not reached (as if the
   // store kept no UnappliedRecords): a retry may be decided as new.
   kLookupsMissUnappliedRecords,
+  // A backup copies the applied tables but not the log entries after them (as if StageBackup
+  // copied only RocksDB's checkpoint): its restore misses writes the log holds.
+  kBackupMissesTheLogAfterTheTables,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -94,6 +97,16 @@ class FaultStore final : public LedgerStore {
   // Lookups answered from an entry the applier had not reached: what the lag exercised.
   int64_t unapplied_answers() const { return unapplied_answers_; }
 
+  // A backup as RocksDbStore::StageBackup makes one (docs/operations.md, "Backing up and
+  // restoring"): the derived state at the applied position (the tables of its checkpoint) and
+  // the log entries after it, up to the newest.
+  struct Backup;
+  Backup TakeBackup() const;
+  // Restores `backup` as `ledgerd restore` does (the tables, then the log replayed over them)
+  // and compares it with the durable truth at the moment it was taken: "" when equal, else the
+  // first difference.
+  std::string CheckBackup(const Backup& backup) const;
+
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override;
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
@@ -137,6 +150,8 @@ class FaultStore final : public LedgerStore {
     std::map<std::string, CreditReceipt> credits;
     std::map<std::pair<std::string, std::string>, TransferRecord> pending;
   };
+  // Where two states first differ, or "".
+  static std::string FirstDifference(const State& restored, const State& truth);
   bool LookupFails();
   static void Apply(const BatchWrite& batch, State& state);
   // Appends the group to the log and to the truth.
@@ -164,6 +179,12 @@ class FaultStore final : public LedgerStore {
   State applied_;
   // Log entries (each a group's batches) the applier has not reached, oldest first.
   std::deque<std::vector<BatchWrite>> unapplied_;
+};
+
+struct FaultStore::Backup {
+  State tables;
+  std::vector<std::vector<BatchWrite>> log;
+  State truth;  // What the log held when it was taken: what its restore must equal.
 };
 
 }  // namespace ledger::sim

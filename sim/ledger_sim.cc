@@ -77,7 +77,7 @@ int Usage(const char* problem) {
   std::fprintf(stderr,
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
                "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
-               "[--store_bug=lose_writes|lookups_miss_unapplied] "
+               "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -108,7 +108,7 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
         "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk\n"
         "  %lld decisions read undurable state, %lld retries answered from an in-flight record, "
-        "%lld lookups answered from a log entry not yet applied\n",
+        "%lld lookups answered from a log entry not yet applied, %lld backups restored\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
@@ -116,7 +116,7 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.prefetch_retries),
         static_cast<long long>(result.undurable_reads),
         static_cast<long long>(result.in_flight_record_answers),
-        static_cast<long long>(result.unapplied_answers));
+        static_cast<long long>(result.unapplied_answers), static_cast<long long>(result.backups));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -210,6 +210,8 @@ int main(int argc, char** argv) {
         options.store_bug = StoreBugForTesting::kLoseAcknowledgedWrites;
       } else if (value == "lookups_miss_unapplied") {
         options.store_bug = StoreBugForTesting::kLookupsMissUnappliedRecords;
+      } else if (value == "backup_misses_log") {
+        options.store_bug = StoreBugForTesting::kBackupMissesTheLogAfterTheTables;
       } else {
         return Usage("unknown --store_bug");
       }

@@ -102,6 +102,9 @@ struct SimResult {
   int64_t in_flight_record_answers = 0;
   // Lookups that must not wait answered from a log entry the store's applier had not reached.
   int64_t unapplied_answers = 0;
+  // Backups taken (at seeded moments, the applier behind the log) and restored, each equal to
+  // the log's state when it was taken.
+  int64_t backups = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 18> outcomes{};
   int64_t replays = 0;

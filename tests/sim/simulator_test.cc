@@ -47,6 +47,8 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
   EXPECT_GT(first.crashes, 0);
   EXPECT_GT(first.unapplied_answers, 0);
   EXPECT_EQ(first.unapplied_answers, second.unapplied_answers);
+  EXPECT_GT(first.backups, 0);
+  EXPECT_EQ(first.backups, second.backups);
   EXPECT_NE(first.messages, other.messages);
 }
 
@@ -99,6 +101,14 @@ TEST(SimulatorTest, CatchesAStoreWhoseLookupsMissRecordsNotYetApplied) {
   EXPECT_THAT(
       FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kLookupsMissUnappliedRecords),
       AnyOf(HasSubstr("(replayed)"), HasSubstr("differ from the model")));
+}
+
+// A backup of the applied tables alone (without the log after them) loses what the applier had
+// not reached when it was taken.
+TEST(SimulatorTest, CatchesABackupWithoutTheLogAfterItsTables) {
+  EXPECT_THAT(
+      FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kBackupMissesTheLogAfterTheTables),
+      HasSubstr("a backup restores to a state the log never held: "));
 }
 
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {
