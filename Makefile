@@ -19,7 +19,7 @@ TIMED = bash $(CURDIR)/scripts/timed.sh
 
 .PHONY: all deps build build-bench run check test test-release test-tsan asan-configure \
 	asan-build test-asan test-thread-safety test-image bench bench-durability bench-overload \
-	bench-transfers bench-apply bench-log bench-replication soak simulate fuzz-build fuzz test-fuzz \
+	bench-transfers bench-apply bench-backup bench-log bench-replication soak simulate fuzz-build fuzz test-fuzz \
 	format tidy clean
 
 all: build
@@ -156,6 +156,12 @@ bench-transfers: build-bench
 APPLY_ARGS ?=
 bench-apply: build-bench
 	python3 bench/apply_bench.py --build $(RELEASE) --rounds 3 $(APPLY_ARGS)
+
+# How much an online backup slows writes (issue 31, item 6; docs/benchmarks.md): unary Deposits
+# at 5,000/s over mutual TLS, with and without a `ledgerctl backup` every 4 s, 3 rounds side by
+# side; ledgerd on CPU 0, the clients on CPU 1.
+bench-backup: build
+	bash bench/backup_pause.sh $(abspath $(RELEASE)) 3 15 5000 4
 
 # Issue 30's soak (goal 6, docs/benchmarks.md): ledgerd with 4 shards on CPU 0, 4,000 Deposits/s
 # over 10,000 accounts and 200 cross-shard Transfers/s among 40 from two ledger-loadtest clients

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/sync_directory.h"
 #include "client/exit_codes.h"
 #include "client/json_line.h"
 #include "client/ledgerctl_commands.h"
@@ -40,15 +41,6 @@ absl::Status WriteAll(int fd, const std::string& path, const char* data, size_t 
     if (put < 0) return ErrnoError("cannot write", path);
     written += static_cast<size_t>(put);
   }
-  return absl::OkStatus();
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", dir);
-  const int synced = fsync(fd);
-  close(fd);
-  if (synced != 0) return ErrnoError("cannot sync", dir);
   return absl::OkStatus();
 }
 

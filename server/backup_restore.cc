@@ -14,6 +14,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "base/sync_directory.h"
 #include "google/protobuf/util/json_util.h"
 #include "ledger/v1/ledger_admin.pb.h"
 #include "proto/backup_files.h"
@@ -107,15 +108,6 @@ absl::Status CopyChecked(const std::string& from, const std::string& to,
                      " bytes with ", expected.crc32(), ". Nothing was restored"));
   }
   if (fsync(out) != 0) return ErrnoError("cannot sync", to);
-  return absl::OkStatus();
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", dir);
-  const int synced = fsync(fd);
-  close(fd);
-  if (synced != 0) return ErrnoError("cannot sync", dir);
   return absl::OkStatus();
 }
 
