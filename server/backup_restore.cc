@@ -184,11 +184,11 @@ absl::StatusOr<RestoreReport> RestoreBackup(const std::string& from,
                                               manifest->last_position()));
     }
     absl::Status accounts =
-        (*store)->ForEachAccount([&report](std::string /*account_id*/,
+        (*store)->ForEachAccount([&report](const std::string& /*account_id*/,
                                            const AccountState& /*state*/) { ++report.accounts; });
     if (!accounts.ok()) return accounts;
     absl::Status transfers = (*store)->ForEachPendingTransfer(
-        [&report](std::string /*transfer_id*/, const TransferRecord& /*record*/) {
+        [&report](const std::string& /*transfer_id*/, const TransferRecord& /*record*/) {
           ++report.pending_transfers;
         });
     if (!transfers.ok()) return transfers;
