@@ -9,6 +9,8 @@
 #
 #   bench/backup_pause.sh BUILD [ROUNDS] [SECONDS] [RATE] [BACKUP_EVERY]
 #
+# LEDGERD_FLAGS adds flags to ledgerd's command line; BACKUP_ROOT puts the backups elsewhere than
+# the temporary directory (/dev/shm: no disk I/O of ledgerctl's own).
 # Certificates are made with openssl in a temporary directory; the ledger is filled first by the
 # warm-up so that the backup copies a real database.
 set -euo pipefail
@@ -38,7 +40,8 @@ client_tls=(--tls_ca_file=ca.pem)
 
 one_run() {  # $1: "with" or "without"
   local port=$((47800 + RANDOM % 500))
-  rm -rf data backups && mkdir backups
+  local backups=${BACKUP_ROOT:-$dir}/backups
+  rm -rf data "$backups" && mkdir -p "$backups"
   "$build/server/ledgerd" init --data_dir=data >/dev/null
   taskset -c 0 "$build/server/ledgerd" --data_dir=data --listen=127.0.0.1:$port --metrics_listen= \
     --tls_cert_file=server.pem --tls_key_file=server.key --tls_client_ca_file=ca.pem \
@@ -57,7 +60,7 @@ one_run() {  # $1: "with" or "without"
       sleep "$every"
       kill -0 $load 2>/dev/null || break
       nice -n 19 taskset -c 1 "$build/client/ledgerctl" --target=127.0.0.1:$port "${client_tls[@]}" \
-        --tls_cert_file=ops.pem --tls_key_file=ops.key backup --to=backups/$n >/dev/null
+        --tls_cert_file=ops.pem --tls_key_file=ops.key backup --to="$backups/$n" >/dev/null
       n=$((n + 1))
     done
   fi
@@ -80,5 +83,6 @@ PY
 for round in $(seq 1 "$rounds"); do
   echo "round $round"
   one_run without
-  one_run with
+  # BACKUP_EVERY 0: the runs without backups only (to compare ledgerd flags, LEDGERD_FLAGS).
+  [ "$every" = 0 ] || one_run with
 done

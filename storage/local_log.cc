@@ -208,14 +208,15 @@ std::string LogSegmentName(uint64_t first_position) {
   return absl::StrFormat("%020u%s", first_position, kSegmentSuffix);
 }
 
-absl::Status LocalLog::Create(const std::string& dir, uint64_t next_position,
-                              int64_t segment_bytes) {
+absl::Status LocalLog::Create(const std::string& dir, uint64_t next_position, int64_t segment_bytes,
+                              bool durable_segments) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return ErrnoStatus(error.value(), "creating", dir);
   LocalLogOptions options;
   options.dir = dir;
   options.segment_bytes = segment_bytes;
+  options.durable_segments = durable_segments;
   LocalLog log(options, {}, -1, 0, next_position, next_position - 1);
   return log.Roll(next_position, 0);
 }
@@ -360,15 +361,21 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
     const std::string header = SegmentHeader(first);
     made = Fault("segment");
     if (made.ok()) made = WriteAll(fd, header.data(), kSegmentHeaderBytes, 0, unfinished);
-    // Zeros written, not a hole: fdatasync after an append then writes data blocks only.
-    if (made.ok()) {
-      made = WriteZeros(fd, kSegmentHeaderBytes, size - kSegmentHeaderBytes, unfinished);
+    if (options_.durable_segments) {
+      // Zeros written, not a hole: fdatasync after an append then writes data blocks only.
+      if (made.ok()) {
+        made = WriteZeros(fd, kSegmentHeaderBytes, size - kSegmentHeaderBytes, unfinished);
+      }
+      if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", unfinished);
+    } else if (made.ok() && ftruncate(fd, size) != 0) {
+      // A copy's: no I/O beyond its entries (a hole reads as zeros), which a backup taken under
+      // load must not add to the disk the journal syncs on.
+      made = ErrnoStatus(errno, "sizing", unfinished);
     }
-    if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", unfinished);
     if (made.ok() && rename(unfinished.c_str(), path.c_str()) != 0) {
       made = ErrnoStatus(errno, "naming", path);
     }
-    if (made.ok()) made = SyncDirectory(options_.dir);
+    if (made.ok() && options_.durable_segments) made = SyncDirectory(options_.dir);
     if (!made.ok()) {
       close(fd);
       unlink(unfinished.c_str());
@@ -642,11 +649,15 @@ absl::Status CopyLogEntries(const LocalLog& log, uint64_t first, uint64_t last,
   if (std::filesystem::exists(dir)) {
     return absl::FailedPreconditionError(absl::StrCat("copying the log: ", dir, " exists"));
   }
-  if (absl::Status made = LocalLog::Create(dir, first, segment_bytes); !made.ok()) return made;
+  if (absl::Status made = LocalLog::Create(dir, first, segment_bytes, /*durable_segments=*/false);
+      !made.ok()) {
+    return made;
+  }
   LocalLogOptions options;
   options.dir = dir;
   options.segment_bytes = segment_bytes;
   options.sync = false;
+  options.durable_segments = false;
   absl::StatusOr<std::unique_ptr<LocalLog>> copy = LocalLog::Open(options);
   if (!copy.ok()) return copy.status();
   if (last < first) return absl::OkStatus();

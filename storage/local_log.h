@@ -39,6 +39,9 @@ struct LocalLogOptions {
   int64_t segment_bytes = kDefaultLogSegmentBytes;
   // fdatasync every append (durability sync); false leaves the entry to the OS (async).
   bool sync = true;
+  // Segments zero-filled and synced when made (what a log appended to after a crash needs);
+  // false: sized as a hole, nothing synced, for a copy that is only read back (a backup's).
+  bool durable_segments = true;
   // Tests only: called before each system call the log makes to write ("write", "sync",
   // "segment"); a non-OK status fails it as the system call would have.
   std::function<absl::Status(absl::string_view step)> fault;
@@ -60,8 +63,10 @@ struct LogRecovery {
 class LocalLog {
  public:
   // Makes `dir` (which must not exist or be empty) a log whose first entry will be `next`.
+  // `durable_segments`: as LocalLogOptions says.
   static absl::Status Create(const std::string& dir, uint64_t next_position,
-                             int64_t segment_bytes = kDefaultLogSegmentBytes);
+                             int64_t segment_bytes = kDefaultLogSegmentBytes,
+                             bool durable_segments = true);
 
   // Opens the log and recovers it:
   //  - a torn tail (the last entry cut at any byte, or its checksum wrong, with nothing valid
