@@ -30,7 +30,7 @@ class RefusedBackup final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 // One Backup call: stages the copy and streams it on a thread of its own, one chunk at a time.
 class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
  public:
-  BackupStream(storage::RocksDbStore* store, std::string server_version)
+  BackupStream(storage::LedgerStorage* store, std::string server_version)
       : store_(store), server_version_(std::move(server_version)) {
     thread_ = std::thread([this] { Finish(Run()); });
   }
@@ -66,7 +66,7 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
     absl::Cleanup discard = [this] { store_->DiscardStagedBackup(); };
     v1::BackupManifest manifest;
     manifest.set_ledger_id(staged->ledger_id);
-    manifest.set_format_version(storage::kFormatVersion);
+    manifest.set_format_version(staged->format_version);
     manifest.set_applied_position(staged->applied_position);
     manifest.set_last_position(staged->last_position);
     manifest.set_created_at(absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
@@ -137,7 +137,7 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
     return write_ok_;
   }
 
-  storage::RocksDbStore* const store_;
+  storage::LedgerStorage* const store_;
   const std::string server_version_;
   v1::BackupChunk chunk_;  // The one chunk in flight.
   absl::Mutex mu_;
@@ -148,7 +148,7 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 
 }  // namespace
 
-LedgerAdminService::LedgerAdminService(storage::RocksDbStore* store, bool authorized_by_policy,
+LedgerAdminService::LedgerAdminService(storage::LedgerStorage* store, bool authorized_by_policy,
                                        std::string server_version)
     : store_(store),
       authorized_by_policy_(authorized_by_policy),

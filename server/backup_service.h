@@ -1,5 +1,5 @@
 // Defines `LedgerAdminService`, ledger.v1.LedgerAdmin on gRPC's callback API: Backup streams a
-// consistent copy of the ledger (RocksDbStore::StageBackup) to the caller while the ledger serves.
+// consistent copy of the ledger (LedgerStorage::StageBackup) to the caller while the ledger serves.
 #ifndef LEDGER_SERVER_BACKUP_SERVICE_H_
 #define LEDGER_SERVER_BACKUP_SERVICE_H_
 
@@ -7,7 +7,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger_admin.grpc.pb.h"
-#include "storage/rocksdb_store.h"
+#include "storage/ledger_storage.h"
 
 namespace ledger {
 
@@ -22,14 +22,14 @@ class LedgerAdminService final : public v1::LedgerAdmin::CallbackService {
   // `store` is null when the server keeps no journal (--durability=none); not owned, it must
   // outlive the gRPC server. `authorized_by_policy`: an authorization policy checks every call
   // (mutual TLS and --authz_policy_file), which is the only way an admin method is allowed.
-  LedgerAdminService(storage::RocksDbStore* store, bool authorized_by_policy,
+  LedgerAdminService(storage::LedgerStorage* store, bool authorized_by_policy,
                      std::string server_version);
 
   grpc::ServerWriteReactor<v1::BackupChunk>* Backup(grpc::CallbackServerContext* context,
                                                     const v1::BackupRequest* request) override;
 
  private:
-  storage::RocksDbStore* const store_;
+  storage::LedgerStorage* const store_;
   const bool authorized_by_policy_;
   const std::string server_version_;
 };

@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       ServerTransportSecurity::Create(options.transport_security);
   if (!transport_security.ok()) return transport_security.status();
 
-  std::unique_ptr<storage::RocksDbStore> store;
+  // The only place the server names the RocksDB store: from here on it is a LedgerStorage.
+  std::unique_ptr<storage::LedgerStorage> store;
   if (durable) {
     absl::StatusOr<std::unique_ptr<storage::RocksDbStore>> opened =
         storage::RocksDbStore::Open(options.storage, hooks.store);
@@ -114,7 +115,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
 
   metrics->AttachRouter(router->get());
   if (store != nullptr) {
-    storage::RocksDbStore* const memory_of = store.get();
+    storage::LedgerStorage* const memory_of = store.get();
     metrics->AttachStoreMemory([memory_of]() -> std::optional<StoreMemoryBytes> {
       absl::StatusOr<storage::StoreMemory> memory = memory_of->Memory();
       if (!memory.ok()) return std::nullopt;
@@ -123,10 +124,11 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
                               .table_readers = memory->table_readers_bytes};
     });
     metrics->AttachLog([memory_of]() {
-      return LogStats{.position = memory_of->log_position(),
-                      .applied_position = memory_of->applied_position(),
-                      .disk_bytes = memory_of->LogDiskBytes(),
-                      .checkpoints = memory_of->checkpoints()};
+      const storage::LogProgress log = memory_of->log_progress();
+      return LogStats{.position = log.position,
+                      .applied_position = log.applied_position,
+                      .disk_bytes = log.disk_bytes,
+                      .checkpoints = log.checkpoints};
     });
   }
   const ServiceOptions service_options{
@@ -199,7 +201,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
 }
 
 LedgerServer::LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
-                           std::unique_ptr<storage::RocksDbStore> store,
+                           std::unique_ptr<storage::LedgerStorage> store,
                            std::unique_ptr<Router> router, absl::Duration shutdown_grace,
                            int64_t max_in_flight, const ServiceOptions& service_options)
     : metrics_(std::move(metrics)),

@@ -20,6 +20,7 @@
 #include "server/transport_limits.h"
 #include "server/transport_security.h"
 #include "shard/router.h"
+#include "storage/ledger_storage.h"
 #include "storage/rocksdb_store.h"
 
 namespace ledger {
@@ -113,7 +114,7 @@ class LedgerServer {
   int metrics_port() const { return metrics_endpoint_ ? metrics_endpoint_->port() : 0; }
   const Router& router() const { return *router_; }
   // Null with durability kNone.
-  storage::RocksDbStore* store() const { return store_.get(); }
+  storage::LedgerStorage* store() const { return store_.get(); }
   // What start-up loaded from the data directory.
   int64_t recovered_accounts() const { return recovered_accounts_; }
   absl::Duration recovery_time() const { return recovery_time_; }
@@ -136,8 +137,9 @@ class LedgerServer {
   void Shutdown();
 
  private:
-  LedgerServer(std::shared_ptr<LedgerMetrics> metrics, std::unique_ptr<storage::RocksDbStore> store,
-               std::unique_ptr<Router> router, absl::Duration shutdown_grace, int64_t max_in_flight,
+  LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
+               std::unique_ptr<storage::LedgerStorage> store, std::unique_ptr<Router> router,
+               absl::Duration shutdown_grace, int64_t max_in_flight,
                const ServiceOptions& service_options);
 
   // Runs on watcher_ until Shutdown: checks the data directory every
@@ -149,7 +151,7 @@ class LedgerServer {
   const std::shared_ptr<LedgerMetrics> metrics_;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint_;
   // Declared before the router, which writes to it until it stops.
-  const std::unique_ptr<storage::RocksDbStore> store_;
+  const std::unique_ptr<storage::LedgerStorage> store_;
   const std::unique_ptr<Router> router_;
   int64_t recovered_accounts_ = 0;
   absl::Duration recovery_time_;

@@ -142,7 +142,7 @@ void AnswerUnsent(Call& call, SendOutcome sent, AdmissionControl& admission) {
 }  // namespace
 
 LedgerService::LedgerService(Router* router, AdmissionControl* admission, LedgerMetrics* metrics,
-                             storage::RocksDbStore* store, const ServiceOptions& options)
+                             storage::LedgerStorage* store, const ServiceOptions& options)
     : router_(router),
       admission_(admission),
       metrics_(metrics),

@@ -16,7 +16,7 @@
 #include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
-#include "storage/rocksdb_store.h"
+#include "storage/ledger_storage.h"
 
 namespace ledger {
 
@@ -48,7 +48,7 @@ class LedgerService final : public RawLedgerService {
   // `router`, `admission`, `metrics` and `store` are not owned and must outlive the service;
   // `store` is null when the server keeps no journal (--durability=none).
   LedgerService(Router* router, AdmissionControl* admission, LedgerMetrics* metrics,
-                storage::RocksDbStore* store, const ServiceOptions& options);
+                storage::LedgerStorage* store, const ServiceOptions& options);
 
   grpc::ServerUnaryReactor* Deposit(grpc::CallbackServerContext* context,
                                     const grpc::ByteBuffer* request,
@@ -97,7 +97,7 @@ class LedgerService final : public RawLedgerService {
   Router* const router_;
   AdmissionControl* const admission_;
   LedgerMetrics* const metrics_;
-  storage::RocksDbStore* const store_;
+  storage::LedgerStorage* const store_;
   const ServiceOptions options_;
   // The words of every refusal at --max_in_flight, built once.
   const std::string over_limit_message_;

@@ -663,6 +663,7 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
   StagedBackup staged;
   staged.dir = absl::StrCat(options_.data_dir, "/", kBackupStagingDirectory);
   staged.ledger_id = ledger_id_;
+  staged.format_version = kFormatVersion;
   // Whatever fails below leaves nothing staged.
   auto discard = absl::MakeCleanup([this] { DiscardStagedBackup(); });
   std::error_code error;

@@ -21,8 +21,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "shard/ledger_store.h"
 #include "storage/data_directory.h"
+#include "storage/ledger_storage.h"
 #include "storage/local_log.h"
 #include "storage/unapplied_records.h"
 
@@ -64,17 +64,6 @@ inline constexpr absl::string_view kLogDirectory = "ledger_log";
 inline constexpr int64_t kMemtableBytes = int64_t{64} << 20;
 inline constexpr int64_t kBlockCacheBytes = int64_t{32} << 20;
 
-// RocksDB's memory now, by what holds it.
-struct StoreMemory {
-  int64_t memtables_bytes = 0;  // Active, immutable and pinned memtables of every family.
-  // The block cache's use (at most about kBlockCacheBytes), and the part of it pinned: level 0's
-  // index and filter blocks, the partitions' top levels, blocks being read.
-  int64_t block_cache_bytes = 0;
-  int64_t block_cache_pinned_bytes = 0;
-  // What the open tables hold outside the block cache (RocksDB's estimate).
-  int64_t table_readers_bytes = 0;
-};
-
 struct StoreOptions {
   std::string data_dir = "./data";
   Durability durability = Durability::kSync;  // kSync or kAsync.
@@ -111,31 +100,8 @@ inline constexpr absl::string_view kBackupStagingDirectory = "backup_staging";
 // The log's segment size in a backup: small, since a segment's unused tail is copied too.
 inline constexpr int64_t kBackupLogSegmentBytes = int64_t{4} << 20;
 
-// A consistent copy of the ledger made by StageBackup, in `dir`, until DiscardStagedBackup.
-struct StagedBackup {
-  std::string dir;
-  std::string ledger_id;
-  // RocksDB's files in `dir` hold the state at this log position; `dir`/ledger_log holds the
-  // entries after it, up to last_position (at least every write acknowledged before the call).
-  uint64_t applied_position = 0;
-  uint64_t last_position = 0;
-  // Every file, relative to `dir` ("000012.sst", "ledger_log/00000000000000000042.seg"), sorted.
-  std::vector<std::string> files;
-  // How long each step took, for the server's log: "applier held 3us, checkpoint write 41ms,
-  // flush 80ms, RocksDB checkpoint 2ms, log copy 30ms". Only the first holds the applier (and so
-  // the reads that wait for it); writes are never held.
-  std::string steps;
-};
-
-// One page of an account's journal.
-struct HistoryPage {
-  std::vector<JournalEntry> entries;  // Newest first.
-  // The sequence number the next (older) page starts at; 0 when there is none.
-  uint64_t next_sequence = 0;
-};
-
 // Thread-safe.
-class RocksDbStore final : public LedgerStore {
+class RocksDbStore final : public LedgerStorage {
  public:
   // Creates a new, empty ledger in `options.data_dir` (created when missing) and closes it: what
   // `ledgerd init` does. FailedPrecondition, naming the cause, when the directory holds anything
@@ -175,13 +141,19 @@ class RocksDbStore final : public LedgerStore {
   // the applier held, then a copy of the log's entries after it, up to the newest acknowledged.
   // FailedPrecondition while another copy is staged (one at a time); Unavailable when the store
   // fails, and then nothing is left staged. Any thread but the journal's; it reads the disk.
-  absl::StatusOr<StagedBackup> StageBackup()
+  absl::StatusOr<StagedBackup> StageBackup() override
       ABSL_LOCKS_EXCLUDED(mu_, checkpoint_mu_, apply_write_mu_);
   // Removes the staged copy; the next StageBackup may then run.
-  void DiscardStagedBackup();
+  void DiscardStagedBackup() override;
 
   // Checkpoints done since the store was opened.
   uint64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
+  LogProgress log_progress() const override {
+    return {.position = log_position(),
+            .applied_position = applied_position(),
+            .disk_bytes = LogDiskBytes(),
+            .checkpoints = checkpoints()};
+  }
 
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) override;
@@ -197,7 +169,7 @@ class RocksDbStore final : public LedgerStore {
   // and then `load` has been called only for the accounts before it. One forward pass over the
   // accounts and the journal. Start-up only.
   absl::Status ForEachAccount(
-      const std::function<void(std::string account_id, const AccountState& state)>& load);
+      const std::function<void(std::string account_id, const AccountState& state)>& load) override;
 
   // DataLoss when the stored account does not equal its newest journal entry.
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
@@ -205,7 +177,7 @@ class RocksDbStore final : public LedgerStore {
   // Up to `limit` journal entries of the account, newest first, starting at sequence number
   // `start` (0: the newest).
   absl::StatusOr<HistoryPage> ReadHistory(absl::string_view account_id, uint64_t start,
-                                          int32_t limit);
+                                          int32_t limit) override;
 
   absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
                                                              absl::string_view from) override;
@@ -218,17 +190,19 @@ class RocksDbStore final : public LedgerStore {
       absl::string_view transfer_id) override;
   // A transfer's record for GetTransfer: its final record, else a pending one (of whichever
   // source: two only when a client raced one id from two sources); nullopt when none.
-  absl::StatusOr<std::optional<TransferRecord>> ReadTransfer(absl::string_view transfer_id);
+  absl::StatusOr<std::optional<TransferRecord>> ReadTransfer(
+      absl::string_view transfer_id) override;
   // Calls `load` for every transfer recorded as pending. Start-up only.
   absl::Status ForEachPendingTransfer(
-      const std::function<void(std::string transfer_id, const TransferRecord& record)>& load);
+      const std::function<void(std::string transfer_id, const TransferRecord& record)>& load)
+      override;
 
   // Idempotency records on disk now, expired or not (for tests and operators).
   absl::StatusOr<int64_t> CountRequestRecords();
 
   // What RocksDB holds in memory now (for tests and ledger_store_memory_bytes). Unavailable
   // while the database is closed after a failed write; never reopens it. Any thread.
-  absl::StatusOr<StoreMemory> Memory() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<StoreMemory> Memory() override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Compacts the idempotency records, purging the expired ones now.
   absl::Status PurgeExpiredRequests();
@@ -236,10 +210,10 @@ class RocksDbStore final : public LedgerStore {
   // OK while the data directory is in place; from the first check that finds it deleted,
   // replaced or unmounted, Unavailable for good, and every write is refused. Cheap (a few system
   // calls); any thread.
-  absl::Status CheckDataDirectory() { return guard_->Check(); }
+  absl::Status CheckDataDirectory() override { return guard_->Check(); }
 
   // The random id `ledgerd init` gave this ledger.
-  const std::string& ledger_id() const { return ledger_id_; }
+  const std::string& ledger_id() const override { return ledger_id_; }
 
  private:
   struct Handles;

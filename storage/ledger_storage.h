@@ -1,0 +1,99 @@
+// Defines `LedgerStorage`, everything the server asks of a durable ledger: the shards' reads and
+// writes (LedgerStore, shard/ledger_store.h), the start-up load, the reads of History and
+// GetTransfer, backups, and what the metrics report. The server and its services hold a
+// LedgerStorage, never a RocksDbStore: the RocksDB store on the local log implements it, and the
+// replicated store of issue 32 will.
+#ifndef LEDGER_STORAGE_LEDGER_STORAGE_H_
+#define LEDGER_STORAGE_LEDGER_STORAGE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "shard/ledger_store.h"
+
+namespace ledger::storage {
+
+// What the store holds in memory now (RocksDB's memtables, block cache and table readers).
+struct StoreMemory {
+  int64_t memtables_bytes = 0;  // Active, immutable and pinned memtables of every family.
+  // The block cache's use (at most about kBlockCacheBytes), and the part of it pinned: level 0's
+  // index and filter blocks, the partitions' top levels, blocks being read.
+  int64_t block_cache_bytes = 0;
+  int64_t block_cache_pinned_bytes = 0;
+  // What the open tables hold outside the block cache (RocksDB's estimate).
+  int64_t table_readers_bytes = 0;
+};
+
+// A consistent copy of the ledger made by LedgerStorage::StageBackup, in `dir`, until
+// DiscardStagedBackup.
+struct StagedBackup {
+  std::string dir;
+  std::string ledger_id;
+  uint32_t format_version = 0;  // The data directory's format the files are in.
+  // The tables in `dir` (RocksDB's files) hold the state at this log position; `dir`/ledger_log
+  // holds the entries after it, up to last_position (at least every write acknowledged before the
+  // call).
+  uint64_t applied_position = 0;
+  uint64_t last_position = 0;
+  // Every file, relative to `dir` ("000012.sst", "ledger_log/00000000000000000042.seg"), sorted.
+  std::vector<std::string> files;
+  // How long each step took, for the server's log: "applier held 3us, checkpoint write 41ms,
+  // flush 80ms, RocksDB checkpoint 2ms, log copy 30ms". Only the first holds the applier (and so
+  // the reads that wait for it); writes are never held.
+  std::string steps;
+};
+
+// One page of an account's journal.
+struct HistoryPage {
+  std::vector<JournalEntry> entries;  // Newest first.
+  // The sequence number the next (older) page starts at; 0 when there is none.
+  uint64_t next_sequence = 0;
+};
+
+// The log's progress, for the metrics (ledger_log_*).
+struct LogProgress {
+  uint64_t position = 0;          // The newest entry appended (acknowledged).
+  uint64_t applied_position = 0;  // The newest the derived state has reached.
+  int64_t disk_bytes = 0;         // What the log's segments take on disk.
+  uint64_t checkpoints = 0;       // Checkpoints since the store was opened.
+};
+
+// Thread-safe.
+class LedgerStorage : public LedgerStore {
+ public:
+  // Calls `load` for every stored account, in key order, each checked against its journal:
+  // DataLoss naming the first that disagrees. Start-up only.
+  virtual absl::Status ForEachAccount(
+      const std::function<void(std::string account_id, const AccountState& state)>& load) = 0;
+  // Calls `load` for every transfer recorded as pending. Start-up only.
+  virtual absl::Status ForEachPendingTransfer(
+      const std::function<void(std::string transfer_id, const TransferRecord& record)>& load) = 0;
+  // Up to `limit` journal entries of the account, newest first, from sequence `start` (0: the
+  // newest); every acknowledged write is in it.
+  virtual absl::StatusOr<HistoryPage> ReadHistory(absl::string_view account_id, uint64_t start,
+                                                  int32_t limit) = 0;
+  // A transfer's record for GetTransfer: its final record, else a pending one; nullopt when none.
+  virtual absl::StatusOr<std::optional<TransferRecord>> ReadTransfer(
+      absl::string_view transfer_id) = 0;
+  // A consistent copy of the ledger while it serves (FailedPrecondition while another is staged),
+  // kept until DiscardStagedBackup.
+  virtual absl::StatusOr<StagedBackup> StageBackup() = 0;
+  virtual void DiscardStagedBackup() = 0;
+  // Unavailable while the store cannot say (closed after a failed write).
+  virtual absl::StatusOr<StoreMemory> Memory() = 0;
+  virtual LogProgress log_progress() const = 0;
+  // OK while the data directory is in place; Unavailable for good once it is lost.
+  virtual absl::Status CheckDataDirectory() = 0;
+  // The id `ledgerd init` gave this ledger.
+  virtual const std::string& ledger_id() const = 0;
+};
+
+}  // namespace ledger::storage
+
+#endif  // LEDGER_STORAGE_LEDGER_STORAGE_H_
