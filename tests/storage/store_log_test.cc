@@ -65,6 +65,37 @@ BatchWrite DepositBatch(const std::string& account, uint64_t n) {
   return batch;
 }
 
+// Holds the store's applier back (before it applies what is queued) while held; a test releases
+// it to let the applier catch up. Outlives the store it hooks into.
+class ApplierSwitch {
+ public:
+  explicit ApplierSwitch(bool held = false) : held_(held) {}
+  StoreTestHooks Hooks() {
+    StoreTestHooks hooks;
+    hooks.before_apply = [this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      released_.wait(lock, [this] { return !held_; });
+    };
+    return hooks;
+  }
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_ = false;
+    }
+    released_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable released_;
+  bool held_;
+};
+
 // What a crash leaves: the files as the OS holds them, without RocksDB's memtables (which the
 // store writes without a WAL) or anything the process did not hand to the OS.
 void CopyAsCrashImage(const std::string& from, const std::string& to) {
@@ -97,14 +128,8 @@ TEST(StoreLogTest, ACrashImageIsReplayedFromTheLogWithEveryAcknowledgedWrite) {
   testing_util::InitLedger(dir, kSmallSegment);
   StoreOptions options = LogOptions(dir);
   options.log_segment_bytes = 1 << 20;  // No segment rolls, so no checkpoint but the test's.
-  std::mutex mu;
-  std::condition_variable released;
-  bool hold = false;
-  StoreTestHooks hooks;
-  hooks.before_apply = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    released.wait(lock, [&] { return !hold; });
-  };
+  ApplierSwitch applier;
+  StoreTestHooks hooks = applier.Hooks();
   std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options, hooks);
   ASSERT_NE(store, nullptr);
   for (uint64_t n = 1; n <= 150; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
@@ -114,19 +139,12 @@ TEST(StoreLogTest, ACrashImageIsReplayedFromTheLogWithEveryAcknowledgedWrite) {
   for (uint64_t n = 151; n <= 200; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
   ASSERT_TRUE(
       testing_util::WaitUntil([&] { return store->applied_position() == 200; }, "applied 200"));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    hold = true;
-  }
+  applier.Hold();
   for (uint64_t n = 201; n <= 300; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
   ASSERT_TRUE(store->Write(DepositBatch("b", 1)).ok());
   EXPECT_LT(store->applied_position(), 301u);
   CopyAsCrashImage(dir, scratch.Sub("crashed"));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    hold = false;
-  }
-  released.notify_all();
+  applier.Release();
   store.reset();
 
   std::unique_ptr<RocksDbStore> recovered = OpenStoreOrDie(LogOptions(scratch.Sub("crashed")));
@@ -170,23 +188,14 @@ TEST(StoreLogTest, ABackupIsTheCheckpointAndTheLogAfterItUpToTheNewestAcknowledg
   ScratchDir scratch;
   const std::string dir = scratch.Sub("ledger");
   testing_util::InitLedger(dir, kSmallSegment);
-  std::mutex mu;
-  std::condition_variable released;
-  bool hold = false;
-  StoreTestHooks hooks;
-  hooks.before_apply = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    released.wait(lock, [&] { return !hold; });
-  };
+  ApplierSwitch applier;
+  StoreTestHooks hooks = applier.Hooks();
   std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(dir), hooks);
   ASSERT_NE(store, nullptr);
   for (uint64_t n = 1; n <= 50; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
   ASSERT_TRUE(
       testing_util::WaitUntil([&] { return store->applied_position() == 50; }, "applied 50"));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    hold = true;
-  }
+  applier.Hold();
   for (uint64_t n = 51; n <= 70; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
 
   absl::StatusOr<StagedBackup> staged = store->StageBackup();
@@ -211,11 +220,7 @@ TEST(StoreLogTest, ABackupIsTheCheckpointAndTheLogAfterItUpToTheNewestAcknowledg
   std::filesystem::copy(staged->dir, copy, std::filesystem::copy_options::recursive);
   store->DiscardStagedBackup();
   EXPECT_FALSE(std::filesystem::exists(staged->dir));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    hold = false;
-  }
-  released.notify_all();
+  applier.Release();
   EXPECT_TRUE(store->StageBackup().ok());
   store->DiscardStagedBackup();
 
@@ -232,14 +237,8 @@ TEST(StoreLogTest, ABackupIsTheCheckpointAndTheLogAfterItUpToTheNewestAcknowledg
 TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
   ScratchDir scratch;
   testing_util::InitLedger(scratch.path(), kSmallSegment);
-  std::mutex mu;
-  std::condition_variable released;
-  bool held = true;
-  StoreTestHooks hooks;
-  hooks.before_apply = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    released.wait(lock, [&] { return !held; });
-  };
+  ApplierSwitch applier(/*held=*/true);
+  StoreTestHooks hooks = applier.Hooks();
   std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
   ASSERT_NE(store, nullptr);
   BatchWrite batch = DepositBatch("d", 1);
@@ -269,11 +268,7 @@ TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
   std::future<absl::StatusOr<HistoryPage>> history =
       std::async(std::launch::async, [&] { return store->ReadHistory("d", 0, 10); });
   EXPECT_EQ(history.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    held = false;
-  }
-  released.notify_all();
+  applier.Release();
   absl::StatusOr<HistoryPage> page = history.get();
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->entries.size(), 1u);
