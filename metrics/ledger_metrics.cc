@@ -80,6 +80,7 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   families.push_back(std::move(lost));
   CollectStoreMemory(families);
   CollectLog(families);
+  CollectBackups(families);
   CollectConnections(families);
   return families;
 }
@@ -115,6 +116,29 @@ void LedgerMetrics::CollectLog(std::vector<prometheus::MetricFamily>& families) 
                             MetricType::Counter);
   AddMetric(checkpoints, {}).counter.value = static_cast<double>(stats.checkpoints);
   families.push_back(std::move(checkpoints));
+}
+
+void LedgerMetrics::CollectBackups(std::vector<prometheus::MetricFamily>& families) const {
+  BackupStats stats;
+  {
+    MutexLock lock(&log_mu_);
+    if (!backups_) return;
+    stats = backups_();
+  }
+  using prometheus::MetricType;
+  auto total = Family("ledger_backups_total",
+                      "Online backups (ledgerctl backup) by result: ok (streamed whole, manifest "
+                      "included) or failed (the store failed, or the caller went away).",
+                      MetricType::Counter);
+  AddMetric(total, {{"result", "ok"}}).counter.value = static_cast<double>(stats.completed);
+  AddMetric(total, {{"result", "failed"}}).counter.value = static_cast<double>(stats.failed);
+  families.push_back(std::move(total));
+  auto last = Family("ledger_backup_last_success_timestamp_seconds",
+                     "When the last backup that streamed whole ended (Unix seconds); 0 before "
+                     "the first since start.",
+                     MetricType::Gauge);
+  AddMetric(last, {}).gauge.value = static_cast<double>(stats.last_completed_unix_seconds);
+  families.push_back(std::move(last));
 }
 
 void LedgerMetrics::CollectConnections(std::vector<prometheus::MetricFamily>& families) const {

@@ -157,6 +157,13 @@ struct LogStats {
   uint64_t checkpoints = 0;       // Checkpoints done since start.
 };
 
+// Online backups since start (ledger_backups_total, ledger_backup_last_success_timestamp_seconds).
+struct BackupStats {
+  uint64_t completed = 0;  // Streamed whole, manifest included.
+  uint64_t failed = 0;     // Began but did not end whole: the store failed, or the caller went.
+  int64_t last_completed_unix_seconds = 0;  // 0 before the first.
+};
+
 // Thread-safe.
 class LedgerMetrics final : public prometheus::Collectable {
  public:
@@ -191,6 +198,12 @@ class LedgerMetrics final : public prometheus::Collectable {
   void AttachLog(std::function<LogStats()> read) {
     MutexLock lock(&log_mu_);
     log_ = std::move(read);
+  }
+  // The backups are read by `read` at scrape time (ledger_backup*). Call once, before the first
+  // scrape; `read` must stay callable for every scrape.
+  void AttachBackups(std::function<BackupStats()> read) {
+    MutexLock lock(&log_mu_);
+    backups_ = std::move(read);
   }
   // The gRPC port's connections are read by `read` at scrape time (ledger_connections*). Call
   // once, before the first scrape; `read` must stay callable for every scrape.
@@ -231,6 +244,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const;
   void CollectConnections(std::vector<prometheus::MetricFamily>& families) const;
   void CollectLog(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectBackups(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
@@ -249,6 +263,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   std::function<std::optional<StoreMemoryBytes>()> store_memory_ ABSL_GUARDED_BY(store_memory_mu_);
   mutable Mutex log_mu_;
   std::function<LogStats()> log_ ABSL_GUARDED_BY(log_mu_);
+  std::function<BackupStats()> backups_ ABSL_GUARDED_BY(log_mu_);
   mutable Mutex connections_mu_;
   std::function<ConnectionCounts()> connections_ ABSL_GUARDED_BY(connections_mu_);
 };

@@ -30,8 +30,9 @@ class RefusedBackup final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 // One Backup call: stages the copy and streams it on a thread of its own, one chunk at a time.
 class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
  public:
-  BackupStream(storage::LedgerStorage* store, std::string server_version)
-      : store_(store), server_version_(std::move(server_version)) {
+  BackupStream(storage::LedgerStorage* store, std::string server_version,
+               LedgerAdminService::Counters* counters)
+      : store_(store), server_version_(std::move(server_version)), counters_(counters) {
     thread_ = std::thread([this] { Finish(Run()); });
   }
 
@@ -59,11 +60,17 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
         return ErrorStatus(grpc::StatusCode::FAILED_PRECONDITION, v1::BACKUP_IN_PROGRESS,
                            std::string(staged.status().message()));
       }
+      counters_->failed.fetch_add(1, std::memory_order_relaxed);
       return ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
                          absl::StrCat("the backup could not be made: ", staged.status().message(),
                                       "; nothing of it is kept. Retry later"));
     }
     absl::Cleanup discard = [this] { store_->DiscardStagedBackup(); };
+    // Counted as failed unless it ends whole below.
+    bool completed = false;
+    absl::Cleanup count = [this, &completed] {
+      if (!completed) counters_->failed.fetch_add(1, std::memory_order_relaxed);
+    };
     v1::BackupManifest manifest;
     manifest.set_ledger_id(staged->ledger_id);
     manifest.set_format_version(staged->format_version);
@@ -87,6 +94,10 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
     chunk_.Clear();
     *chunk_.mutable_manifest() = manifest;
     if (!Send()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller gone");
+    completed = true;
+    counters_->completed.fetch_add(1, std::memory_order_relaxed);
+    counters_->last_completed_unix_seconds.store(absl::ToUnixSeconds(absl::Now()),
+                                                 std::memory_order_relaxed);
     std::cerr << "ledgerd: backup of ledger " << manifest.ledger_id() << " sent: log positions to "
               << manifest.last_position() << ", " << manifest.files_size() << " files, " << bytes
               << " bytes (" << staged->steps << ")\n";
@@ -139,7 +150,8 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 
   storage::LedgerStorage* const store_;
   const std::string server_version_;
-  v1::BackupChunk chunk_;  // The one chunk in flight.
+  LedgerAdminService::Counters* const counters_;  // The service's: it outlives every call.
+  v1::BackupChunk chunk_;                         // The one chunk in flight.
   absl::Mutex mu_;
   bool write_done_ ABSL_GUARDED_BY(mu_) = false;
   bool write_ok_ ABSL_GUARDED_BY(mu_) = false;
@@ -168,7 +180,7 @@ grpc::ServerWriteReactor<v1::BackupChunk>* LedgerAdminService::Backup(
         ErrorStatus(grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
                     "this server runs with --durability=none and keeps nothing to back up"));
   }
-  return new BackupStream(store_, server_version_);
+  return new BackupStream(store_, server_version_, &counters_);
 }
 
 }  // namespace ledger

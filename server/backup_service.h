@@ -3,10 +3,13 @@
 #ifndef LEDGER_SERVER_BACKUP_SERVICE_H_
 #define LEDGER_SERVER_BACKUP_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger_admin.grpc.pb.h"
+#include "metrics/ledger_metrics.h"
 #include "storage/ledger_storage.h"
 
 namespace ledger {
@@ -28,7 +31,22 @@ class LedgerAdminService final : public v1::LedgerAdmin::CallbackService {
   grpc::ServerWriteReactor<v1::BackupChunk>* Backup(grpc::CallbackServerContext* context,
                                                     const v1::BackupRequest* request) override;
 
+  // Backups since start (refusals before one began are not counted). Any thread.
+  BackupStats stats() const {
+    return {.completed = counters_.completed.load(std::memory_order_relaxed),
+            .failed = counters_.failed.load(std::memory_order_relaxed),
+            .last_completed_unix_seconds =
+                counters_.last_completed_unix_seconds.load(std::memory_order_relaxed)};
+  }
+
+  struct Counters {
+    std::atomic<uint64_t> completed{0};
+    std::atomic<uint64_t> failed{0};
+    std::atomic<int64_t> last_completed_unix_seconds{0};
+  };
+
  private:
+  Counters counters_;
   storage::LedgerStorage* const store_;
   const bool authorized_by_policy_;
   const std::string server_version_;

@@ -146,6 +146,10 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   if (policy != nullptr) policy->CountDenialsIn(server->metrics_);
   server->admin_service_ = std::make_unique<LedgerAdminService>(
       server->store_.get(), /*authorized_by_policy=*/policy != nullptr, options.version);
+  if (server->store_ != nullptr) {
+    server->metrics_->AttachBackups(
+        [admin = server->admin_service_.get()] { return admin->stats(); });
+  }
   if (!options.metrics_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
         MetricsEndpoint::Start(options.metrics_listen_address, server->metrics_);

@@ -20,6 +20,8 @@
 #include "tests/e2e/ledger_dir.h"
 #include "tests/e2e/ledgerd_process.h"
 #include "tests/e2e/subprocess.h"
+#include "tests/http_get.h"
+#include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
 #include "tests/test_pki.h"
@@ -298,7 +300,7 @@ TEST_F(BackupTest, OnlyCallersThePolicyNamesGetABackup) {
 // A restore checks before it makes anything: a backup without its manifest, or with a damaged
 // file, and a target that is not empty, are refused and leave nothing behind.
 TEST_F(BackupTest, RestoreRefusesWhatItCannotTrustAndChangesNothing) {
-  StartLedgerd();
+  StartLedgerd({"--metrics_listen=127.0.0.1:0"});
   {
     Subprocess deposit({testing_util::LedgerctlPath(), ClientFlags("payments")[0],
                         ClientFlags("payments")[1], ClientFlags("payments")[2],
@@ -307,6 +309,15 @@ TEST_F(BackupTest, RestoreRefusesWhatItCannotTrustAndChangesNothing) {
   }
   const std::string good = scratch_.Sub("good");
   ASSERT_EQ(Backup("ops", good).exit_code, 0);
+  // The operator's view of it: one backup ended whole, just now; none failed.
+  const std::optional<testing_util::HttpResponse> scrape =
+      testing_util::HttpGet(ledgerd_->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_EQ(testing_util::SampleValue(scrape->body, "ledger_backups_total{result=\"ok\"}"), 1);
+  EXPECT_EQ(testing_util::SampleValue(scrape->body, "ledger_backups_total{result=\"failed\"}"), 0);
+  EXPECT_GT(testing_util::SampleValue(scrape->body, "ledger_backup_last_success_timestamp_seconds")
+                .value_or(0),
+            1.7e9);
 
   const std::string damaged = scratch_.Sub("damaged");
   fs::copy(good, damaged, fs::copy_options::recursive);
