@@ -194,13 +194,16 @@ void LedgerMetrics::CollectStoreMemory(std::vector<prometheus::MetricFamily>& fa
   auto family = Family("ledger_store_memory_bytes",
                        "Memory RocksDB holds, by kind: memtables (at most 64 MiB together), "
                        "block_cache (data, index and filter blocks; at most 32 MiB), "
-                       "table_readers (held by the open table files outside the cache).",
+                       "table_readers (held by the open table files outside the cache), "
+                       "recent_requests (idempotency records held until the next checkpoint).",
                        prometheus::MetricType::Gauge);
   AddMetric(family, {{"kind", "memtables"}}).gauge.value = static_cast<double>(memory->memtables);
   AddMetric(family, {{"kind", "block_cache"}}).gauge.value =
       static_cast<double>(memory->block_cache);
   AddMetric(family, {{"kind", "table_readers"}}).gauge.value =
       static_cast<double>(memory->table_readers);
+  AddMetric(family, {{"kind", "recent_requests"}}).gauge.value =
+      static_cast<double>(memory->recent_requests);
   families.push_back(std::move(family));
 }
 

@@ -121,7 +121,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       if (!memory.ok()) return std::nullopt;
       return StoreMemoryBytes{.memtables = memory->memtables_bytes,
                               .block_cache = memory->block_cache_bytes,
-                              .table_readers = memory->table_readers_bytes};
+                              .table_readers = memory->table_readers_bytes,
+                              .recent_requests = memory->recent_requests_bytes};
     });
     metrics->AttachLog([memory_of]() {
       const storage::LogProgress log = memory_of->log_progress();

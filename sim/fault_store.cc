@@ -38,6 +38,9 @@ void FaultStore::Append(absl::Span<const BatchWrite* const> group) {
   std::vector<BatchWrite> entry;
   for (const BatchWrite* batch : group) {
     Apply(*batch, truth_);
+    for (const RequestWrite& request : batch->requests) {
+      recent_requests_[{request.account_id, request.request_id}] = request.record;
+    }
     entry.push_back(*batch);
   }
   unapplied_.push_back(std::move(entry));
@@ -45,12 +48,44 @@ void FaultStore::Append(absl::Span<const BatchWrite* const> group) {
 
 void FaultStore::ApplyEntries(size_t count) {
   for (size_t i = 0; i < count && !unapplied_.empty(); ++i) {
-    for (const BatchWrite& batch : unapplied_.front()) Apply(batch, applied_);
+    for (const BatchWrite& batch : unapplied_.front()) {
+      Apply(batch, applied_, /*with_requests=*/false);
+    }
+    applied_since_checkpoint_.push_back(std::move(unapplied_.front()));
     unapplied_.pop_front();
   }
 }
 
-FaultStore::Backup FaultStore::TakeBackup() const {
+void FaultStore::Checkpoint() {
+  if (bug_ != StoreBugForTesting::kCheckpointDropsRecentRequests) {
+    for (auto& [key, record] : recent_requests_) applied_.requests[key] = record;
+  }
+  recent_requests_.clear();
+  applied_since_checkpoint_.clear();
+}
+
+void FaultStore::LoseMemoryAndReplay() {
+  recent_requests_.clear();
+  // RocksDbStore::Replay writes every family of the entries after the checkpoint; the applier
+  // had written all but the idempotency records of those it reached.
+  for (const std::vector<BatchWrite>& entry : applied_since_checkpoint_) {
+    for (const BatchWrite& batch : entry) {
+      for (const RequestWrite& request : batch.requests) {
+        applied_.requests[{request.account_id, request.request_id}] = request.record;
+      }
+    }
+  }
+  for (const std::vector<BatchWrite>& entry : unapplied_) {
+    for (const BatchWrite& batch : entry) Apply(batch, applied_);
+  }
+  for (std::vector<BatchWrite>& entry : unapplied_) {
+    applied_since_checkpoint_.push_back(std::move(entry));
+  }
+  unapplied_.clear();
+}
+
+FaultStore::Backup FaultStore::TakeBackup() {
+  Checkpoint();  // RocksDbStore::StageBackup checkpoints first.
   Backup backup{.tables = applied_, .log = {}, .truth = truth_};
   if (bug_ != StoreBugForTesting::kBackupMissesTheLogAfterTheTables) {
     backup.log.assign(unapplied_.begin(), unapplied_.end());
@@ -105,18 +140,6 @@ bool FaultStore::SeesUnapplied(bool request_record) const {
                                                          : storage::LogFamily::kDefault);
 }
 
-const RequestWrite* FaultStore::UnappliedRequest(absl::string_view account_id,
-                                                 absl::string_view request_id) const {
-  for (auto entry = unapplied_.rbegin(); entry != unapplied_.rend(); ++entry) {
-    for (auto batch = entry->rbegin(); batch != entry->rend(); ++batch) {
-      for (auto write = batch->requests.rbegin(); write != batch->requests.rend(); ++write) {
-        if (write->account_id == account_id && write->request_id == request_id) return &*write;
-      }
-    }
-  }
-  return nullptr;
-}
-
 const TransferWrite* FaultStore::UnappliedTransfer(absl::string_view transfer_id,
                                                    absl::string_view from) const {
   // With `from`: the newest change of the source's pending key (a pending record, or the final
@@ -150,8 +173,13 @@ const CreditWrite* FaultStore::UnappliedCredit(absl::string_view transfer_id) co
 absl::StatusOr<std::optional<RequestRecord>> FaultStore::FindRequest(absl::string_view account_id,
                                                                      absl::string_view request_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  // Held in memory until a checkpoint; else in the tables, once the applier has caught up.
+  const std::pair<std::string, std::string> key{account_id, request_id};
+  if (auto recent = recent_requests_.find(key); recent != recent_requests_.end()) {
+    return recent->second;
+  }
   ApplyAll();  // A lookup that may block waits for the applier.
-  auto found = applied_.requests.find({std::string(account_id), std::string(request_id)});
+  auto found = applied_.requests.find(key);
   if (found == applied_.requests.end()) return std::nullopt;
   return found->second;
 }
@@ -164,14 +192,15 @@ absl::StatusOr<MemoryLookup> FaultStore::FindRequestInMemory(absl::string_view a
     return MemoryLookup{.answered = false, .record = std::nullopt};
   }
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
+  const std::pair<std::string, std::string> key{account_id, request_id};
   if (SeesUnapplied(/*request_record=*/true)) {
-    if (const RequestWrite* unapplied = UnappliedRequest(account_id, request_id)) {
+    if (auto recent = recent_requests_.find(key); recent != recent_requests_.end()) {
       ++unapplied_answers_;
-      return MemoryLookup{.answered = true, .record = unapplied->record};
+      return MemoryLookup{.answered = true, .record = recent->second};
     }
   }
-  // Without waiting: what the applier has reached.
-  auto found = applied_.requests.find({std::string(account_id), std::string(request_id)});
+  // Without waiting: what the tables hold.
+  auto found = applied_.requests.find(key);
   if (found == applied_.requests.end()) return MemoryLookup{.answered = true, .record = {}};
   return MemoryLookup{.answered = true, .record = found->second};
 }
@@ -257,7 +286,7 @@ absl::StatusOr<std::vector<TransferRecord>> FaultStore::FindPendingTransfers(
   return pending;
 }
 
-void FaultStore::Apply(const BatchWrite& batch, State& state) {
+void FaultStore::Apply(const BatchWrite& batch, State& state, bool with_requests) {
   for (const AccountWrite& account : batch.accounts) {
     state.accounts[account.account_id] = account.state;
   }
@@ -274,6 +303,7 @@ void FaultStore::Apply(const BatchWrite& batch, State& state) {
   }
   for (const CreditWrite& credit : batch.credits)
     state.credits[credit.transfer_id] = credit.receipt;
+  if (!with_requests) return;
   for (const RequestWrite& request : batch.requests) {
     state.requests[{request.account_id, request.request_id}] = request.record;
   }

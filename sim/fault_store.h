@@ -7,7 +7,10 @@
 // it, by an applier the simulator runs at seeded moments. Lookups that must not wait (the
 // ...InMemory ones) see the entries the applier has not reached only for the records
 // `storage::UnappliedRecords::Keeps` says it keeps, exactly as the real store; the others wait
-// for the applier (they apply everything first). A crash or restart replays the whole log.
+// for the applier (they apply everything first). Idempotency records skip the applier: they are
+// held in memory from their write until a checkpoint (storage::RecentRequests), which the
+// simulator takes at seeded moments and at every clean stop and backup. A crash loses what is
+// held in memory and replays the log from the last checkpoint.
 #ifndef LEDGER_SIM_FAULT_STORE_H_
 #define LEDGER_SIM_FAULT_STORE_H_
 
@@ -42,6 +45,10 @@ enum class StoreBugForTesting : uint8_t {
   // A backup copies the applied tables but not the log entries after them (as if StageBackup
   // copied only RocksDB's checkpoint): its restore misses writes the log holds.
   kBackupMissesTheLogAfterTheTables,
+  // A checkpoint drops the idempotency records held in memory instead of writing them to the
+  // tables (as if it went on after their table failed to be ingested): retries after it are
+  // decided as new.
+  kCheckpointDropsRecentRequests,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -93,6 +100,12 @@ class FaultStore final : public LedgerStore {
   // the derived state lookups read.
   void ApplyEntries(size_t count);
   void ApplyAll() { ApplyEntries(unapplied_.size()); }
+  // A checkpoint (RocksDbStore::Checkpoint): the idempotency records held in memory reach the
+  // tables, and a crash replays only the log after the applied position.
+  void Checkpoint();
+  // A crash: what was held in memory is gone, and the open replays the log after the last
+  // checkpoint into the tables (its idempotency records among them).
+  void LoseMemoryAndReplay();
   size_t unapplied_entries() const { return unapplied_.size(); }
   // Lookups answered from an entry the applier had not reached: what the lag exercised.
   int64_t unapplied_answers() const { return unapplied_answers_; }
@@ -101,7 +114,7 @@ class FaultStore final : public LedgerStore {
   // restoring"): the derived state at the applied position (the tables of its checkpoint) and
   // the log entries after it, up to the newest.
   struct Backup;
-  Backup TakeBackup() const;
+  Backup TakeBackup();
   // Restores `backup` as `ledgerd restore` does (the tables, then the log replayed over them)
   // and compares it with the durable truth at the moment it was taken: "" when equal, else the
   // first difference.
@@ -153,14 +166,13 @@ class FaultStore final : public LedgerStore {
   // Where two states first differ, or "".
   static std::string FirstDifference(const State& restored, const State& truth);
   bool LookupFails();
-  static void Apply(const BatchWrite& batch, State& state);
+  // `with_requests` false: as the applier, which leaves idempotency records to checkpoints.
+  static void Apply(const BatchWrite& batch, State& state, bool with_requests = true);
   // Appends the group to the log and to the truth.
   void Append(absl::Span<const BatchWrite* const> group);
   // Whether a lookup that must not wait sees the unapplied entries of records of this kind.
   bool SeesUnapplied(bool request_record) const;
   // The newest unapplied change of a record, searched newest entry first.
-  const RequestWrite* UnappliedRequest(absl::string_view account_id,
-                                       absl::string_view request_id) const;
   const TransferWrite* UnappliedTransfer(absl::string_view transfer_id,
                                          absl::string_view from) const;
   const CreditWrite* UnappliedCredit(absl::string_view transfer_id) const;
@@ -179,6 +191,10 @@ class FaultStore final : public LedgerStore {
   State applied_;
   // Log entries (each a group's batches) the applier has not reached, oldest first.
   std::deque<std::vector<BatchWrite>> unapplied_;
+  // Entries the applier reached since the last checkpoint: a crash replays them (and unapplied_).
+  std::deque<std::vector<BatchWrite>> applied_since_checkpoint_;
+  // Idempotency records written since the last checkpoint (storage::RecentRequests).
+  std::map<std::pair<std::string, std::string>, RequestRecord> recent_requests_;
 };
 
 struct FaultStore::Backup {

@@ -77,7 +77,8 @@ int Usage(const char* problem) {
   std::fprintf(stderr,
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
                "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
-               "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log] "
+               "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log|"
+               "checkpoint_drops_requests] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -108,7 +109,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
         "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk\n"
         "  %lld decisions read undurable state, %lld retries answered from an in-flight record, "
-        "%lld lookups answered from a log entry not yet applied, %lld backups restored\n",
+        "%lld lookups answered from a log entry not yet applied, %lld backups restored, "
+        "%lld checkpoints\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
@@ -116,7 +118,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.prefetch_retries),
         static_cast<long long>(result.undurable_reads),
         static_cast<long long>(result.in_flight_record_answers),
-        static_cast<long long>(result.unapplied_answers), static_cast<long long>(result.backups));
+        static_cast<long long>(result.unapplied_answers), static_cast<long long>(result.backups),
+        static_cast<long long>(result.checkpoints));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -212,6 +215,8 @@ int main(int argc, char** argv) {
         options.store_bug = StoreBugForTesting::kLookupsMissUnappliedRecords;
       } else if (value == "backup_misses_log") {
         options.store_bug = StoreBugForTesting::kBackupMissesTheLogAfterTheTables;
+      } else if (value == "checkpoint_drops_requests") {
+        options.store_bug = StoreBugForTesting::kCheckpointDropsRecentRequests;
       } else {
         return Usage("unknown --store_bug");
       }

@@ -524,6 +524,9 @@ class Simulation {
   std::string Restart() {
     std::string failure = Drain();
     if (!failure.empty()) return failure;
+    // A clean stop applies everything and checkpoints (RocksDbStore's destructor).
+    store_.ApplyAll();
+    store_.Checkpoint();
     RebuildCore();
     ++result_.restarts;
     Trace({.kind = TraceEvent::Kind::kRestart});
@@ -556,6 +559,7 @@ class Simulation {
     auditor_.Crashed();
     in_flight_.clear();
     recovery_pending_ = false;
+    store_.LoseMemoryAndReplay();
     RebuildCore();
     ++result_.crashes;
     Trace({.kind = TraceEvent::Kind::kRestart, .note = "crash; "});
@@ -579,6 +583,12 @@ class Simulation {
     if (quiescing_ || Percent(rng_, 40)) {
       store_.ApplyEntries(quiescing_ ? store_.unapplied_entries()
                                      : Uniform(rng_, store_.unapplied_entries() + 1));
+    }
+    // A checkpoint, as the applier takes one when a log segment fills: the idempotency records
+    // held in memory reach the tables.
+    if (!quiescing_ && Percent(rng_, 5)) {
+      ++result_.checkpoints;
+      store_.Checkpoint();
     }
     // A backup while the applier lags: its tables and the log after them restore to exactly
     // what the log holds now (issue 31, item 6).

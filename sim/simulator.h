@@ -105,6 +105,9 @@ struct SimResult {
   // Backups taken (at seeded moments, the applier behind the log) and restored, each equal to
   // the log's state when it was taken.
   int64_t backups = 0;
+  // Checkpoints taken at seeded moments (the idempotency records held in memory reach the
+  // tables); clean stops and backups take one too.
+  int64_t checkpoints = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 18> outcomes{};
   int64_t replays = 0;

@@ -27,6 +27,7 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/options.h"
 #include "rocksdb/perf_level.h"
+#include "rocksdb/sst_file_writer.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
@@ -285,6 +286,9 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   // A backup's staged copy that a crash left behind (its hard links would pin old tables).
   std::error_code no_staging;
   std::filesystem::remove_all(absl::StrCat(options.data_dir, "/", kBackupStagingDirectory),
+                              no_staging);
+  // A checkpoint's table that a crash left before RocksDB ingested it: the log still has it.
+  std::filesystem::remove_all(absl::StrCat(options.data_dir, "/", kCheckpointStagingDirectory),
                               no_staging);
   LocalLogOptions log_options{.dir = LogDirectory(options.data_dir),
                               .segment_bytes = options.log_segment_bytes,
@@ -599,6 +603,17 @@ absl::Status RocksDbStore::Checkpoint() {
     absl::MutexLock apply_lock(&apply_write_mu_);
     applied = SwapOutDirtyAccountsLocked();
   }
+  // Sealed without the applier (the sort takes a while): they may run past `applied`, but every
+  // one is from a durable entry, and a replay from `applied` writes the same records again.
+  const std::vector<const RecentRequests::Records::value_type*> requests =
+      recent_requests_.Seal();
+  // The records first: the position the checkpoint writes promises them.
+  absl::Status ingested = IngestRecentRequests(requests);
+  recent_requests_.Release(/*written=*/ingested.ok());
+  if (!ingested.ok()) {
+    ReleaseCheckpointingAccounts(/*written=*/false);
+    return ingested;
+  }
   if (absl::Status written = WriteCheckpoint(applied); !written.ok()) return written;
   // The applier goes on meanwhile: what it writes before the flush takes the memtables lands in
   // the tables too, ahead of the position they record, which a replay from there writes again
@@ -640,13 +655,53 @@ absl::Status RocksDbStore::WriteCheckpoint(uint64_t applied) {
     if (put.ok()) put = handles_->db->Write(no_wal, &write);
     return FromRocks(put, "checkpointing");
   }();
+  ReleaseCheckpointingAccounts(written.ok());
+  return written;
+}
+
+void RocksDbStore::ReleaseCheckpointingAccounts(bool written) {
   absl::MutexLock dirty_lock(&dirty_mu_);
-  if (!written.ok()) {
+  if (!written) {
     // Not in RocksDB: back into the map, under the newer states the applier kept meanwhile.
-    for (const auto& [key, value] : *accounts) dirty_accounts_.try_emplace(key, value);
+    for (const auto& [key, value] : *checkpointing_accounts_)
+      dirty_accounts_.try_emplace(key, value);
   }
   checkpointing_accounts_ = nullptr;
-  return written;
+}
+
+absl::Status RocksDbStore::IngestRecentRequests(
+    const std::vector<const RecentRequests::Records::value_type*>& records) {
+  if (records.empty()) return absl::OkStatus();
+  // Never into a data directory that was deleted or replaced: that would make a new one.
+  if (absl::Status in_place = guard_->Check(); !in_place.ok()) return in_place;
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return ClosedError();
+  rocksdb::ColumnFamilyHandle* family = handles_->families[kRequests];
+  const std::string dir = absl::StrCat(options_.data_dir, "/", kCheckpointStagingDirectory);
+  std::error_code error;
+  std::filesystem::create_directory(dir, error);  // Only inside a data directory that exists.
+  if (error) {
+    return absl::UnavailableError(
+        absl::StrCat("checkpointing: cannot create ", dir, ": ", error.message()));
+  }
+  const std::string path = absl::StrCat(dir, "/requests.sst");
+  // The family's own options: the same comparator, table format and filters as its flushes.
+  const rocksdb::Options family_options = handles_->db->GetOptions(family);
+  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), family_options, family);
+  rocksdb::Status step = writer.Open(path);
+  for (size_t i = 0; i < records.size() && step.ok(); ++i) {
+    const auto& [key, value] = *records[i];
+    step =
+        value.has_value() ? writer.Put(ToSlice(key), ToSlice(*value)) : writer.Delete(ToSlice(key));
+  }
+  if (step.ok()) step = writer.Finish();
+  if (step.ok()) {
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;  // A hard link: the file is in the data directory already.
+    step = handles_->db->IngestExternalFile(family, {path}, ingest);
+  }
+  std::filesystem::remove(path, error);  // Moved on success; a failed one leaves nothing.
+  return FromRocks(step, "checkpointing the idempotency records");
 }
 
 absl::Status RocksDbStore::FlushTables() {
@@ -793,7 +848,9 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
   absl::StatusOr<uint64_t> position = log_->Append(payload);
   if (!position.ok()) return position.status();
   absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
-    if (UnappliedRecords::Keeps(change.family)) {
+    if (change.family == LogFamily::kRequests) {
+      recent_requests_.Add(change.key, change.value);
+    } else if (UnappliedRecords::Keeps(change.family)) {
       unapplied_.Add(*position, change.family, change.key, change.value);
     }
   });
@@ -932,8 +989,10 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
   uint64_t last = after;
   for (const Unapplied& entry : entries) {
     if (entry.position <= after) continue;  // Replayed when the database was reopened.
-    absl::Status read = ForEachLogChange(
-        entry.payload, [&](const LogChange& change) { changes.push_back(change); });
+    absl::Status read = ForEachLogChange(entry.payload, [&](const LogChange& change) {
+      // Idempotency records reach RocksDB at the next checkpoint, from RecentRequests.
+      if (change.family != LogFamily::kRequests) changes.push_back(change);
+    });
     if (!read.ok()) return read;
     last = entry.position;
   }
@@ -975,7 +1034,7 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
 void RocksDbStore::ForgetApplied(const std::vector<Unapplied>& entries) {
   for (const Unapplied& entry : entries) {
     ForEachLogChange(entry.payload, [&](const LogChange& change) {
-      if (UnappliedRecords::Keeps(change.family)) {
+      if (change.family != LogFamily::kRequests && UnappliedRecords::Keeps(change.family)) {
         unapplied_.Forget(entry.position, change.family, change.key);
       }
     }).IgnoreError();
@@ -1083,8 +1142,7 @@ absl::StatusOr<MemoryLookup> RocksDbStore::LookUpRequest(absl::string_view accou
   const std::string key = RequestKey(account_id, request_id);
   // A record the applier has not reached is answered from memory; any other is in RocksDB (or
   // nowhere), so a lookup that must not wait need not wait for the applier either.
-  if (std::optional<std::optional<std::string>> unapplied =
-          unapplied_.Find(LogFamily::kRequests, key);
+  if (std::optional<std::optional<std::string>> unapplied = recent_requests_.Find(key);
       unapplied.has_value()) {
     found.answered = true;
     if (!unapplied->has_value()) return found;
@@ -1396,11 +1454,13 @@ absl::StatusOr<StoreMemory> RocksDbStore::Memory() {
     memory.table_readers_bytes += static_cast<int64_t>(table_readers);
   }
   memory.block_cache_bytes = static_cast<int64_t>(handles.block_cache->GetUsage());
+  memory.recent_requests_bytes = recent_requests_.bytes();
   memory.block_cache_pinned_bytes = static_cast<int64_t>(handles.block_cache->GetPinnedUsage());
   return memory;
 }
 
 absl::Status RocksDbStore::PurgeExpiredRequests() {
+  if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) return checkpointed;
   return ReadWith([&](Handles& handles) {
     rocksdb::CompactRangeOptions compact;
     // Rewrite even the bottommost files, where expired records would otherwise stay.

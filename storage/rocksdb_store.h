@@ -24,6 +24,7 @@
 #include "storage/data_directory.h"
 #include "storage/ledger_storage.h"
 #include "storage/local_log.h"
+#include "storage/recent_requests.h"
 #include "storage/unapplied_records.h"
 
 namespace rocksdb {
@@ -97,6 +98,8 @@ struct StoreTestHooks {
 // Where a backup is staged, inside the data directory: removed when the backup ends, and at open
 // when a crash left it behind.
 inline constexpr absl::string_view kBackupStagingDirectory = "backup_staging";
+// Where a checkpoint writes the idempotency records' table before RocksDB ingests it.
+inline constexpr absl::string_view kCheckpointStagingDirectory = "checkpoint_staging";
 // The log's segment size in a backup: small, since a segment's unused tail is copied too.
 inline constexpr int64_t kBackupLogSegmentBytes = int64_t{4} << 20;
 
@@ -204,7 +207,8 @@ class RocksDbStore final : public LedgerStorage {
   // while the database is closed after a failed write; never reopens it. Any thread.
   absl::StatusOr<StoreMemory> Memory() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Compacts the idempotency records, purging the expired ones now.
+  // Checkpoints (the idempotency records held in memory reach RocksDB) and compacts the
+  // idempotency records, purging the expired ones now.
   absl::Status PurgeExpiredRequests();
 
   // OK while the data directory is in place; from the first check that finds it deleted,
@@ -254,6 +258,14 @@ class RocksDbStore final : public LedgerStorage {
   // The second, while the applier goes on: writes those states and `applied` in one write; on a
   // failure they go back into the map.
   absl::Status WriteCheckpoint(uint64_t applied) ABSL_LOCKS_EXCLUDED(mu_, dirty_mu_);
+  // Before the second: writes the idempotency records sealed from RecentRequests as one table
+  // file and has RocksDB ingest it (durable once it returns).
+  absl::Status IngestRecentRequests(
+      const std::vector<const RecentRequests::Records::value_type*>& records)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // After the second (or instead of it, when a step before failed): the states are RocksDB's
+  // when `written`, else they go back into the map under any newer ones.
+  void ReleaseCheckpointingAccounts(bool written) ABSL_LOCKS_EXCLUDED(dirty_mu_);
   // The third: flushes every family at once.
   absl::Status FlushTables() ABSL_LOCKS_EXCLUDED(mu_);
   // The log position before which checkpoints may delete segments: a staged backup's copy needs
@@ -314,9 +326,11 @@ class RocksDbStore final : public LedgerStorage {
   absl::Status reopen_failure_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
 
-  // The log, and the records of its entries the applier has not reached.
+  // The log; the transfer records of its entries the applier has not reached; the idempotency
+  // records of its entries since the last checkpoint (the applier does not write them).
   const std::unique_ptr<LocalLog> log_;
   UnappliedRecords unapplied_;
+  RecentRequests recent_requests_;
   // Serialises WriteGroup: the log's positions are the order entries reach the applier.
   absl::Mutex write_mu_;
   absl::Time last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);

@@ -21,7 +21,10 @@ namespace ledger::storage {
 // Thread-safe.
 class UnappliedRecords {
  public:
-  // Whether the records of `family` are kept here: the ones decisions look up by key.
+  // Whether a decision's lookups find records of `family` in memory before the applier has
+  // reached them: the ones decisions look up by key. RocksDbStore keeps the transfer records
+  // (kDefault) here and the idempotency records (kRequests) in RecentRequests, where they stay
+  // until a checkpoint; the simulator's store follows this policy.
   static bool Keeps(LogFamily family) {
     return family == LogFamily::kDefault || family == LogFamily::kRequests;
   }

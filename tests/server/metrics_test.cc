@@ -115,12 +115,15 @@ TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
 }
 
 // RocksDB's memory, by kind, within its bounds: the deposits sit in the memtables, nothing has
-// been flushed, so no table file holds anything and the block cache is within its capacity.
+// been flushed, so no table file holds anything and the block cache is within its capacity. Their
+// idempotency records wait in memory for the next checkpoint (recent_requests).
 TEST(MetricsTest, ADurableServerReportsRocksDbMemoryByKindWithinItsBounds) {
   testing_util::ScratchLedger scratch;
   TestServer server(DurableWithMetrics(scratch));
   auto stub = server.NewStub();
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Deposit(*stub, "alice", 1).status.ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Deposit(*stub, "alice", 1, "metrics-request-" + std::to_string(i)).status.ok());
+  }
   const std::string body = Scrape(server);
   EXPECT_THAT(body, HasSubstr("# TYPE ledger_store_memory_bytes gauge\n"));
   const std::optional<double> memtables =
@@ -134,6 +137,12 @@ TEST(MetricsTest, ADurableServerReportsRocksDbMemoryByKindWithinItsBounds) {
   EXPECT_LE(*memtables, storage::kMemtableBytes);
   EXPECT_LE(*block_cache, storage::kBlockCacheBytes);
   EXPECT_LT(*table_readers, 64 << 10);
+  // Five keys ("alice", a separator, "metrics-request-N": 23 bytes) and their records.
+  const std::optional<double> recent_requests =
+      SampleValue(body, "ledger_store_memory_bytes{kind=\"recent_requests\"}");
+  ASSERT_TRUE(recent_requests.has_value());
+  EXPECT_GT(*recent_requests, 5 * 23);
+  EXPECT_LT(*recent_requests, 5 * 200);
 }
 
 // Without a store there is no RocksDB, and no family that would always read 0.

@@ -49,6 +49,8 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
   EXPECT_EQ(first.unapplied_answers, second.unapplied_answers);
   EXPECT_GT(first.backups, 0);
   EXPECT_EQ(first.backups, second.backups);
+  EXPECT_GT(first.checkpoints, 0);
+  EXPECT_EQ(first.checkpoints, second.checkpoints);
   EXPECT_NE(first.messages, other.messages);
 }
 
@@ -109,6 +111,15 @@ TEST(SimulatorTest, CatchesABackupWithoutTheLogAfterItsTables) {
   EXPECT_THAT(
       FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kBackupMissesTheLogAfterTheTables),
       HasSubstr("a backup restores to a state the log never held: "));
+}
+
+// Idempotency records skip the applier and wait in memory for a checkpoint (storage::
+// RecentRequests); a checkpoint that dropped them instead of writing them would let a retry after
+// it be decided as new.
+TEST(SimulatorTest, CatchesACheckpointThatDropsTheIdempotencyRecordsHeldInMemory) {
+  EXPECT_THAT(
+      FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kCheckpointDropsRecentRequests),
+      AnyOf(HasSubstr("(replayed)"), HasSubstr("differ from the model")));
 }
 
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {

@@ -180,6 +180,58 @@ TEST(StoreLogTest, CheckpointsDeleteTheSegmentsBehindAndACleanStopLeavesNothingT
   EXPECT_EQ(store->FindAccount("c").value(), (AccountState{.balance = 20000, .sequence = 2000}));
 }
 
+// Idempotency records do not go through RocksDB's memtable: they are answered from memory until a
+// checkpoint writes them as one ingested table. Found before and after it, after a crash (the
+// table, and the log replayed after it) and after a clean stop; RocksDB holds them only from the
+// checkpoint on.
+TEST(StoreLogTest, IdempotencyRecordsReachRocksDbAtACheckpointAndAreFoundAllAlong) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path());  // 1 MiB segments: no checkpoint but ours.
+  StoreOptions options = LogOptions(scratch.path());
+  options.log_segment_bytes = int64_t{1} << 20;
+  const auto balance_of = [](RocksDbStore& store, uint64_t n) -> std::optional<int64_t> {
+    absl::StatusOr<std::optional<RequestRecord>> found =
+        store.FindRequest("a", absl::StrCat("d-", n));
+    EXPECT_TRUE(found.ok()) << found.status();
+    if (!found.ok() || !found->has_value()) return std::nullopt;
+    return (*found)->balance;
+  };
+  const std::string image = scratch.path() + "-crash";
+  {
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+    ASSERT_NE(store, nullptr);
+    for (uint64_t n = 1; n <= 10; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+    EXPECT_EQ(balance_of(*store, 3), 30);
+    EXPECT_EQ(store->CountRequestRecords().value(), 0);
+    EXPECT_GT(store->Memory().value().recent_requests_bytes, 10 * 4);
+
+    ASSERT_TRUE(store->Checkpoint().ok());
+    EXPECT_EQ(store->CountRequestRecords().value(), 10);
+    EXPECT_EQ(store->Memory().value().recent_requests_bytes, 0);
+    EXPECT_EQ(balance_of(*store, 3), 30);
+    EXPECT_FALSE(std::filesystem::exists(
+        absl::StrCat(scratch.path(), "/", kCheckpointStagingDirectory, "/requests.sst")));
+
+    for (uint64_t n = 11; n <= 12; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+    EXPECT_EQ(balance_of(*store, 12), 120);
+    CopyAsCrashImage(scratch.path(), image);
+  }
+  {
+    StoreOptions crashed = options;
+    crashed.data_dir = image;
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(crashed);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(balance_of(*store, 3), 30);    // From the ingested table.
+    EXPECT_EQ(balance_of(*store, 12), 120);  // From the log, replayed after it.
+    EXPECT_EQ(balance_of(*store, 13), std::nullopt);
+  }
+  std::filesystem::remove_all(image);
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->CountRequestRecords().value(), 12);  // The clean stop checkpointed.
+  EXPECT_EQ(balance_of(*store, 11), 110);
+}
+
 // A staged backup is RocksDB's checkpoint at the applied position plus the log after it, up to
 // the newest acknowledged write: here the applier is held at 50 while 70 are acknowledged, so the
 // copy's log holds 51 to 70, and the copy, opened as a data directory, has all 70. One backup is

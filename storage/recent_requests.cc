@@ -1,0 +1,85 @@
+#include "storage/recent_requests.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "base/check.h"
+
+namespace ledger::storage {
+namespace {
+
+int64_t RecordBytes(absl::string_view key, const std::optional<std::string>& value) {
+  return static_cast<int64_t>(key.size() + (value.has_value() ? value->size() : 0));
+}
+
+}  // namespace
+
+void RecentRequests::Add(absl::string_view key, std::optional<absl::string_view> value) {
+  std::optional<std::string> stored;
+  if (value.has_value()) stored = std::string(*value);
+  absl::MutexLock lock(&mu_);
+  auto [record, inserted] = current_.try_emplace(key);
+  if (!inserted) current_bytes_ -= RecordBytes(key, record->second);
+  current_bytes_ += RecordBytes(key, stored);
+  record->second = std::move(stored);
+}
+
+std::optional<std::optional<std::string>> RecentRequests::Find(absl::string_view key) const {
+  std::shared_ptr<const Records> sealed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = current_.find(key);
+    if (found != current_.end()) return found->second;
+    sealed = sealed_;
+  }
+  // Outside the lock: the sealed records never change.
+  if (sealed != nullptr) {
+    auto found = sealed->find(key);
+    if (found != sealed->end()) return found->second;
+  }
+  return std::nullopt;
+}
+
+std::vector<const RecentRequests::Records::value_type*> RecentRequests::Seal() {
+  std::shared_ptr<const Records> sealed;
+  {
+    absl::MutexLock lock(&mu_);
+    LEDGER_CHECK(sealed_ == nullptr);
+    sealed_ = std::make_shared<const Records>(std::move(current_));
+    current_ = Records();
+    sealed_bytes_ = current_bytes_;
+    current_bytes_ = 0;
+    sealed = sealed_;
+  }
+  // The sort runs outside the lock: lookups and new records go on meanwhile.
+  std::vector<const Records::value_type*> sorted;
+  sorted.reserve(sealed->size());
+  for (const Records::value_type& record : *sealed) sorted.push_back(&record);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  return sorted;
+}
+
+void RecentRequests::Release(bool written) {
+  absl::MutexLock lock(&mu_);
+  LEDGER_CHECK(sealed_ != nullptr);
+  if (!written) {
+    for (const auto& [key, value] : *sealed_) {
+      if (current_.try_emplace(key, value).second) current_bytes_ += RecordBytes(key, value);
+    }
+  }
+  sealed_ = nullptr;
+  sealed_bytes_ = 0;
+}
+
+size_t RecentRequests::size() const {
+  absl::MutexLock lock(&mu_);
+  return current_.size() + (sealed_ == nullptr ? 0 : sealed_->size());
+}
+
+int64_t RecentRequests::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return current_bytes_ + sealed_bytes_;
+}
+
+}  // namespace ledger::storage

@@ -1,0 +1,62 @@
+// Defines `RecentRequests`: the idempotency records written since the last checkpoint. RocksDB
+// receives them only at a checkpoint, sorted into one table file ingested whole
+// (RocksDbStore::Checkpoint), and until then every lookup is answered from here. Inserting each
+// record into RocksDB's memtable as the applier reached it cost about a quarter of a durable
+// Apply's CPU (docs/benchmarks.md): random request ids land anywhere in a skiplist of millions
+// of keys, and every lookup of a new request_id searched that skiplist too.
+#ifndef LEDGER_STORAGE_RECENT_REQUESTS_H_
+#define LEDGER_STORAGE_RECENT_REQUESTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ledger::storage {
+
+// Thread-safe.
+class RecentRequests {
+ public:
+  // Records by RocksDB key; a value of nullopt is a deletion.
+  using Records = absl::flat_hash_map<std::string, std::optional<std::string>>;
+
+  // A durable log entry set `key` to `value` (nullopt: deleted it).
+  void Add(absl::string_view key, std::optional<absl::string_view> value) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The newest record of `key` held here: nullopt when there is none (RocksDB has the answer),
+  // else the value, itself nullopt when the key was deleted.
+  std::optional<std::optional<std::string>> Find(absl::string_view key) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The first step of a checkpoint: everything held so far, sorted by key, for the checkpoint
+  // to write. It is still answered from here until Release, and the pointers stay valid until
+  // then. One seal at a time.
+  std::vector<const Records::value_type*> Seal() ABSL_LOCKS_EXCLUDED(mu_);
+  // The last: with `written`, RocksDB has the sealed records and they are dropped; without, they
+  // go back among the records held (under any newer ones).
+  void Release(bool written) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records held, and their keys' and values' bytes (for tests and the memory metric).
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  Records current_ ABSL_GUARDED_BY(mu_);
+  // What a checkpoint is writing: never changed once sealed.
+  std::shared_ptr<const Records> sealed_ ABSL_GUARDED_BY(mu_);
+  int64_t current_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sealed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ledger::storage
+
+#endif  // LEDGER_STORAGE_RECENT_REQUESTS_H_
