@@ -195,15 +195,16 @@ void LedgerMetrics::CollectStoreMemory(std::vector<prometheus::MetricFamily>& fa
                        "Memory RocksDB holds, by kind: memtables (at most 64 MiB together), "
                        "block_cache (data, index and filter blocks; at most 32 MiB), "
                        "table_readers (held by the open table files outside the cache), "
-                       "recent_requests (idempotency records held until the next checkpoint).",
+                       "recent_records (idempotency records and journal entries held until the "
+                       "next checkpoint writes them).",
                        prometheus::MetricType::Gauge);
   AddMetric(family, {{"kind", "memtables"}}).gauge.value = static_cast<double>(memory->memtables);
   AddMetric(family, {{"kind", "block_cache"}}).gauge.value =
       static_cast<double>(memory->block_cache);
   AddMetric(family, {{"kind", "table_readers"}}).gauge.value =
       static_cast<double>(memory->table_readers);
-  AddMetric(family, {{"kind", "recent_requests"}}).gauge.value =
-      static_cast<double>(memory->recent_requests);
+  AddMetric(family, {{"kind", "recent_records"}}).gauge.value =
+      static_cast<double>(memory->recent_records);
   families.push_back(std::move(family));
 }
 

@@ -147,7 +147,7 @@ struct StoreMemoryBytes {
   int64_t memtables = 0;
   int64_t block_cache = 0;
   int64_t table_readers = 0;
-  int64_t recent_requests = 0;
+  int64_t recent_records = 0;
 };
 
 // Where the log stands (ledger_log_*).

@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       return StoreMemoryBytes{.memtables = memory->memtables_bytes,
                               .block_cache = memory->block_cache_bytes,
                               .table_readers = memory->table_readers_bytes,
-                              .recent_requests = memory->recent_requests_bytes};
+                              .recent_records = memory->recent_records_bytes};
     });
     metrics->AttachLog([memory_of]() {
       const storage::LogProgress log = memory_of->log_progress();

@@ -28,9 +28,10 @@ struct StoreMemory {
   int64_t block_cache_pinned_bytes = 0;
   // What the open tables hold outside the block cache (RocksDB's estimate).
   int64_t table_readers_bytes = 0;
-  // Idempotency records written since the last checkpoint, which writes them to RocksDB: keys and
-  // values (RecentRequests), at most about a log segment's worth.
-  int64_t recent_requests_bytes = 0;
+  // Idempotency records and journal entries written since the last checkpoint, which writes them
+  // to RocksDB (RecentRequests, RecentJournal): their keys' and values' bytes, at most about a
+  // log segment's worth.
+  int64_t recent_records_bytes = 0;
 };
 
 // A consistent copy of the ledger made by LedgerStorage::StageBackup, in `dir`, until

@@ -40,21 +40,21 @@ std::optional<std::optional<std::string>> RecentRequests::Find(absl::string_view
   return std::nullopt;
 }
 
-std::vector<const RecentRequests::Records::value_type*> RecentRequests::Seal() {
-  std::shared_ptr<const Records> sealed;
-  {
-    absl::MutexLock lock(&mu_);
-    LEDGER_CHECK(sealed_ == nullptr);
-    sealed_ = std::make_shared<const Records>(std::move(current_));
-    current_ = Records();
-    sealed_bytes_ = current_bytes_;
-    current_bytes_ = 0;
-    sealed = sealed_;
-  }
-  // The sort runs outside the lock: lookups and new records go on meanwhile.
+std::shared_ptr<const RecentRequests::Records> RecentRequests::Seal() {
+  absl::MutexLock lock(&mu_);
+  LEDGER_CHECK(sealed_ == nullptr);
+  sealed_ = std::make_shared<const Records>(std::move(current_));
+  current_ = Records();
+  sealed_bytes_ = current_bytes_;
+  current_bytes_ = 0;
+  return sealed_;
+}
+
+std::vector<const RecentRequests::Records::value_type*> RecentRequests::SortedForTable(
+    const Records& records) {
   std::vector<const Records::value_type*> sorted;
-  sorted.reserve(sealed->size());
-  for (const Records::value_type& record : *sealed) sorted.push_back(&record);
+  sorted.reserve(records.size());
+  for (const Records::value_type& record : records) sorted.push_back(&record);
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
   return sorted;

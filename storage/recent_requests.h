@@ -36,13 +36,15 @@ class RecentRequests {
   std::optional<std::optional<std::string>> Find(absl::string_view key) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The first step of a checkpoint: everything held so far, sorted by key, for the checkpoint
-  // to write. It is still answered from here until Release, and the pointers stay valid until
-  // then. One seal at a time.
-  std::vector<const Records::value_type*> Seal() ABSL_LOCKS_EXCLUDED(mu_);
+  // The first step of a checkpoint: everything held so far, for the checkpoint to write. It is
+  // still answered from here until Release. O(1); one seal at a time.
+  std::shared_ptr<const Records> Seal() ABSL_LOCKS_EXCLUDED(mu_);
   // The last: with `written`, RocksDB has the sealed records and they are dropped; without, they
   // go back among the records held (under any newer ones).
   void Release(bool written) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The sealed records in key order: what the checkpoint's table holds.
+  static std::vector<const Records::value_type*> SortedForTable(const Records& records);
 
   // Records held, and their keys' and values' bytes (for tests and the memory metric).
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);

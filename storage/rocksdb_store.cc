@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <utility>
@@ -598,31 +599,46 @@ uint64_t RocksDbStore::applied_position() const {
 
 absl::Status RocksDbStore::Checkpoint() {
   absl::MutexLock checkpoint_lock(&checkpoint_mu_);
+  absl::StatusOr<uint64_t> applied = CheckpointLocked([](absl::string_view) {});
+  if (!applied.ok()) return applied.status();
+  absl::StatusOr<int> dropped = log_->DropBefore(DropLimit(*applied));
+  if (!dropped.ok()) return dropped.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RocksDbStore::CheckpointLocked(
+    const std::function<void(absl::string_view step)>& step_done) {
   uint64_t applied = 0;
+  std::shared_ptr<const RecentRequests::Records> requests;
+  std::shared_ptr<const RecentJournal::Entries> journal;
   {
     absl::MutexLock apply_lock(&apply_write_mu_);
     applied = SwapOutDirtyAccountsLocked();
+    journal = recent_journal_.Seal();
+    // The idempotency records may run past `applied` (the journal thread adds them as it
+    // appends), but every one is from a durable entry, and a replay from `applied` writes the
+    // same records again.
+    requests = recent_requests_.Seal();
   }
-  // Sealed without the applier (the sort takes a while): they may run past `applied`, but every
-  // one is from a durable entry, and a replay from `applied` writes the same records again.
-  const std::vector<const RecentRequests::Records::value_type*> requests =
-      recent_requests_.Seal();
-  // The records first: the position the checkpoint writes promises them.
-  absl::Status ingested = IngestRecentRequests(requests);
+  step_done("applier held");
+  // The records and the journal first: the position the checkpoint writes promises them.
+  absl::Status ingested = IngestRecentRecords(*requests, *journal);
   recent_requests_.Release(/*written=*/ingested.ok());
+  recent_journal_.Release(/*written=*/ingested.ok());
   if (!ingested.ok()) {
     ReleaseCheckpointingAccounts(/*written=*/false);
     return ingested;
   }
+  step_done("records and journal");
   if (absl::Status written = WriteCheckpoint(applied); !written.ok()) return written;
+  step_done("checkpoint write");
   // The applier goes on meanwhile: what it writes before the flush takes the memtables lands in
   // the tables too, ahead of the position they record, which a replay from there writes again
   // to the same end (every change is a put or a delete, applied in order).
   if (absl::Status flushed = FlushTables(); !flushed.ok()) return flushed;
+  step_done("flush");
   checkpoints_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<int> dropped = log_->DropBefore(DropLimit(applied));
-  if (!dropped.ok()) return dropped.status();
-  return absl::OkStatus();
+  return applied;
 }
 
 uint64_t RocksDbStore::SwapOutDirtyAccountsLocked() {
@@ -669,14 +685,13 @@ void RocksDbStore::ReleaseCheckpointingAccounts(bool written) {
   checkpointing_accounts_ = nullptr;
 }
 
-absl::Status RocksDbStore::IngestRecentRequests(
-    const std::vector<const RecentRequests::Records::value_type*>& records) {
-  if (records.empty()) return absl::OkStatus();
+absl::Status RocksDbStore::IngestRecentRecords(const RecentRequests::Records& requests,
+                                               const RecentJournal::Entries& journal) {
+  if (requests.empty() && journal.empty()) return absl::OkStatus();
   // Never into a data directory that was deleted or replaced: that would make a new one.
   if (absl::Status in_place = guard_->Check(); !in_place.ok()) return in_place;
   absl::ReaderMutexLock lock(&mu_);
   if (handles_ == nullptr) return ClosedError();
-  rocksdb::ColumnFamilyHandle* family = handles_->families[kRequests];
   const std::string dir = absl::StrCat(options_.data_dir, "/", kCheckpointStagingDirectory);
   std::error_code error;
   std::filesystem::create_directory(dir, error);  // Only inside a data directory that exists.
@@ -684,24 +699,55 @@ absl::Status RocksDbStore::IngestRecentRequests(
     return absl::UnavailableError(
         absl::StrCat("checkpointing: cannot create ", dir, ": ", error.message()));
   }
-  const std::string path = absl::StrCat(dir, "/requests.sst");
-  // The family's own options: the same comparator, table format and filters as its flushes.
-  const rocksdb::Options family_options = handles_->db->GetOptions(family);
-  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), family_options, family);
-  rocksdb::Status step = writer.Open(path);
-  for (size_t i = 0; i < records.size() && step.ok(); ++i) {
-    const auto& [key, value] = *records[i];
-    step =
-        value.has_value() ? writer.Put(ToSlice(key), ToSlice(*value)) : writer.Delete(ToSlice(key));
+  std::vector<rocksdb::IngestExternalFileArg> tables;
+  // One table file of `family`, filled in key order by `fill`.
+  const auto write_table =
+      [&](Family family, absl::string_view name,
+          const std::function<rocksdb::Status(rocksdb::SstFileWriter&)>& fill) {
+        rocksdb::ColumnFamilyHandle* handle = handles_->families[family];
+        const std::string path = absl::StrCat(dir, "/", name, ".sst");
+        // The family's own options: the same comparator, table format and filters as its flushes.
+        const rocksdb::Options family_options = handles_->db->GetOptions(handle);
+        rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), family_options, handle);
+        rocksdb::Status step = writer.Open(path);
+        if (step.ok()) step = fill(writer);
+        if (step.ok()) step = writer.Finish();
+        rocksdb::IngestExternalFileArg table;
+        table.column_family = handle;
+        table.external_files = {path};
+        table.options.move_files = true;  // A hard link: the file is in the data directory already.
+        tables.push_back(std::move(table));
+        return step;
+      };
+  rocksdb::Status step;
+  if (!requests.empty()) {
+    step = write_table(kRequests, "requests", [&](rocksdb::SstFileWriter& writer) {
+      rocksdb::Status put;
+      for (const auto* record : RecentRequests::SortedForTable(requests)) {
+        const auto& [key, value] = *record;
+        put = value.has_value() ? writer.Put(ToSlice(key), ToSlice(*value))
+                                : writer.Delete(ToSlice(key));
+        if (!put.ok()) break;
+      }
+      return put;
+    });
   }
-  if (step.ok()) step = writer.Finish();
-  if (step.ok()) {
-    rocksdb::IngestExternalFileOptions ingest;
-    ingest.move_files = true;  // A hard link: the file is in the data directory already.
-    step = handles_->db->IngestExternalFile(family, {path}, ingest);
+  if (step.ok() && !journal.empty()) {
+    step = write_table(kJournal, "journal", [&](rocksdb::SstFileWriter& writer) {
+      rocksdb::Status put;
+      for (const auto& [key, value] : RecentJournal::SortedForTable(journal)) {
+        put = writer.Put(ToSlice(key), ToSlice(*value));
+        if (!put.ok()) break;
+      }
+      return put;
+    });
   }
-  std::filesystem::remove(path, error);  // Moved on success; a failed one leaves nothing.
-  return FromRocks(step, "checkpointing the idempotency records");
+  // Both families in one atomic ingestion: all of it or none.
+  if (step.ok()) step = handles_->db->IngestExternalFiles(tables);
+  for (const rocksdb::IngestExternalFileArg& table : tables) {
+    std::filesystem::remove(table.external_files.front(), error);  // Moved when ingested.
+  }
+  return FromRocks(step, "checkpointing the idempotency records and the journal");
 }
 
 absl::Status RocksDbStore::FlushTables() {
@@ -739,7 +785,6 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
     // One checkpoint at a time: the copy is of this checkpoint's tables, and none deletes the
     // log segments the copy needs (the pin) before it is set.
     absl::MutexLock checkpoint_lock(&checkpoint_mu_);
-    uint64_t applied = 0;
     absl::Time step_start = absl::Now();
     const auto step_done = [&](absl::string_view step) {
       const absl::Time now = absl::Now();
@@ -747,16 +792,9 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
                       absl::FormatDuration(absl::Trunc(now - step_start, absl::Microseconds(10))));
       step_start = now;
     };
-    {
-      absl::MutexLock apply_lock(&apply_write_mu_);
-      applied = SwapOutDirtyAccountsLocked();
-    }
-    step_done("applier held");
-    if (absl::Status written = WriteCheckpoint(applied); !written.ok()) return written;
-    step_done("checkpoint write");
-    if (absl::Status flushed = FlushTables(); !flushed.ok()) return flushed;
-    step_done("flush");
-    checkpoints_.fetch_add(1, std::memory_order_relaxed);
+    absl::StatusOr<uint64_t> checkpointed = CheckpointLocked(step_done);
+    if (!checkpointed.ok()) return checkpointed.status();
+    const uint64_t applied = *checkpointed;
     {
       absl::ReaderMutexLock lock(&mu_);
       if (handles_ == nullptr) return ClosedError();
@@ -990,8 +1028,14 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
   for (const Unapplied& entry : entries) {
     if (entry.position <= after) continue;  // Replayed when the database was reopened.
     absl::Status read = ForEachLogChange(entry.payload, [&](const LogChange& change) {
-      // Idempotency records reach RocksDB at the next checkpoint, from RecentRequests.
-      if (change.family != LogFamily::kRequests) changes.push_back(change);
+      // Idempotency records reach RocksDB at the next checkpoint, from RecentRequests, and
+      // journal entries from RecentJournal.
+      if (change.family == LogFamily::kRequests) return;
+      if (change.family == LogFamily::kJournal && change.value.has_value() &&
+          recent_journal_.Add(change.key, *change.value)) {
+        return;
+      }
+      changes.push_back(change);
     });
     if (!read.ok()) return read;
     last = entry.position;
@@ -1234,6 +1278,12 @@ absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
     }
     absl::StatusOr<AccountState> state = DecodeAccount(value);
     if (!state.ok()) return state.status();
+    if (in_memory) {
+      // Applied from the log with its journal entry, which may still be in RecentJournal: there
+      // is no disk read to check.
+      found = *state;
+      return absl::OkStatus();
+    }
     // A reloaded account is held to its journal as the ones loaded at start-up are: one Seek, on
     // a path taken only after a failed write (or for a History page that came back empty).
     std::unique_ptr<rocksdb::Iterator> journal(
@@ -1254,26 +1304,38 @@ absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_
   HistoryPage page;
   absl::Status status = ReadWith([&](Handles& handles) {
     const std::string prefix = JournalPrefix(account_id);
+    const uint64_t through = start == 0 ? UINT64_MAX : start;
+    // The entries since the last checkpoint, from memory first: a checkpoint ingests them into
+    // RocksDB before it drops them, so whatever this misses the read below finds.
+    std::map<uint64_t, std::string> newest_first = recent_journal_.Read(prefix, through);
+    // Then RocksDB's, up to one past the page: the page is the newest `limit` of both together
+    // (an entry in both, while a checkpoint writes it, is one entry).
     rocksdb::ReadOptions read_options;
     rocksdb::Slice lower_bound(prefix);
     read_options.iterate_lower_bound = &lower_bound;
     std::unique_ptr<rocksdb::Iterator> it(
         handles.db->NewIterator(read_options, handles.families[kJournal]));
-    it->SeekForPrev(JournalKey(account_id, start == 0 ? UINT64_MAX : start));
-    for (; it->Valid() && it->key().starts_with(prefix); it->Prev()) {
+    int32_t from_tables = 0;
+    for (it->SeekForPrev(JournalKey(account_id, through));
+         it->Valid() && it->key().starts_with(prefix) && from_tables <= limit; it->Prev()) {
       std::optional<uint64_t> sequence = JournalKeySequence(View(it->key()));
       if (!sequence.has_value() || it->key().size() != prefix.size() + 8) continue;
+      newest_first.try_emplace(*sequence, it->value().ToString());
+      ++from_tables;
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "reading the journal");
+    for (auto held = newest_first.rbegin(); held != newest_first.rend(); ++held) {
       if (static_cast<int32_t>(page.entries.size()) == limit) {
-        page.next_sequence = *sequence;
+        page.next_sequence = held->first;
         break;
       }
-      absl::StatusOr<JournalEntry> entry = DecodeJournal(View(it->value()));
+      absl::StatusOr<JournalEntry> entry = DecodeJournal(held->second);
       if (!entry.ok()) return entry.status();
       entry->account_id = std::string(account_id);
-      entry->sequence = *sequence;
+      entry->sequence = held->first;
       page.entries.push_back(*std::move(entry));
     }
-    return FromRocks(it->status(), "reading the journal");
+    return absl::OkStatus();
   });
   if (!status.ok()) return status;
   return page;
@@ -1454,7 +1516,7 @@ absl::StatusOr<StoreMemory> RocksDbStore::Memory() {
     memory.table_readers_bytes += static_cast<int64_t>(table_readers);
   }
   memory.block_cache_bytes = static_cast<int64_t>(handles.block_cache->GetUsage());
-  memory.recent_requests_bytes = recent_requests_.bytes();
+  memory.recent_records_bytes = recent_requests_.bytes() + recent_journal_.bytes();
   memory.block_cache_pinned_bytes = static_cast<int64_t>(handles.block_cache->GetPinnedUsage());
   return memory;
 }

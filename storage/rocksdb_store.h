@@ -24,6 +24,7 @@
 #include "storage/data_directory.h"
 #include "storage/ledger_storage.h"
 #include "storage/local_log.h"
+#include "storage/recent_journal.h"
 #include "storage/recent_requests.h"
 #include "storage/unapplied_records.h"
 
@@ -251,6 +252,11 @@ class RocksDbStore final : public LedgerStorage {
   // Adds `payload`'s changes to `write`.
   static absl::Status AddChanges(Handles& handles, absl::string_view payload,
                                  rocksdb::WriteBatch& write);
+  // A checkpoint's steps, with checkpoint_mu_ held (Checkpoint, StageBackup): `step_done` is
+  // told when each ends. Returns the applied position the tables now hold.
+  absl::StatusOr<uint64_t> CheckpointLocked(
+      const std::function<void(absl::string_view step)>& step_done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) ABSL_LOCKS_EXCLUDED(mu_, apply_write_mu_);
   // The first step of a checkpoint, with the applier held (so the states and the position
   // agree): moves the account states kept in memory aside (checkpointing_accounts_, which
   // FindAccount still reads) and returns the applied position they are the states at.
@@ -258,11 +264,11 @@ class RocksDbStore final : public LedgerStorage {
   // The second, while the applier goes on: writes those states and `applied` in one write; on a
   // failure they go back into the map.
   absl::Status WriteCheckpoint(uint64_t applied) ABSL_LOCKS_EXCLUDED(mu_, dirty_mu_);
-  // Before the second: writes the idempotency records sealed from RecentRequests as one table
-  // file and has RocksDB ingest it (durable once it returns).
-  absl::Status IngestRecentRequests(
-      const std::vector<const RecentRequests::Records::value_type*>& records)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Before the second: writes the idempotency records and journal entries sealed from
+  // RecentRequests and RecentJournal as a table file each, and has RocksDB ingest both at once
+  // (durable once it returns).
+  absl::Status IngestRecentRecords(const RecentRequests::Records& requests,
+                                   const RecentJournal::Entries& journal) ABSL_LOCKS_EXCLUDED(mu_);
   // After the second (or instead of it, when a step before failed): the states are RocksDB's
   // when `written`, else they go back into the map under any newer ones.
   void ReleaseCheckpointingAccounts(bool written) ABSL_LOCKS_EXCLUDED(dirty_mu_);
@@ -327,10 +333,12 @@ class RocksDbStore final : public LedgerStorage {
   absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
 
   // The log; the transfer records of its entries the applier has not reached; the idempotency
-  // records of its entries since the last checkpoint (the applier does not write them).
+  // records of its entries since the last checkpoint (the applier does not write them); the
+  // journal entries the applier reached since the last checkpoint (which writes them).
   const std::unique_ptr<LocalLog> log_;
   UnappliedRecords unapplied_;
   RecentRequests recent_requests_;
+  RecentJournal recent_journal_;
   // Serialises WriteGroup: the log's positions are the order entries reach the applier.
   absl::Mutex write_mu_;
   absl::Time last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);

@@ -116,7 +116,7 @@ TEST(MetricsTest, ADurableServerCountsEveryJournalWriteAndTheCallsInEachBatch) {
 
 // RocksDB's memory, by kind, within its bounds: the deposits sit in the memtables, nothing has
 // been flushed, so no table file holds anything and the block cache is within its capacity. Their
-// idempotency records wait in memory for the next checkpoint (recent_requests).
+// idempotency records wait in memory for the next checkpoint (recent_records).
 TEST(MetricsTest, ADurableServerReportsRocksDbMemoryByKindWithinItsBounds) {
   testing_util::ScratchLedger scratch;
   TestServer server(DurableWithMetrics(scratch));
@@ -138,11 +138,11 @@ TEST(MetricsTest, ADurableServerReportsRocksDbMemoryByKindWithinItsBounds) {
   EXPECT_LE(*block_cache, storage::kBlockCacheBytes);
   EXPECT_LT(*table_readers, 64 << 10);
   // Five keys ("alice", a separator, "metrics-request-N": 23 bytes) and their records.
-  const std::optional<double> recent_requests =
-      SampleValue(body, "ledger_store_memory_bytes{kind=\"recent_requests\"}");
-  ASSERT_TRUE(recent_requests.has_value());
-  EXPECT_GT(*recent_requests, 5 * 23);
-  EXPECT_LT(*recent_requests, 5 * 200);
+  const std::optional<double> recent_records =
+      SampleValue(body, "ledger_store_memory_bytes{kind=\"recent_records\"}");
+  ASSERT_TRUE(recent_records.has_value());
+  EXPECT_GT(*recent_records, 5 * 23);
+  EXPECT_LT(*recent_records, 5 * 200);
 }
 
 // Without a store there is no RocksDB, and no family that would always read 0.

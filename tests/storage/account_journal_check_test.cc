@@ -160,6 +160,11 @@ TEST(AccountJournalCheckTest, FindAccountRefusesAnAccountThatDisagreesWithItsJou
   BatchWrite batch = AgreeingLedger();
   batch.accounts.push_back({"b", {.balance = 99, .sequence = 2}});
   ASSERT_TRUE((*store)->Write(batch).ok());
+  // Into the tables: an account read from them is checked (one held in memory since the last
+  // checkpoint came from the log with its journal entry, and is not read from disk). A read
+  // waits for the applier to reach the write first.
+  ASSERT_TRUE((*store)->ReadHistory("b", 0, 1).ok());
+  ASSERT_TRUE((*store)->Checkpoint().ok());
 
   EXPECT_EQ(
       (*store)->FindAccount("ab").value(),

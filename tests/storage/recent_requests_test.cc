@@ -23,7 +23,7 @@ TEST(RecentRequestsTest, ARecordIsFoundFromItsAddUntilAWrittenSealIsReleased) {
   EXPECT_EQ(records.Find("k1"), Held("v1-newer"));
   EXPECT_EQ(records.bytes(), 2 + 8 + 2 + 2);
 
-  const auto sealed = records.Seal();
+  const auto sealed = RecentRequests::SortedForTable(*records.Seal());
   ASSERT_EQ(sealed.size(), 2u);  // Sorted by key, the newest value of each.
   EXPECT_EQ(sealed[0]->first, "k1");
   EXPECT_EQ(sealed[0]->second, std::optional<std::string>("v1-newer"));
@@ -45,7 +45,7 @@ TEST(RecentRequestsTest, AFailedCheckpointPutsTheSealedRecordsBackUnderNewerOnes
   RecentRequests records;
   records.Add("k1", "old");
   records.Add("k2", std::nullopt);  // A deletion is held as one.
-  const auto sealed = records.Seal();
+  const auto sealed = RecentRequests::SortedForTable(*records.Seal());
   ASSERT_EQ(sealed.size(), 2u);
   EXPECT_EQ(sealed[1]->second, std::nullopt);
   records.Add("k1", "new");
@@ -55,7 +55,7 @@ TEST(RecentRequestsTest, AFailedCheckpointPutsTheSealedRecordsBackUnderNewerOnes
   EXPECT_EQ(records.size(), 2u);
   EXPECT_EQ(records.bytes(), 2 + 3 + 2);
   // The next seal holds both again.
-  EXPECT_EQ(records.Seal().size(), 2u);
+  EXPECT_EQ(records.Seal()->size(), 2u);
   records.Release(/*written=*/true);
   EXPECT_EQ(records.size(), 0u);
   EXPECT_EQ(records.bytes(), 0);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -180,11 +181,26 @@ TEST(StoreLogTest, CheckpointsDeleteTheSegmentsBehindAndACleanStopLeavesNothingT
   EXPECT_EQ(store->FindAccount("c").value(), (AccountState{.balance = 20000, .sequence = 2000}));
 }
 
-// Idempotency records do not go through RocksDB's memtable: they are answered from memory until a
-// checkpoint writes them as one ingested table. Found before and after it, after a crash (the
-// table, and the log replayed after it) and after a clean stop; RocksDB holds them only from the
-// checkpoint on.
-TEST(StoreLogTest, IdempotencyRecordsReachRocksDbAtACheckpointAndAreFoundAllAlong) {
+// The sequence numbers of a History page, newest first, and where the next page starts (0: none).
+std::pair<std::vector<uint64_t>, uint64_t> HistoryOf(RocksDbStore& store,
+                                                     const std::string& account, uint64_t start,
+                                                     int32_t limit) {
+  absl::StatusOr<HistoryPage> page = store.ReadHistory(account, start, limit);
+  EXPECT_TRUE(page.ok()) << page.status();
+  if (!page.ok()) return {};
+  std::vector<uint64_t> sequences;
+  for (const JournalEntry& entry : page->entries) {
+    EXPECT_EQ(entry.balance_after, static_cast<int64_t>(entry.sequence) * 10);
+    sequences.push_back(entry.sequence);
+  }
+  return {sequences, page->next_sequence};
+}
+
+// Idempotency records and journal entries do not go through RocksDB's memtable: they are held in
+// memory until a checkpoint writes them as ingested tables. Found before and after it, after a
+// crash (the tables, and the log replayed after them) and after a clean stop, with History pages
+// that span memory and the tables; RocksDB holds the records only from the checkpoint on.
+TEST(StoreLogTest, IdempotencyRecordsAndTheJournalReachRocksDbAtACheckpointAndAreReadAllAlong) {
   ScratchDir scratch;
   testing_util::InitLedger(scratch.path());  // 1 MiB segments: no checkpoint but ours.
   StoreOptions options = LogOptions(scratch.path());
@@ -203,17 +219,23 @@ TEST(StoreLogTest, IdempotencyRecordsReachRocksDbAtACheckpointAndAreFoundAllAlon
     for (uint64_t n = 1; n <= 10; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
     EXPECT_EQ(balance_of(*store, 3), 30);
     EXPECT_EQ(store->CountRequestRecords().value(), 0);
-    EXPECT_GT(store->Memory().value().recent_requests_bytes, 10 * 4);
+    EXPECT_GT(store->Memory().value().recent_records_bytes, 10 * 4);
 
     ASSERT_TRUE(store->Checkpoint().ok());
     EXPECT_EQ(store->CountRequestRecords().value(), 10);
-    EXPECT_EQ(store->Memory().value().recent_requests_bytes, 0);
+    EXPECT_EQ(store->Memory().value().recent_records_bytes, 0);
     EXPECT_EQ(balance_of(*store, 3), 30);
     EXPECT_FALSE(std::filesystem::exists(
         absl::StrCat(scratch.path(), "/", kCheckpointStagingDirectory, "/requests.sst")));
 
     for (uint64_t n = 11; n <= 12; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
     EXPECT_EQ(balance_of(*store, 12), 120);
+    // 12 and 11 in memory, the rest in the tables: one History across both.
+    using Page = std::pair<std::vector<uint64_t>, uint64_t>;
+    EXPECT_EQ(HistoryOf(*store, "a", 0, 5), (Page{{12, 11, 10, 9, 8}, 7}));
+    EXPECT_EQ(HistoryOf(*store, "a", 7, 10), (Page{{7, 6, 5, 4, 3, 2, 1}, 0}));
+    EXPECT_EQ(HistoryOf(*store, "a", 11, 1), (Page{{11}, 10}));
+    EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 120, .sequence = 12}));
     CopyAsCrashImage(scratch.path(), image);
   }
   {
@@ -224,12 +246,55 @@ TEST(StoreLogTest, IdempotencyRecordsReachRocksDbAtACheckpointAndAreFoundAllAlon
     EXPECT_EQ(balance_of(*store, 3), 30);    // From the ingested table.
     EXPECT_EQ(balance_of(*store, 12), 120);  // From the log, replayed after it.
     EXPECT_EQ(balance_of(*store, 13), std::nullopt);
+    EXPECT_EQ(HistoryOf(*store, "a", 0, 20).first,
+              (std::vector<uint64_t>{12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}));
   }
   std::filesystem::remove_all(image);
   std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->CountRequestRecords().value(), 12);  // The clean stop checkpointed.
   EXPECT_EQ(balance_of(*store, 11), 110);
+  EXPECT_EQ(HistoryOf(*store, "a", 0, 3),
+            (std::pair<std::vector<uint64_t>, uint64_t>{{12, 11, 10}, 9}));
+  EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 120, .sequence = 12}));
+}
+
+// A checkpoint that cannot write its tables (here its staging directory cannot be made: a file is
+// in the way) fails, keeps every record and journal entry in memory, where reads still find
+// them, and keeps the log; the next one, once it can, writes them all.
+TEST(StoreLogTest, ACheckpointThatCannotWriteItsTablesKeepsEverythingInMemoryForTheNext) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path());
+  StoreOptions options = LogOptions(scratch.path());
+  options.log_segment_bytes = int64_t{1} << 20;
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+  ASSERT_NE(store, nullptr);
+  const std::string in_the_way = absl::StrCat(scratch.path(), "/", kCheckpointStagingDirectory);
+  { std::ofstream(in_the_way) << "not a directory"; }
+  for (uint64_t n = 1; n <= 5; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_EQ(HistoryOf(*store, "a", 0, 10).first.size(), 5u);  // The applier has them all.
+
+  const absl::Status failed = store->Checkpoint();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_THAT(failed.message(), HasSubstr("cannot create"));
+  EXPECT_EQ(store->checkpoints(), 0u);
+  EXPECT_EQ(store->CountRequestRecords().value(), 0);
+  EXPECT_GT(store->Memory().value().recent_records_bytes, 5 * 20);
+  EXPECT_EQ(store->FindRequest("a", "d-4").value()->balance, 40);
+  EXPECT_EQ(HistoryOf(*store, "a", 0, 10).first, (std::vector<uint64_t>{5, 4, 3, 2, 1}));
+  EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 50, .sequence = 5}));
+
+  std::filesystem::remove(in_the_way);
+  ASSERT_TRUE(store->Checkpoint().ok());
+  EXPECT_EQ(store->checkpoints(), 1u);
+  EXPECT_EQ(store->CountRequestRecords().value(), 5);
+  EXPECT_EQ(store->Memory().value().recent_records_bytes, 0);
+  EXPECT_EQ(HistoryOf(*store, "a", 0, 10).first, (std::vector<uint64_t>{5, 4, 3, 2, 1}));
+  store.reset();
+  store = OpenStoreOrDie(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 50, .sequence = 5}));
+  EXPECT_EQ(HistoryOf(*store, "a", 2, 10).first, (std::vector<uint64_t>{2, 1}));
 }
 
 // A staged backup is RocksDB's checkpoint at the applied position plus the log after it, up to
