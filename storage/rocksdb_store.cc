@@ -700,14 +700,15 @@ absl::Status RocksDbStore::IngestRecentRecords(const RecentRequests::Records& re
         absl::StrCat("checkpointing: cannot create ", dir, ": ", error.message()));
   }
   std::vector<rocksdb::IngestExternalFileArg> tables;
+  Handles& handles = *handles_;  // The lock is held for the whole ingestion.
   // One table file of `family`, filled in key order by `fill`.
   const auto write_table =
       [&](Family family, absl::string_view name,
           const std::function<rocksdb::Status(rocksdb::SstFileWriter&)>& fill) {
-        rocksdb::ColumnFamilyHandle* handle = handles_->families[family];
+        rocksdb::ColumnFamilyHandle* handle = handles.families[family];
         const std::string path = absl::StrCat(dir, "/", name, ".sst");
         // The family's own options: the same comparator, table format and filters as its flushes.
-        const rocksdb::Options family_options = handles_->db->GetOptions(handle);
+        const rocksdb::Options family_options = handles.db->GetOptions(handle);
         rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), family_options, handle);
         rocksdb::Status step = writer.Open(path);
         if (step.ok()) step = fill(writer);
