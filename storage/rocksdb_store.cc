@@ -1007,8 +1007,10 @@ void RocksDbStore::RunApplier() {
       unapplied_bytes_ -= bytes;
     }
     ForgetApplied(entries);
-    // Once the log has a segment behind the one being written, a checkpoint lets it go.
-    if (log_->SegmentCount() > 1) {
+    // Once the log has a segment behind the one being written, a checkpoint lets it go; once
+    // the records held in memory reach their bound, it writes them to RocksDB.
+    if (log_->SegmentCount() > 1 || recent_requests_.bytes() + recent_journal_.bytes() >=
+                                        options_.recent_records_checkpoint_bytes) {
       if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
         std::cerr << "ledgerd: checkpoint failed (" << checkpointed.message()
                   << "); the log keeps its segments until one succeeds\n";

@@ -65,6 +65,7 @@ inline constexpr absl::string_view kLogDirectory = "ledger_log";
 // RocksDB allocates, not on the process (see docs/operations.md, "Memory").
 inline constexpr int64_t kMemtableBytes = int64_t{64} << 20;
 inline constexpr int64_t kBlockCacheBytes = int64_t{32} << 20;
+inline constexpr int64_t kRecentRecordsCheckpointBytes = int64_t{16} << 20;
 
 struct StoreOptions {
   std::string data_dir = "./data";
@@ -77,6 +78,10 @@ struct StoreOptions {
   std::string created_by = "ledgerd";
   // The size of a new log segment (preallocated).
   int64_t log_segment_bytes = kDefaultLogSegmentBytes;
+  // A checkpoint also runs once the idempotency records and journal entries held in memory
+  // (RecentRequests, RecentJournal) reach this many bytes of keys and values, whether or not a
+  // segment is full: it bounds their memory (about 2.5 times this in RSS, measured).
+  int64_t recent_records_checkpoint_bytes = kRecentRecordsCheckpointBytes;
 };
 
 // What `ledgerd upgrade` did.

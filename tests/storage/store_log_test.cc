@@ -259,6 +259,29 @@ TEST(StoreLogTest, IdempotencyRecordsAndTheJournalReachRocksDbAtACheckpointAndAr
   EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 120, .sequence = 12}));
 }
 
+// The records held in memory are bounded: past StoreOptions::recent_records_checkpoint_bytes the
+// applier checkpoints, though no segment is full, and memory holds less than the bound again.
+TEST(StoreLogTest, RecordsHeldInMemoryPastTheirBoundAreCheckpointedBeforeASegmentFills) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path());
+  StoreOptions options = LogOptions(scratch.path());
+  options.log_segment_bytes = int64_t{1} << 20;
+  options.recent_records_checkpoint_bytes = 4 << 10;
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+  ASSERT_NE(store, nullptr);
+  // About 60 bytes of keys and values a Deposit: 400 of them are some 24 KiB, a few bounds' worth.
+  for (uint64_t n = 1; n <= 400; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_EQ(HistoryOf(*store, "a", 0, 1).first, std::vector<uint64_t>{400});  // Applied.
+  // The applier checkpoints right after the turn that crossed the bound.
+  EXPECT_TRUE(testing_util::WaitUntil(
+      [&] { return store->Memory().value().recent_records_bytes < (4 << 10); },
+      "the applier checkpoints the records past their bound"));
+  EXPECT_GE(store->checkpoints(), 3u);
+  EXPECT_EQ(store->LogSegments().size(), 1u);  // No segment filled.
+  EXPECT_GT(store->CountRequestRecords().value(), 300);
+  EXPECT_EQ(HistoryOf(*store, "a", 0, 500).first.size(), 400u);
+}
+
 // A checkpoint that cannot write its tables (here its staging directory cannot be made: a file is
 // in the way) fails, keeps every record and journal entry in memory, where reads still find
 // them, and keeps the log; the next one, once it can, writes them all.
