@@ -75,10 +75,8 @@ void FaultStore::LoseMemoryAndReplay() {
       }
     }
   }
-  for (const std::vector<BatchWrite>& entry : unapplied_) {
-    for (const BatchWrite& batch : entry) Apply(batch, applied_);
-  }
   for (std::vector<BatchWrite>& entry : unapplied_) {
+    for (const BatchWrite& batch : entry) Apply(batch, applied_);
     applied_since_checkpoint_.push_back(std::move(entry));
   }
   unapplied_.clear();
@@ -135,9 +133,9 @@ bool FaultStore::LookupFails() {
 bool FaultStore::SeesUnapplied(bool request_record) const {
   if (bug_ == StoreBugForTesting::kLookupsMissUnappliedRecords) return false;
   // The real store's policy, so that a family it stops keeping shows up here as a retry decided
-  // as new.
-  return storage::UnappliedRecords::Keeps(request_record ? storage::LogFamily::kRequests
-                                                         : storage::LogFamily::kDefault);
+  // as new: idempotency records are always held (RecentRequests, until a checkpoint), transfer
+  // records while UnappliedRecords keeps them.
+  return request_record || storage::UnappliedRecords::Keeps(storage::LogFamily::kDefault);
 }
 
 const TransferWrite* FaultStore::UnappliedTransfer(absl::string_view transfer_id,

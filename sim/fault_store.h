@@ -5,8 +5,8 @@
 // It is shaped as RocksDbStore is (docs/architecture.md, "Durability"): a group write appends one
 // entry to a log (the durable truth), and the state lookups read is derived from the log behind
 // it, by an applier the simulator runs at seeded moments. Lookups that must not wait (the
-// ...InMemory ones) see the entries the applier has not reached only for the records
-// `storage::UnappliedRecords::Keeps` says it keeps, exactly as the real store; the others wait
+// ...InMemory ones) see the transfer records of entries the applier has not reached only when
+// `storage::UnappliedRecords::Keeps` says it keeps them, exactly as the real store; the others wait
 // for the applier (they apply everything first). Idempotency records skip the applier: they are
 // held in memory from their write until a checkpoint (storage::RecentRequests), which the
 // simulator takes at seeded moments and at every clean stop and backup. A crash loses what is

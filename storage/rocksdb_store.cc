@@ -744,7 +744,7 @@ absl::Status RocksDbStore::IngestRecentRecords(const RecentRequests::Records& re
     });
   }
   // Both families in one atomic ingestion: all of it or none.
-  if (step.ok()) step = handles_->db->IngestExternalFiles(tables);
+  if (step.ok()) step = handles.db->IngestExternalFiles(tables);
   for (const rocksdb::IngestExternalFileArg& table : tables) {
     std::filesystem::remove(table.external_files.front(), error);  // Moved when ingested.
   }
@@ -1009,8 +1009,8 @@ void RocksDbStore::RunApplier() {
     ForgetApplied(entries);
     // Once the log has a segment behind the one being written, a checkpoint lets it go; once
     // the records held in memory reach their bound, it writes them to RocksDB.
-    if (log_->SegmentCount() > 1 || recent_requests_.bytes() + recent_journal_.bytes() >=
-                                        options_.recent_records_checkpoint_bytes) {
+    if (log_->SegmentCount() > 1 ||
+        RecentRecordsBytes() >= options_.recent_records_checkpoint_bytes) {
       if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
         std::cerr << "ledgerd: checkpoint failed (" << checkpointed.message()
                   << "); the log keeps its segments until one succeeds\n";
@@ -1081,7 +1081,7 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
 void RocksDbStore::ForgetApplied(const std::vector<Unapplied>& entries) {
   for (const Unapplied& entry : entries) {
     ForEachLogChange(entry.payload, [&](const LogChange& change) {
-      if (change.family != LogFamily::kRequests && UnappliedRecords::Keeps(change.family)) {
+      if (UnappliedRecords::Keeps(change.family)) {
         unapplied_.Forget(entry.position, change.family, change.key);
       }
     }).IgnoreError();
@@ -1310,7 +1310,7 @@ absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_
     const uint64_t through = start == 0 ? UINT64_MAX : start;
     // The entries since the last checkpoint, from memory first: a checkpoint ingests them into
     // RocksDB before it drops them, so whatever this misses the read below finds.
-    std::map<uint64_t, std::string> newest_first = recent_journal_.Read(prefix, through);
+    std::map<uint64_t, std::string> by_sequence = recent_journal_.Read(prefix, through);
     // Then RocksDB's, up to one past the page: the page is the newest `limit` of both together
     // (an entry in both, while a checkpoint writes it, is one entry).
     rocksdb::ReadOptions read_options;
@@ -1323,11 +1323,11 @@ absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_
          it->Valid() && it->key().starts_with(prefix) && from_tables <= limit; it->Prev()) {
       std::optional<uint64_t> sequence = JournalKeySequence(View(it->key()));
       if (!sequence.has_value() || it->key().size() != prefix.size() + 8) continue;
-      newest_first.try_emplace(*sequence, it->value().ToString());
+      by_sequence.try_emplace(*sequence, it->value().ToString());
       ++from_tables;
     }
     if (!it->status().ok()) return FromRocks(it->status(), "reading the journal");
-    for (auto held = newest_first.rbegin(); held != newest_first.rend(); ++held) {
+    for (auto held = by_sequence.rbegin(); held != by_sequence.rend(); ++held) {
       if (static_cast<int32_t>(page.entries.size()) == limit) {
         page.next_sequence = held->first;
         break;
@@ -1519,7 +1519,7 @@ absl::StatusOr<StoreMemory> RocksDbStore::Memory() {
     memory.table_readers_bytes += static_cast<int64_t>(table_readers);
   }
   memory.block_cache_bytes = static_cast<int64_t>(handles.block_cache->GetUsage());
-  memory.recent_records_bytes = recent_requests_.bytes() + recent_journal_.bytes();
+  memory.recent_records_bytes = RecentRecordsBytes();
   memory.block_cache_pinned_bytes = static_cast<int64_t>(handles.block_cache->GetPinnedUsage());
   return memory;
 }

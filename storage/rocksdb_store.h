@@ -277,6 +277,8 @@ class RocksDbStore final : public LedgerStorage {
   // After the second (or instead of it, when a step before failed): the states are RocksDB's
   // when `written`, else they go back into the map under any newer ones.
   void ReleaseCheckpointingAccounts(bool written) ABSL_LOCKS_EXCLUDED(dirty_mu_);
+  // The keys' and values' bytes RecentRequests and RecentJournal hold.
+  int64_t RecentRecordsBytes() const { return recent_requests_.bytes() + recent_journal_.bytes(); }
   // The third: flushes every family at once.
   absl::Status FlushTables() ABSL_LOCKS_EXCLUDED(mu_);
   // The log position before which checkpoints may delete segments: a staged backup's copy needs

@@ -1,7 +1,8 @@
-// Defines `UnappliedRecords`: the keyed records (idempotency records, transfer records and
-// receipts) of log entries that are durable but not yet applied to RocksDB. A decision looks a
-// request_id or transfer_id up without waiting for the applier; this answers for the entries it
-// has not reached, so that no lookup misses a record because it is not yet indexed.
+// Defines `UnappliedRecords`: the transfer records and receipts of log entries that are durable
+// but not yet applied to RocksDB. A decision looks a transfer_id up without waiting for the
+// applier; this answers for the entries it has not reached, so that no lookup misses a record
+// because it is not yet indexed. (Idempotency records are held longer, until a checkpoint, by
+// RecentRequests.)
 #ifndef LEDGER_STORAGE_UNAPPLIED_RECORDS_H_
 #define LEDGER_STORAGE_UNAPPLIED_RECORDS_H_
 
@@ -21,13 +22,9 @@ namespace ledger::storage {
 // Thread-safe.
 class UnappliedRecords {
  public:
-  // Whether a decision's lookups find records of `family` in memory before the applier has
-  // reached them: the ones decisions look up by key. RocksDbStore keeps the transfer records
-  // (kDefault) here and the idempotency records (kRequests) in RecentRequests, where they stay
-  // until a checkpoint; the simulator's store follows this policy.
-  static bool Keeps(LogFamily family) {
-    return family == LogFamily::kDefault || family == LogFamily::kRequests;
-  }
+  // Whether the records of `family` are kept here: the transfer records and receipts decisions
+  // look up by key. The simulator's store follows this policy.
+  static bool Keeps(LogFamily family) { return family == LogFamily::kDefault; }
 
   // The entry at `position` set `key` to `value` (nullopt: deleted it).
   void Add(uint64_t position, LogFamily family, absl::string_view key,
