@@ -276,7 +276,9 @@ TEST(StoreLogTest, RecordsHeldInMemoryPastTheirBoundAreCheckpointedBeforeASegmen
   EXPECT_TRUE(testing_util::WaitUntil(
       [&] { return store->Memory().value().recent_records_bytes < (4 << 10); },
       "the applier checkpoints the records past their bound"));
-  EXPECT_GE(store->checkpoints(), 3u);
+  // At least one: how many depends on how the 400 writes fell into the applier's turns (a loaded
+  // machine gives it fewer, larger ones).
+  EXPECT_GE(store->checkpoints(), 1u);
   EXPECT_EQ(store->LogSegments().size(), 1u);  // No segment filled.
   EXPECT_GT(store->CountRequestRecords().value(), 300);
   EXPECT_EQ(HistoryOf(*store, "a", 0, 500).first.size(), 400u);
