@@ -644,7 +644,7 @@ int64_t LocalLog::DiskBytes() const {
   return bytes;
 }
 
-absl::Status CopyLogEntries(const LocalLog& log, uint64_t first, uint64_t last,
+absl::Status CopyLogEntries(const ReplicatedLog& log, uint64_t first, uint64_t last,
                             const std::string& dir, int64_t segment_bytes) {
   if (std::filesystem::exists(dir)) {
     return absl::FailedPreconditionError(absl::StrCat("copying the log: ", dir, " exists"));

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/replicated_log.h"
 
 namespace ledger::storage {
 
@@ -58,9 +59,10 @@ struct LogRecovery {
   std::string torn_at;
 };
 
-// Append and Repair from one thread (the journal thread), which does their I/O without holding the
-// lock, so that ReadFrom, DropBefore and the accessors (any thread) never wait for a sync.
-class LocalLog {
+// The single-node ReplicatedLog. Append and Repair from one thread (the journal thread), which
+// does their I/O without holding the lock, so that ReadFrom, DropBefore and the accessors (any
+// thread) never wait for a sync.
+class LocalLog final : public ReplicatedLog {
  public:
   // Makes `dir` (which must not exist or be empty) a log whose first entry will be `next`.
   // `durable_segments`: as LocalLogOptions says.
@@ -75,7 +77,7 @@ class LocalLog {
   //    and the offset, and nothing is changed.
   static absl::StatusOr<std::unique_ptr<LocalLog>> Open(const LocalLogOptions& options,
                                                         LogRecovery* recovery = nullptr);
-  ~LocalLog();
+  ~LocalLog() override;
 
   LocalLog(const LocalLog&) = delete;
   LocalLog& operator=(const LocalLog&) = delete;
@@ -85,37 +87,38 @@ class LocalLog {
   // entry may or may not be on disk, so every later Append fails with the same error until
   // Repair has made the disk definite again (PostgreSQL's lesson: a failed fsync is never
   // retried as if the data were safe).
-  absl::StatusOr<uint64_t> Append(absl::string_view payload);
+  absl::StatusOr<uint64_t> Append(absl::string_view payload) override;
 
   // After a failed Append: zeroes the failed entry's bytes and syncs, so that it is on disk in
   // no form, and lifts the poison. OK at once when the log is not poisoned.
-  absl::Status Repair();
+  absl::Status Repair() override;
   // Makes a spare segment (zero-filled and synced, under a temporary name) unless one is ready,
   // so that the append that fills the current segment takes it instead of filling 64 MiB with
   // zeros on the journal thread. Call from a thread other than the journal thread (the
   // applier); a no-op while a spare is ready or being made.
   absl::Status PrepareSpare() ABSL_LOCKS_EXCLUDED(spare_mu_);
+  absl::Status PrepareAhead() override { return PrepareSpare(); }
   // The poisoning error; OK while appends are allowed.
-  absl::Status poisoned() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status poisoned() const override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Calls `read` for every entry from `from` (at least first_position()) to the last, in order.
   // Stops at `read`'s first error and returns it.
   absl::Status ReadFrom(
       uint64_t from,
       const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+      override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Deletes the segments whose every entry is below `position` (never the one being written).
   // Returns how many were deleted.
-  absl::StatusOr<int> DropBefore(uint64_t position) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<int> DropBefore(uint64_t position) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  uint64_t first_position() const ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t last_position() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t first_position() const override ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t last_position() const override ABSL_LOCKS_EXCLUDED(mu_);
   // The segment files, oldest first (for tests and backups), and how many there are.
-  std::vector<std::string> SegmentPaths() const ABSL_LOCKS_EXCLUDED(mu_);
-  size_t SegmentCount() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<std::string> SegmentPaths() const override ABSL_LOCKS_EXCLUDED(mu_);
+  size_t SegmentCount() const override ABSL_LOCKS_EXCLUDED(mu_);
   // Bytes the segment files take on disk.
-  int64_t DiskBytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t DiskBytes() const override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Segment {
@@ -170,7 +173,7 @@ std::string LogSegmentName(uint64_t first_position);
 // DropBefore) into a new log in `dir`, which must not exist, with segments of `segment_bytes`:
 // the log part of a backup. Every entry's checksum is verified as it is read (DataLoss names
 // one that fails). Not synced: the copy is read back at once and streamed, never relied on.
-absl::Status CopyLogEntries(const LocalLog& log, uint64_t first, uint64_t last,
+absl::Status CopyLogEntries(const ReplicatedLog& log, uint64_t first, uint64_t last,
                             const std::string& dir, int64_t segment_bytes);
 
 }  // namespace ledger::storage

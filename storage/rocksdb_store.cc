@@ -530,7 +530,7 @@ absl::Status RocksDbStore::AddChanges(Handles& handles, absl::string_view payloa
   return FromRocks(added, "preparing a write");
 }
 
-absl::StatusOr<uint64_t> RocksDbStore::Replay(Handles& handles, const LocalLog& log) {
+absl::StatusOr<uint64_t> RocksDbStore::Replay(Handles& handles, const ReplicatedLog& log) {
   absl::StatusOr<uint64_t> applied = ReadAppliedPosition(handles);
   if (!applied.ok()) return applied.status();
   if (*applied > log.last_position()) {
@@ -572,7 +572,7 @@ absl::StatusOr<uint64_t> RocksDbStore::Replay(Handles& handles, const LocalLog& 
 
 RocksDbStore::RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
                            std::unique_ptr<DataDirectoryGuard> guard,
-                           std::unique_ptr<Handles> handles, std::unique_ptr<LocalLog> log)
+                           std::unique_ptr<Handles> handles, std::unique_ptr<ReplicatedLog> log)
     : options_(options),
       hooks_(std::move(hooks)),
       guard_(std::move(guard)),
@@ -955,7 +955,7 @@ void RocksDbStore::RunApplier() {
   while (true) {
     // The next segment, made here ahead of time rather than on the journal thread when the
     // current one fills (at most one attempt a second while the disk is full).
-    if (absl::Now() >= next_spare_attempt && !log_->PrepareSpare().ok()) {
+    if (absl::Now() >= next_spare_attempt && !log_->PrepareAhead().ok()) {
       next_spare_attempt = absl::Now() + absl::Seconds(1);
     }
     uint64_t applied = 0;

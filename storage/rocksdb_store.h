@@ -26,6 +26,7 @@
 #include "storage/local_log.h"
 #include "storage/recent_journal.h"
 #include "storage/recent_requests.h"
+#include "storage/replicated_log.h"
 #include "storage/unapplied_records.h"
 
 namespace rocksdb {
@@ -234,7 +235,7 @@ class RocksDbStore final : public LedgerStorage {
   };
   RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
                std::unique_ptr<DataDirectoryGuard> guard, std::unique_ptr<Handles> handles,
-               std::unique_ptr<LocalLog> log);
+               std::unique_ptr<ReplicatedLog> log);
 
   // Opens the database; with `create`, makes a new one in a directory already checked to be
   // empty, and writes its format marker. `format_version` receives the directory's version;
@@ -253,7 +254,7 @@ class RocksDbStore final : public LedgerStorage {
   // The log position the database has applied.
   static absl::StatusOr<uint64_t> ReadAppliedPosition(Handles& handles);
   // Applies the log's entries after the database's applied position; returns the last applied.
-  static absl::StatusOr<uint64_t> Replay(Handles& handles, const LocalLog& log);
+  static absl::StatusOr<uint64_t> Replay(Handles& handles, const ReplicatedLog& log);
   // Adds `payload`'s changes to `write`.
   static absl::Status AddChanges(Handles& handles, absl::string_view payload,
                                  rocksdb::WriteBatch& write);
@@ -339,10 +340,11 @@ class RocksDbStore final : public LedgerStorage {
   absl::Status reopen_failure_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
 
-  // The log; the transfer records of its entries the applier has not reached; the idempotency
-  // records of its entries since the last checkpoint (the applier does not write them); the
-  // journal entries the applier reached since the last checkpoint (which writes them).
-  const std::unique_ptr<LocalLog> log_;
+  // The log (a LocalLog, behind the ReplicatedLog seam); the transfer records of its entries the
+  // applier has not reached; the idempotency records of its entries since the last checkpoint
+  // (the applier does not write them); the journal entries the applier reached since the last
+  // checkpoint (which writes them).
+  const std::unique_ptr<ReplicatedLog> log_;
   UnappliedRecords unapplied_;
   RecentRequests recent_requests_;
   RecentJournal recent_journal_;
