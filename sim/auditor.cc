@@ -348,6 +348,8 @@ std::string Auditor::GroupWritten(size_t count, const WriteFacts& facts) {
                         " to the store, but its decisions ", writes ? "changed" : "changed nothing",
                         " durable");
   }
+  // Appending after a failed entry removed it first: its decisions are never durable.
+  if (facts.repaired) undecided_.clear();
   const bool ok = !facts.write_called || facts.write_result == WriteFault::kNone;
   for (Batch* batch : group) {
     if (ok) {
@@ -359,10 +361,7 @@ std::string Auditor::GroupWritten(size_t count, const WriteFacts& facts) {
       batch->state = Batch::State::kDurable;
       continue;
     }
-    if (facts.write_result == WriteFault::kFailLanded) {
-      Store(*batch);
-      landed_ambiguous_net_ += batch->net;
-    }
+    if (facts.write_result == WriteFault::kSyncFails) undecided_.push_back(*batch);
     batch->state = Batch::State::kFailed;
   }
   return "";
@@ -585,6 +584,17 @@ void Auditor::Crashed() {
     kept.push_back(std::move(batch));
   }
   batches_.swap(kept);
+}
+
+void Auditor::Reopened(bool kept_failed_entry) {
+  if (kept_failed_entry) {
+    LEDGER_CHECK(!undecided_.empty());
+    for (const Batch& batch : undecided_) {
+      Store(batch);
+      landed_ambiguous_net_ += batch.net;
+    }
+  }
+  undecided_.clear();
 }
 
 void Auditor::Restart() {

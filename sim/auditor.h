@@ -87,8 +87,9 @@ class Auditor {
                      int lookup_failures, bool sealed, bool wrote);
 
   // The oldest `count` sealed batches not yet written were written as one group, which did
-  // `facts`. On success they are durable (acknowledged); on failure they wait for RolledBack
-  // (and their decisions are durable anyway when the write landed).
+  // `facts`. On success they are durable (acknowledged); on failure they wait for RolledBack.
+  // A failed sync leaves their entry undecided (their decisions become durable only if the next
+  // restart keeps it: Reopened); a write that repaired the log first ends an undecided entry.
   std::string GroupWritten(size_t count, const WriteFacts& facts);
 
   // The core rolled back every batch sealed and not durable, oldest first (the failed ones and
@@ -123,6 +124,9 @@ class Auditor {
   // The process died: every batch sealed and not answered is never answered (its write, or the
   // failed write that landed, is all that is left of it). Restart follows.
   void Crashed();
+  // The store was opened again (after a crash or a clean stop), and its log kept the entry of a
+  // failed sync that no write had repaired, or not: that entry's decisions are durable, or never.
+  void Reopened(bool kept_failed_entry);
 
   // The shard was rebuilt from the store: its memory is the durable state again. Requires that
   // every batch was released.
@@ -195,6 +199,8 @@ class Auditor {
   Wide acknowledged_net_ = 0;
   // Deposits minus withdrawals answered kStorageFailed whose write landed anyway.
   Wide landed_ambiguous_net_ = 0;
+  // The batches of a failed sync's entry, until a repair or a restart decides it.
+  std::vector<Batch> undecided_;
   int64_t ambiguous_calls_ = 0;
   int64_t undurable_reads_ = 0;
   int64_t in_flight_record_answers_ = 0;

@@ -1,5 +1,8 @@
 #include "sim/fault_store.h"
 
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "storage/unapplied_records.h"
@@ -12,46 +15,55 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   write_facts_.write_called = true;
   write_facts_.write_result = write_plan_.write;
   *clock_ += write_plan_.write_delay;
-  switch (write_plan_.write) {
-    case WriteFault::kNone:
-      ++successful_writes_;
-      if (bug_ == StoreBugForTesting::kLoseAcknowledgedWrites && successful_writes_ % 10 == 0) {
-        return absl::OkStatus();
-      }
-      Append(group);
-      return absl::OkStatus();
-    case WriteFault::kFail:
-      // The log's append or sync failed and the failed entry was zeroed (LocalLog::Repair):
-      // nothing of it is on disk.
-      return absl::UnavailableError("simulated write failure");
-    case WriteFault::kFailLanded:
-      // The sync failed but the entry reached the disk anyway, and a crash came before the
-      // repair could zero it: the next start finds it in the log.
-      Append(group);
-      return absl::UnavailableError("simulated write failure after the data landed");
+  if (!log_.poisoned().ok()) {
+    // As RocksDbStore::WriteGroup: an earlier append failed, and its entry is removed for good
+    // before anything is appended after it.
+    LEDGER_CHECK(log_.Repair().ok());
+    write_facts_.repaired = true;
   }
-  return absl::InternalError("unreachable");
+  if (write_plan_.write == WriteFault::kNone) {
+    ++successful_writes_;
+    if (bug_ == StoreBugForTesting::kLoseAcknowledgedWrites && successful_writes_ % 10 == 0) {
+      return absl::OkStatus();
+    }
+  }
+  const uint64_t id = next_group_id_++;
+  std::vector<BatchWrite>& batches = groups_[id];
+  for (const BatchWrite* batch : group) batches.push_back(*batch);
+  log_.PlanAppend(write_plan_.write == WriteFault::kNone   ? AppendFault::kNone
+                  : write_plan_.write == WriteFault::kFail ? AppendFault::kWriteFails
+                                                           : AppendFault::kSyncFails);
+  absl::StatusOr<uint64_t> position = log_.Append(absl::StrCat(id));
+  if (!position.ok()) return position.status();
+  Append(batches, *position);
+  return absl::OkStatus();
 }
 
-void FaultStore::Append(absl::Span<const BatchWrite* const> group) {
+void FaultStore::Append(const std::vector<BatchWrite>& batches, uint64_t position) {
   ++version_;
-  std::vector<BatchWrite> entry;
-  for (const BatchWrite* batch : group) {
-    Apply(*batch, truth_);
-    for (const RequestWrite& request : batch->requests) {
+  for (const BatchWrite& batch : batches) {
+    Apply(batch, truth_);
+    for (const RequestWrite& request : batch.requests) {
       recent_requests_[{request.account_id, request.request_id}] = request.record;
     }
-    entry.push_back(*batch);
   }
-  unapplied_.push_back(std::move(entry));
+  unapplied_.push_back({.position = position, .batches = &batches});
+}
+
+const std::vector<BatchWrite>& FaultStore::GroupOf(absl::string_view payload) const {
+  uint64_t id = 0;
+  LEDGER_CHECK(absl::SimpleAtoi(payload, &id));
+  auto found = groups_.find(id);
+  LEDGER_CHECK(found != groups_.end());
+  return found->second;
 }
 
 void FaultStore::ApplyEntries(size_t count) {
   for (size_t i = 0; i < count && !unapplied_.empty(); ++i) {
-    for (const BatchWrite& batch : unapplied_.front()) {
+    for (const BatchWrite& batch : *unapplied_.front().batches) {
       Apply(batch, applied_, /*with_requests=*/false);
     }
-    applied_since_checkpoint_.push_back(std::move(unapplied_.front()));
+    applied_since_checkpoint_.push_back(unapplied_.front());
     unapplied_.pop_front();
   }
 }
@@ -61,32 +73,65 @@ void FaultStore::Checkpoint() {
     for (auto& [key, record] : recent_requests_) applied_.requests[key] = record;
   }
   recent_requests_.clear();
+  if (!applied_since_checkpoint_.empty()) {
+    checkpoint_position_ = applied_since_checkpoint_.back().position;
+  }
   applied_since_checkpoint_.clear();
+  // The log lets go of what the tables now hold (whole segments), and the store of the groups
+  // no kept entry names.
+  LEDGER_CHECK(log_.DropBefore(checkpoint_position_ + 1).ok());
+  uint64_t oldest_kept = next_group_id_;
+  if (log_.last_position() >= log_.first_position()) {
+    LEDGER_CHECK(log_.ReadFrom(log_.first_position(),
+                               [&](uint64_t, absl::string_view payload) {
+                                 LEDGER_CHECK(absl::SimpleAtoi(payload, &oldest_kept));
+                                 return absl::CancelledError("only the first");
+                               })
+                     .code() == absl::StatusCode::kCancelled);
+  }
+  // The group of a failed append no write has repaired yet: a restart may keep it.
+  if (!log_.poisoned().ok()) oldest_kept = std::min(oldest_kept, next_group_id_ - 1);
+  groups_.erase(groups_.begin(), groups_.lower_bound(oldest_kept));
 }
 
-void FaultStore::LoseMemoryAndReplay() {
+SimLogRecovery FaultStore::Reopen() {
+  const SimLogRecovery recovery = log_.Reopen();
+  // RocksDbStore's open: the tables as the last checkpoint left them, save that the applier's
+  // writes since then (which omit idempotency records) are kept here as well, so a replay writes
+  // only the records of the entries it reached and the whole of the others. Then the log after
+  // the checkpoint, replayed in order.
+  std::vector<uint64_t> reached;
+  for (const LoggedGroup& group : applied_since_checkpoint_) reached.push_back(group.position);
   recent_requests_.clear();
-  // RocksDbStore::Replay writes every family of the entries after the checkpoint; the applier
-  // had written all but the idempotency records of those it reached.
-  for (const std::vector<BatchWrite>& entry : applied_since_checkpoint_) {
-    for (const BatchWrite& batch : entry) {
-      for (const RequestWrite& request : batch.requests) {
-        applied_.requests[{request.account_id, request.request_id}] = request.record;
-      }
-    }
-  }
-  for (std::vector<BatchWrite>& entry : unapplied_) {
-    for (const BatchWrite& batch : entry) Apply(batch, applied_);
-    applied_since_checkpoint_.push_back(std::move(entry));
-  }
   unapplied_.clear();
+  applied_since_checkpoint_.clear();
+  const absl::Status replayed =
+      log_.ReadFrom(checkpoint_position_ + 1, [&](uint64_t position, absl::string_view payload) {
+        const std::vector<BatchWrite>& batches = GroupOf(payload);
+        const bool applied = std::binary_search(reached.begin(), reached.end(), position);
+        for (const BatchWrite& batch : batches) {
+          if (!applied) {
+            Apply(batch, applied_);
+            continue;
+          }
+          for (const RequestWrite& request : batch.requests) {
+            applied_.requests[{request.account_id, request.request_id}] = request.record;
+          }
+        }
+        applied_since_checkpoint_.push_back({.position = position, .batches = &batches});
+        return absl::OkStatus();
+      });
+  LEDGER_CHECK(replayed.ok());
+  truth_ = applied_;
+  ++version_;
+  return recovery;
 }
 
 FaultStore::Backup FaultStore::TakeBackup() {
   Checkpoint();  // RocksDbStore::StageBackup checkpoints first.
   Backup backup{.tables = applied_, .log = {}, .truth = truth_};
   if (bug_ != StoreBugForTesting::kBackupMissesTheLogAfterTheTables) {
-    backup.log.assign(unapplied_.begin(), unapplied_.end());
+    for (const LoggedGroup& group : unapplied_) backup.log.push_back(*group.batches);
   }
   return backup;
 }
@@ -143,7 +188,7 @@ const TransferWrite* FaultStore::UnappliedTransfer(absl::string_view transfer_id
   // With `from`: the newest change of the source's pending key (a pending record, or the final
   // record whose write deleted it); without: the newest final record of the id.
   for (auto entry = unapplied_.rbegin(); entry != unapplied_.rend(); ++entry) {
-    for (auto batch = entry->rbegin(); batch != entry->rend(); ++batch) {
+    for (auto batch = entry->batches->rbegin(); batch != entry->batches->rend(); ++batch) {
       for (auto write = batch->transfers.rbegin(); write != batch->transfers.rend(); ++write) {
         if (write->transfer_id != transfer_id) continue;
         const bool is_pending = write->record.state == TransferState::kPending;
@@ -159,7 +204,7 @@ const TransferWrite* FaultStore::UnappliedTransfer(absl::string_view transfer_id
 
 const CreditWrite* FaultStore::UnappliedCredit(absl::string_view transfer_id) const {
   for (auto entry = unapplied_.rbegin(); entry != unapplied_.rend(); ++entry) {
-    for (auto batch = entry->rbegin(); batch != entry->rend(); ++batch) {
+    for (auto batch = entry->batches->rbegin(); batch != entry->batches->rend(); ++batch) {
       for (auto write = batch->credits.rbegin(); write != batch->credits.rend(); ++write) {
         if (write->transfer_id == transfer_id) return &*write;
       }

@@ -3,20 +3,26 @@
 // happened (did the failed write land?) so the auditor can resolve ambiguous replies.
 //
 // It is shaped as RocksDbStore is (docs/architecture.md, "Durability"): a group write appends one
-// entry to a log (the durable truth), and the state lookups read is derived from the log behind
-// it, by an applier the simulator runs at seeded moments. Lookups that must not wait (the
+// entry to its log, a SimLog behind the same ReplicatedLog seam as LocalLog (sim/sim_log.h: failed
+// writes and syncs, torn tails at a restart), and the state lookups read is derived from the log
+// behind it, by an applier the simulator runs at seeded moments. The durable truth is what a
+// restart's replay of that log gives. Lookups that must not wait (the
 // ...InMemory ones) see the transfer records of entries the applier has not reached only when
 // `storage::UnappliedRecords::Keeps` says it keeps them, exactly as the real store; the others wait
 // for the applier (they apply everything first). Idempotency records skip the applier: they are
 // held in memory from their write until a checkpoint (storage::RecentRequests), which the
 // simulator takes at seeded moments and at every clean stop and backup. A crash loses what is
 // held in memory and replays the log from the last checkpoint.
+//
+// The simulator builds without storage/'s record encoding (protobuf), so that it runs in every
+// tree: a log entry's payload names the group it holds, which the store keeps decoded beside it.
 #ifndef LEDGER_SIM_FAULT_STORE_H_
 #define LEDGER_SIM_FAULT_STORE_H_
 
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -25,14 +31,19 @@
 
 #include "absl/time/time.h"
 #include "shard/ledger_store.h"
+#include "sim/sim_log.h"
 
 namespace ledger::sim {
 
 // What the next WriteGroup does.
 enum class WriteFault : uint8_t {
   kNone,
-  kFail,        // Fails; nothing is stored.
-  kFailLanded,  // Fails, but the group was stored anyway (a sync that failed after the data did).
+  // The log's write fails part way: the entry is torn, and nothing of the group is ever stored.
+  kFail,
+  // The write finished but its sync failed: the entry is on disk in no known form until the next
+  // write repairs the log (it is gone) or a restart comes first and finds it whole (it is kept)
+  // or torn, as the seed says (SimLog::Reopen).
+  kSyncFails,
 };
 
 // Test-only bugs of the store itself, to prove the auditor checks the durable state.
@@ -49,6 +60,10 @@ enum class StoreBugForTesting : uint8_t {
   // tables (as if it went on after their table failed to be ingested): retries after it are
   // decided as new.
   kCheckpointDropsRecentRequests,
+  // The log's Repair keeps the failed entry (SimLogBugForTesting::kRepairKeepsTheFailedEntry):
+  // a write the shards rolled back and answered outcome unknown comes back at a restart, behind
+  // writes decided without it.
+  kRepairKeepsTheFailedEntry,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -71,6 +86,8 @@ struct LookupPlan {
 struct WriteFacts {
   bool write_called = false;
   WriteFault write_result = WriteFault::kNone;
+  // The write first repaired the log after an earlier failed append: that entry is gone for good.
+  bool repaired = false;
 };
 
 // Not thread-safe: the simulator drives one core from one thread.
@@ -78,7 +95,12 @@ class FaultStore final : public LedgerStore {
  public:
   // `clock` and `rng` are the simulator's; not owned, must outlive the store.
   FaultStore(absl::Time* clock, std::mt19937_64* rng, StoreBugForTesting bug)
-      : clock_(clock), rng_(rng), bug_(bug) {}
+      : clock_(clock),
+        rng_(rng),
+        bug_(bug),
+        log_(rng, bug == StoreBugForTesting::kRepairKeepsTheFailedEntry
+                      ? SimLogBugForTesting::kRepairKeepsTheFailedEntry
+                      : SimLogBugForTesting::kNone) {}
 
   // The plan of the next group write; its facts are reset. One plan serves one WriteGroup.
   void PlanWrite(const WritePlan& plan) {
@@ -103,9 +125,12 @@ class FaultStore final : public LedgerStore {
   // A checkpoint (RocksDbStore::Checkpoint): the idempotency records held in memory reach the
   // tables, and a crash replays only the log after the applied position.
   void Checkpoint();
-  // A crash: what was held in memory is gone, and the open replays the log after the last
-  // checkpoint into the tables (its idempotency records among them).
-  void LoseMemoryAndReplay();
+  // A restart, after a crash or a clean stop: what was held in memory is gone, the log decides
+  // the entry of a failed append that no write repaired (SimLog::Reopen), and the open replays
+  // the log after the last checkpoint over the tables (idempotency records among them). The
+  // durable truth is what that replay gives.
+  SimLogRecovery Reopen();
+  const SimLog& log() const { return log_; }
   size_t unapplied_entries() const { return unapplied_.size(); }
   // Lookups answered from an entry the applier had not reached: what the lag exercised.
   int64_t unapplied_answers() const { return unapplied_answers_; }
@@ -168,8 +193,10 @@ class FaultStore final : public LedgerStore {
   bool LookupFails();
   // `with_requests` false: as the applier, which leaves idempotency records to checkpoints.
   static void Apply(const BatchWrite& batch, State& state, bool with_requests = true);
-  // Appends the group to the log and to the truth.
-  void Append(absl::Span<const BatchWrite* const> group);
+  // The group appended at `position`: to the truth and the records held in memory.
+  void Append(const std::vector<BatchWrite>& batches, uint64_t position);
+  // The group a log entry's payload names.
+  const std::vector<BatchWrite>& GroupOf(absl::string_view payload) const;
   // Whether a lookup that must not wait sees the unapplied entries of records of this kind.
   bool SeesUnapplied(bool request_record) const;
   // The newest unapplied change of a record, searched newest entry first.
@@ -189,10 +216,22 @@ class FaultStore final : public LedgerStore {
   int64_t unapplied_answers_ = 0;
   State truth_;
   State applied_;
-  // Log entries (each a group's batches) the applier has not reached, oldest first.
-  std::deque<std::vector<BatchWrite>> unapplied_;
-  // Entries the applier reached since the last checkpoint: a crash replays them (and unapplied_).
-  std::deque<std::vector<BatchWrite>> applied_since_checkpoint_;
+  SimLog log_;
+  // Every group appended or tried, by the id its log entry's payload names; those behind the
+  // log's first kept entry are let go at checkpoints.
+  std::map<uint64_t, std::vector<BatchWrite>> groups_;
+  uint64_t next_group_id_ = 1;
+  // The log position the tables hold everything up to.
+  uint64_t checkpoint_position_ = 0;
+  struct LoggedGroup {
+    uint64_t position = 0;
+    const std::vector<BatchWrite>* batches = nullptr;  // In groups_.
+  };
+  // Log entries the applier has not reached, oldest first.
+  std::deque<LoggedGroup> unapplied_;
+  // Entries the applier reached since the last checkpoint, which wrote all but their idempotency
+  // records: a restart replays those records (and the whole of unapplied_).
+  std::deque<LoggedGroup> applied_since_checkpoint_;
   // Idempotency records written since the last checkpoint (storage::RecentRequests).
   std::map<std::pair<std::string, std::string>, RequestRecord> recent_requests_;
 };

@@ -78,7 +78,7 @@ int Usage(const char* problem) {
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
                "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
                "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log|"
-               "checkpoint_drops_requests] "
+               "checkpoint_drops_requests|repair_keeps_failed_entry] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -110,7 +110,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk\n"
         "  %lld decisions read undurable state, %lld retries answered from an in-flight record, "
         "%lld lookups answered from a log entry not yet applied, %lld backups restored, "
-        "%lld checkpoints\n",
+        "%lld checkpoints\n"
+        "  log: %lld failed entries found torn at a restart, %lld found whole and kept\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
@@ -119,7 +120,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.undurable_reads),
         static_cast<long long>(result.in_flight_record_answers),
         static_cast<long long>(result.unapplied_answers), static_cast<long long>(result.backups),
-        static_cast<long long>(result.checkpoints));
+        static_cast<long long>(result.checkpoints), static_cast<long long>(result.torn_tails),
+        static_cast<long long>(result.kept_failed_entries));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -217,6 +219,8 @@ int main(int argc, char** argv) {
         options.store_bug = StoreBugForTesting::kBackupMissesTheLogAfterTheTables;
       } else if (value == "checkpoint_drops_requests") {
         options.store_bug = StoreBugForTesting::kCheckpointDropsRecentRequests;
+      } else if (value == "repair_keeps_failed_entry") {
+        options.store_bug = StoreBugForTesting::kRepairKeepsTheFailedEntry;
       } else {
         return Usage("unknown --store_bug");
       }

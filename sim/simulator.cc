@@ -143,7 +143,7 @@ using Calls = std::shared_ptr<std::vector<AuditedCall>>;
 
 // One event of the trace printed with a failure; formatted only then.
 struct TraceEvent {
-  enum class Kind : uint8_t { kBatch, kWrite, kRollBack, kRestart };
+  enum class Kind : uint8_t { kBatch, kWrite, kRollBack, kRestart, kReopen };
   int64_t step = 0;
   Kind kind = Kind::kBatch;
   std::string note{};  // Clock jumps, why a write happened.
@@ -159,6 +159,8 @@ struct TraceEvent {
   size_t count = 0;
   WritePlan plan{};
   bool write_called = false;
+  // kReopen: what the log did with the entry of a failed sync.
+  std::string note_of_log{};
 };
 
 std::string DescribeEvent(const TraceEvent& event) {
@@ -169,13 +171,16 @@ std::string DescribeEvent(const TraceEvent& event) {
                                  ? "restart (sealed batches written, then rebuilt from the store)\n"
                                  : "in-flight batches never answered; rebuilt from the store\n");
       return text;
+    case TraceEvent::Kind::kReopen:
+      absl::StrAppend(&text, "the store reopened; its log ", event.note_of_log, "\n");
+      return text;
     case TraceEvent::Kind::kWrite:
       absl::StrAppend(&text, "group write of batches ", event.batch, "..",
                       event.batch + event.count - 1, ": ",
                       !event.write_called                     ? "nothing to write"
                       : event.plan.write == WriteFault::kNone ? "ok"
-                      : event.plan.write == WriteFault::kFail ? "fails"
-                                                              : "fails but lands",
+                      : event.plan.write == WriteFault::kFail ? "the write fails"
+                                                              : "the sync fails",
                       "\n");
       return text;
     case TraceEvent::Kind::kRollBack:
@@ -248,6 +253,8 @@ class Simulation {
     result_.undurable_reads = auditor_.undurable_reads();
     result_.in_flight_record_answers = auditor_.in_flight_record_answers();
     result_.unapplied_answers = store_.unapplied_answers();
+    result_.torn_tails = store_.log().torn_tails();
+    result_.kept_failed_entries = store_.log().kept_failed_entries();
     CountJournal();
     return result_;
   }
@@ -527,6 +534,9 @@ class Simulation {
     // A clean stop applies everything and checkpoints (RocksDbStore's destructor).
     store_.ApplyAll();
     store_.Checkpoint();
+    // A failed sync no write repaired is still in the log in no known form: the next open
+    // decides it, as after a crash.
+    Reopen();
     RebuildCore();
     ++result_.restarts;
     Trace({.kind = TraceEvent::Kind::kRestart});
@@ -542,16 +552,16 @@ class Simulation {
       for (size_t k = 0; k < count; ++k) {
         if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
       }
-      // Landed, never acknowledged: to the auditor, a failed write that landed. (A group with
-      // nothing to write leaves nothing behind.)
-      store_.PlanWrite({.write = WriteFault::kFailLanded});
+      // Written, never synced nor acknowledged: to the auditor, a failed sync, which the
+      // restart finds whole or torn. (A group with nothing to write leaves nothing behind.)
+      store_.PlanWrite({.write = WriteFault::kSyncFails});
       if (writes.empty()) count = 0;
       if (!writes.empty()) (void)store_.WriteGroup(writes);
       Trace({.kind = TraceEvent::Kind::kWrite,
              .note = "crash during a ",
              .batch = in_flight_.front().batch,
              .count = count,
-             .plan = {.write = WriteFault::kFailLanded},
+             .plan = {.write = WriteFault::kSyncFails},
              .write_called = !writes.empty()});
       std::string failure = count == 0 ? "" : auditor_.GroupWritten(count, store_.write_facts());
       if (!failure.empty()) return failure;
@@ -559,11 +569,24 @@ class Simulation {
     auditor_.Crashed();
     in_flight_.clear();
     recovery_pending_ = false;
-    store_.LoseMemoryAndReplay();
+    Reopen();
     RebuildCore();
     ++result_.crashes;
     Trace({.kind = TraceEvent::Kind::kRestart, .note = "crash; "});
     return "";
+  }
+
+  // The store opens again after a stop: the auditor learns what its log kept.
+  void Reopen() {
+    const SimLogRecovery recovery = store_.Reopen();
+    auditor_.Reopened(recovery.kept);
+    if (recovery.had_failed_entry) {
+      Trace({.kind = TraceEvent::Kind::kReopen,
+             .note_of_log = recovery.kept
+                                ? "kept the entry of the failed sync whole"
+                                : absl::StrCat("dropped the entry of the failed write as a torn tail (",
+                                               recovery.torn_bytes, " bytes)")});
+    }
   }
 
   std::string Drain() {
@@ -740,7 +763,7 @@ class Simulation {
     const uint64_t roll = Uniform(rng_, 100);
     plan.write = roll < 84 || quiescing_ ? WriteFault::kNone
                  : roll < 92             ? WriteFault::kFail
-                                         : WriteFault::kFailLanded;
+                                         : WriteFault::kSyncFails;
     if (Percent(rng_, 10)) {
       plan.write_delay = absl::Seconds(static_cast<int64_t>(1 + Uniform(rng_, 30)));
     }

@@ -108,6 +108,10 @@ struct SimResult {
   // Checkpoints taken at seeded moments (the idempotency records held in memory reach the
   // tables); clean stops and backups take one too.
   int64_t checkpoints = 0;
+  // Restarts whose log found the entry of a failed append that no write had repaired: torn (it
+  // is dropped) or, for a failed sync, whole (it is kept and its decisions are durable).
+  int64_t torn_tails = 0;
+  int64_t kept_failed_entries = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 18> outcomes{};
   int64_t replays = 0;

@@ -51,6 +51,11 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
   EXPECT_EQ(first.backups, second.backups);
   EXPECT_GT(first.checkpoints, 0);
   EXPECT_EQ(first.checkpoints, second.checkpoints);
+  // Restarts find failed log entries both ways: torn (dropped) and whole (kept).
+  EXPECT_GT(first.torn_tails, 0);
+  EXPECT_GT(first.kept_failed_entries, 0);
+  EXPECT_EQ(first.torn_tails, second.torn_tails);
+  EXPECT_EQ(first.kept_failed_entries, second.kept_failed_entries);
   EXPECT_NE(first.messages, other.messages);
 }
 
@@ -119,7 +124,16 @@ TEST(SimulatorTest, CatchesABackupWithoutTheLogAfterItsTables) {
 TEST(SimulatorTest, CatchesACheckpointThatDropsTheIdempotencyRecordsHeldInMemory) {
   EXPECT_THAT(
       FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kCheckpointDropsRecentRequests),
-      AnyOf(HasSubstr("(replayed)"), HasSubstr("differ from the model")));
+      AnyOf(HasSubstr("(replayed)"), HasSubstr("differ from the model"),
+            HasSubstr("request records")));
+}
+
+// A failed append's entry must be gone once the log is repaired: a repair that left it would bring
+// back, at the next restart, a write the shards rolled back and decided on without.
+TEST(SimulatorTest, CatchesALogRepairThatKeepsTheFailedEntry) {
+  EXPECT_THAT(
+      FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kRepairKeepsTheFailedEntry),
+      AnyOf(HasSubstr("differ from the model"), HasSubstr("conservation")));
 }
 
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {

@@ -1,0 +1,99 @@
+#include "sim/sim_log.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+
+namespace ledger::sim {
+
+void SimLog::Commit(std::string payload) {
+  bytes_ += static_cast<int64_t>(payload.size());
+  entries_.push_back(std::move(payload));
+}
+
+absl::StatusOr<uint64_t> SimLog::Append(absl::string_view payload) {
+  const AppendFault fault = planned_;
+  planned_ = AppendFault::kNone;
+  if (!poison_.ok()) return poison_;
+  const uint64_t position = last_position() + 1;
+  if (fault == AppendFault::kNone) {
+    Commit(std::string(payload));
+    return position;
+  }
+  failed_ =
+      FailedEntry{.payload = std::string(payload), .written = fault == AppendFault::kSyncFails};
+  poison_ = absl::UnavailableError(absl::StrCat(
+      "simulated ", fault == AppendFault::kSyncFails ? "sync" : "write",
+      " failure of the log entry at position ", position, "; writes stop until it is repaired"));
+  return poison_;
+}
+
+absl::Status SimLog::Repair() {
+  if (poison_.ok()) return absl::OkStatus();
+  if (bug_ == SimLogBugForTesting::kRepairKeepsTheFailedEntry) Commit(std::move(failed_->payload));
+  failed_.reset();
+  poison_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+SimLogRecovery SimLog::Reopen() {
+  SimLogRecovery recovery;
+  planned_ = AppendFault::kNone;
+  poison_ = absl::OkStatus();
+  if (!failed_.has_value()) return recovery;
+  recovery.had_failed_entry = true;
+  const int64_t size = static_cast<int64_t>(failed_->payload.size());
+  if (failed_->written && (*rng_)() % 2 == 0) {
+    recovery.kept = true;
+    ++kept_failed_entries_;
+    Commit(std::move(failed_->payload));
+  } else {
+    // Cut anywhere short of its end, or whole with a bad checksum: LocalLog zeroes it either way.
+    recovery.torn_bytes =
+        size == 0 ? 0 : static_cast<int64_t>((*rng_)() % static_cast<uint64_t>(size)) + 1;
+    ++torn_tails_;
+  }
+  failed_.reset();
+  return recovery;
+}
+
+absl::Status SimLog::ReadFrom(
+    uint64_t from,
+    const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const {
+  LEDGER_CHECK(from >= first_position_);
+  for (uint64_t position = from; position <= last_position(); ++position) {
+    if (absl::Status status = read(position, entries_[position - first_position_]); !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> SimLog::DropBefore(uint64_t position) {
+  // Whole segments only, and never the one appended to (the segment of the next position).
+  const uint64_t keep_from = std::min(SegmentStart(position), SegmentStart(last_position() + 1));
+  int dropped = 0;
+  while (first_position_ + kEntriesPerSegment <= keep_from) {
+    for (uint64_t k = 0; k < kEntriesPerSegment; ++k) {
+      bytes_ -= static_cast<int64_t>(entries_.front().size());
+      entries_.pop_front();
+    }
+    first_position_ += kEntriesPerSegment;
+    ++dropped;
+  }
+  return dropped;
+}
+
+std::vector<std::string> SimLog::SegmentPaths() const {
+  std::vector<std::string> paths;
+  for (uint64_t start = first_position_; start <= last_position() + 1;
+       start += kEntriesPerSegment) {
+    paths.push_back(absl::StrCat("sim-segment-", start));
+  }
+  return paths;
+}
+
+size_t SimLog::SegmentCount() const { return SegmentPaths().size(); }
+
+}  // namespace ledger::sim

@@ -1,0 +1,109 @@
+// Defines `SimLog`, the simulator's storage::ReplicatedLog: entries held in memory, whose appends
+// fail at seeded moments as a disk fails them, and whose unfinished tail a restart keeps whole or
+// finds torn, as LocalLog's recovery would (docs/architecture.md, "Faults of the log").
+//
+// A failed append poisons the log, as LocalLog's does. Its entry is then on disk in no known form:
+//  - Repair (the journal's next write) removes it for good;
+//  - a restart before that (a crash, or a clean stop: the store's destructor does not repair)
+//    decides it: when its write had finished and only the sync failed, the seed says whether its
+//    bytes all reached the disk (the entry is kept, at the next position) or not (a torn tail,
+//    dropped); an entry whose write failed is always torn.
+// Entries live in segments of kEntriesPerSegment, and DropBefore lets go only of whole segments
+// behind the one appended to, so that a replay after a checkpoint meets entries it already holds.
+#ifndef LEDGER_SIM_SIM_LOG_H_
+#define LEDGER_SIM_SIM_LOG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "storage/replicated_log.h"
+
+namespace ledger::sim {
+
+// What the next Append does.
+enum class AppendFault : uint8_t {
+  kNone,
+  kWriteFails,  // The write fails part way: what reached the disk is a torn entry.
+  kSyncFails,   // The write finished but the sync failed: the entry may be whole on disk.
+};
+
+// What a restart found at the end of the log.
+struct SimLogRecovery {
+  bool had_failed_entry = false;  // An append had failed, and no Repair had removed its entry.
+  bool kept = false;              // It was whole on disk: the log keeps it, at the next position.
+  int64_t torn_bytes = 0;         // Otherwise the bytes of it a restart found and dropped.
+};
+
+// Test-only bugs, to prove the simulator's auditor sees what the log does to entries.
+enum class SimLogBugForTesting : uint8_t {
+  kNone,
+  // Repair lifts the poison without removing the failed entry (as a LocalLog::Repair that skipped
+  // zeroing it and wrote on after it): the entry stays in the log, ahead of writes decided
+  // without it, and the next restart's replay brings it back.
+  kRepairKeepsTheFailedEntry,
+};
+
+// Not thread-safe: the simulator drives it from one thread.
+class SimLog final : public storage::ReplicatedLog {
+ public:
+  static constexpr uint64_t kEntriesPerSegment = 8;
+
+  // `rng` is the simulator's (not owned); it decides what a restart finds.
+  explicit SimLog(std::mt19937_64* rng, SimLogBugForTesting bug = SimLogBugForTesting::kNone)
+      : rng_(rng), bug_(bug) {}
+
+  // The fault of the next Append (one plan, one append).
+  void PlanAppend(AppendFault fault) { planned_ = fault; }
+  // The process stops and the log is opened again: the poison is gone, and a failed entry not yet
+  // repaired is kept or dropped as the class comment says.
+  SimLogRecovery Reopen();
+  // Restarts that found a torn tail, and that kept a failed entry whole.
+  int64_t torn_tails() const { return torn_tails_; }
+  int64_t kept_failed_entries() const { return kept_failed_entries_; }
+
+  absl::StatusOr<uint64_t> Append(absl::string_view payload) override;
+  absl::Status Repair() override;
+  absl::Status poisoned() const override { return poison_; }
+  absl::Status ReadFrom(
+      uint64_t from,
+      const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read)
+      const override;
+  absl::StatusOr<int> DropBefore(uint64_t position) override;
+  uint64_t first_position() const override { return first_position_; }
+  uint64_t last_position() const override { return first_position_ + entries_.size() - 1; }
+  absl::Status PrepareAhead() override { return absl::OkStatus(); }
+  std::vector<std::string> SegmentPaths() const override;
+  size_t SegmentCount() const override;
+  int64_t DiskBytes() const override { return bytes_; }
+
+ private:
+  struct FailedEntry {
+    std::string payload;
+    bool written = false;  // The write finished (only the sync failed).
+  };
+  // The first position of the segment holding `position`.
+  static uint64_t SegmentStart(uint64_t position) {
+    return position - (position - 1) % kEntriesPerSegment;
+  }
+  void Commit(std::string payload);
+
+  std::mt19937_64* const rng_;
+  const SimLogBugForTesting bug_;
+  AppendFault planned_ = AppendFault::kNone;
+  std::deque<std::string> entries_;  // Positions first_position_, first_position_ + 1, ...
+  uint64_t first_position_ = 1;
+  int64_t bytes_ = 0;
+  absl::Status poison_;
+  std::optional<FailedEntry> failed_;
+  int64_t torn_tails_ = 0;
+  int64_t kept_failed_entries_ = 0;
+};
+
+}  // namespace ledger::sim
+
+#endif  // LEDGER_SIM_SIM_LOG_H_
