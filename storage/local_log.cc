@@ -388,7 +388,14 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
   active_size_ = size;
   write_offset_ = kSegmentHeaderBytes;
   absl::MutexLock lock(&mu_);
-  segments_.push_back(Segment{.first_position = first, .path = path, .size = size});
+  if (!segments_.empty() && segments_.back().first_position == first) {
+    // The segment appended to held no entry (an entry too large for it came first): the new one
+    // took its name, and replaces it here too. Two records of one file would let DropBefore
+    // delete the segment being written.
+    segments_.back() = Segment{.first_position = first, .path = path, .size = size};
+  } else {
+    segments_.push_back(Segment{.first_position = first, .path = path, .size = size});
+  }
   active_marks_.clear();
   active_end_ = kSegmentHeaderBytes;
   return absl::OkStatus();

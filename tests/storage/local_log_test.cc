@@ -139,6 +139,24 @@ TEST_F(LocalLogTest, AnEntryLargerThanASegmentGetsASegmentOfItsOwn) {
   EXPECT_EQ(all[2].second, std::string(10000, 'x'));
 }
 
+// The first entry of a new log too large for its first segment: the larger segment made for it
+// replaces the empty one (same name), and a checkpoint's DropBefore must not delete it. It once
+// did: the log kept two records of one file and unlinked the segment being written.
+TEST_F(LocalLogTest, AnEntryTooLargeForAnEmptySegmentReplacesItAndSurvivesDropBefore) {
+  {
+    std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+    EXPECT_EQ(log->Append(std::string(10000, 'x')).value_or(0), 1u);
+    EXPECT_EQ(log->SegmentCount(), 1u);
+    EXPECT_EQ(log->DropBefore(2).value_or(-1), 0);
+    EXPECT_TRUE(std::filesystem::exists(FirstSegment()));
+    AppendEntries(*log, 3, 100);
+  }
+  std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+  const auto all = ReadAllEntries(*log, 1);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].second, std::string(10000, 'x'));
+}
+
 // A crash while the last entry was written leaves any prefix of its bytes (the rest still the
 // segment's zeros): recovery keeps every entry before it, zeroes what was written of it, and
 // the log goes on from there.
