@@ -43,28 +43,37 @@ absl::Status AccountJournalCheck::CheckNext(absl::string_view account_id,
   // Journal keys sort by account id exactly as account keys do ('\0' sorts first), so entries
   // before this account's belong to an account the accounts' pass did not meet.
   if (at.has_value() && at->account_id < account_id) return NoAccountRecord(at->account_id);
-  // Bounded: at most kStepsBeforeSeek steps, then one Seek lands at or after the newest entry.
-  int steps = 0;
+  // The iterator stands at the account's oldest entry, and entries are numbered without gaps:
+  // a short history is stepped over, a long one jumped with one Seek, chosen before the first
+  // step (stepping first and seeking after would pay for both).
+  if (at.has_value() && at->account_id == account_id && at->sequence < state.sequence &&
+      state.sequence - at->sequence > kStepsBeforeSeek) {
+    journal_->Seek(JournalKey(account_id, state.sequence));
+    if (absl::Status read = Current(at); !read.ok()) return read;
+  }
   while (at.has_value() && at->account_id == account_id && at->sequence < state.sequence) {
-    if (steps++ < kStepsBeforeSeek) {
-      journal_->Next();
-    } else {
-      journal_->Seek(JournalKey(account_id, state.sequence));
-    }
+    journal_->Next();
     if (absl::Status read = Current(at); !read.ok()) return read;
   }
   return CheckNewestEntry(account_id, state);
 }
 
-absl::Status AccountJournalCheck::Finish() {
+absl::Status AccountJournalCheck::Finish(std::optional<absl::string_view> next_account) {
   if (!started_) {
     journal_->SeekToFirst();
     started_ = true;
   }
   std::optional<Position> at;
   if (absl::Status read = Current(at); !read.ok()) return read;
-  if (at.has_value()) return NoAccountRecord(at->account_id);
+  if (at.has_value() && (!next_account.has_value() || at->account_id < *next_account)) {
+    return NoAccountRecord(at->account_id);
+  }
   return absl::OkStatus();
+}
+
+void AccountJournalCheck::StartAt(absl::string_view first_account) {
+  journal_->Seek(JournalKey(first_account, 0));
+  started_ = true;
 }
 
 absl::Status AccountJournalCheck::CheckOne(absl::string_view account_id,

@@ -31,19 +31,24 @@ class AccountJournalCheck {
 
   // Start-up: call for every stored account in key order, then Finish(). The journal is read in
   // one forward pass merged with the accounts' pass: an account's older entries are stepped over
-  // (at most kStepsBeforeSeek of them, then one Seek), so the cost grows with the number of
-  // accounts, not with the length of their histories. DataLoss, naming the account, when its
+  // when there are at most kStepsBeforeSeek of them, else jumped with one Seek, so the cost grows
+  // with the number of accounts, not with the length of their histories. DataLoss, naming the account, when its
   // newest entry is missing, disagrees with it or is followed by a later one, or when the journal
   // holds entries of an account that has no record.
   absl::Status CheckNext(absl::string_view account_id, const AccountState& state);
-  // After the last CheckNext: DataLoss when journal entries follow the last account's.
-  absl::Status Finish();
+  // After the last CheckNext: DataLoss when journal entries follow the last account's (with
+  // `next_account`, the accounts of a range checked apart: entries of an account before it).
+  absl::Status Finish(std::optional<absl::string_view> next_account = std::nullopt);
+  // Before the first CheckNext, for a range of the accounts that does not start with the first:
+  // the journal from `first_account`'s entries on. The range before it answers for the entries
+  // between the two (its Finish with `next_account`).
+  void StartAt(absl::string_view first_account);
 
   // One account on its own (reloading it while serving): the same agreement, found by one Seek.
   absl::Status CheckOne(absl::string_view account_id, const AccountState& state);
 
-  // Older entries of one account stepped over with Next before one Seek jumps the rest: a Seek
-  // costs about as much as a few Nexts.
+  // The most older entries of one account stepped over with Next; more are jumped with one Seek,
+  // which costs about as much as a few Nexts.
   static constexpr int kStepsBeforeSeek = 8;
 
  private:

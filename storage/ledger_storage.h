@@ -47,7 +47,7 @@ struct StagedBackup {
   uint64_t last_position = 0;
   // Every file, relative to `dir` ("000012.sst", "ledger_log/00000000000000000042.seg"), sorted.
   std::vector<std::string> files;
-  // How long each step took, for the server's log: "applier held 3us, checkpoint write 41ms,
+  // How long each step took, for the server's log: "applier held 3us, tables 41ms, position 0ms,
   // flush 80ms, RocksDB checkpoint 2ms, log copy 30ms". Only the first holds the applier (and so
   // the reads that wait for it); writes are never held.
   std::string steps;

@@ -227,6 +227,8 @@ class RocksDbStore final : public LedgerStorage {
   const std::string& ledger_id() const override { return ledger_id_; }
 
  private:
+  // Encoded account states by account key.
+  using AccountStates = absl::flat_hash_map<std::string, std::string>;
   struct Handles;
   // A durable log entry waiting for the applier.
   struct Unapplied {
@@ -253,8 +255,16 @@ class RocksDbStore final : public LedgerStorage {
                                        uint32_t* format_version);
   // The log position the database has applied.
   static absl::StatusOr<uint64_t> ReadAppliedPosition(Handles& handles);
-  // Applies the log's entries after the database's applied position; returns the last applied.
+  // The database's applied position, refused (DataLoss) unless the log holds every entry after it.
+  static absl::StatusOr<uint64_t> ReplayStart(Handles& handles, const ReplicatedLog& log);
+  // Applies the log's entries after the database's applied position, every family into RocksDB
+  // (a reopen after a failed write, which keeps what memory holds); returns the last applied.
   static absl::StatusOr<uint64_t> Replay(Handles& handles, const ReplicatedLog& log);
+  // Start-up, before the applier runs: applies the log's entries after the applied position as
+  // the applier does (accounts and journal entries into memory, idempotency records as the
+  // journal thread adds them; ForEachAccount loads the accounts from there). Far cheaper than
+  // Replay's inserts of every change into RocksDB's memtables.
+  absl::Status CatchUpWithLog() ABSL_LOCKS_EXCLUDED(mu_, apply_mu_, checkpoint_mu_);
   // Adds `payload`'s changes to `write`.
   static absl::Status AddChanges(Handles& handles, absl::string_view payload,
                                  rocksdb::WriteBatch& write);
@@ -267,20 +277,20 @@ class RocksDbStore final : public LedgerStorage {
   // agree): moves the account states kept in memory aside (checkpointing_accounts_, which
   // FindAccount still reads) and returns the applied position they are the states at.
   uint64_t SwapOutDirtyAccountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_write_mu_);
-  // The second, while the applier goes on: writes those states and `applied` in one write; on a
-  // failure they go back into the map.
-  absl::Status WriteCheckpoint(uint64_t applied) ABSL_LOCKS_EXCLUDED(mu_, dirty_mu_);
-  // Before the second: writes the idempotency records and journal entries sealed from
-  // RecentRequests and RecentJournal as a table file each, and has RocksDB ingest both at once
-  // (durable once it returns).
+  // The second, while the applier goes on: writes those states, and the idempotency records and
+  // journal entries sealed from RecentRequests and RecentJournal, as a table file per family,
+  // and has RocksDB ingest them all at once (durable once it returns).
   absl::Status IngestRecentRecords(const RecentRequests::Records& requests,
-                                   const RecentJournal::Entries& journal) ABSL_LOCKS_EXCLUDED(mu_);
-  // After the second (or instead of it, when a step before failed): the states are RocksDB's
-  // when `written`, else they go back into the map under any newer ones.
+                                   const RecentJournal::Entries& journal,
+                                   const AccountStates& accounts) ABSL_LOCKS_EXCLUDED(mu_);
+  // The third: records `applied` as the position the tables hold.
+  absl::Status WriteCheckpoint(uint64_t applied) ABSL_LOCKS_EXCLUDED(mu_);
+  // After the second: the states are RocksDB's when `written`, else they go back into the map
+  // under any newer ones.
   void ReleaseCheckpointingAccounts(bool written) ABSL_LOCKS_EXCLUDED(dirty_mu_);
   // The keys' and values' bytes RecentRequests and RecentJournal hold.
   int64_t RecentRecordsBytes() const { return recent_requests_.bytes() + recent_journal_.bytes(); }
-  // The third: flushes every family at once.
+  // The fourth: flushes every family at once.
   absl::Status FlushTables() ABSL_LOCKS_EXCLUDED(mu_);
   // The log position before which checkpoints may delete segments: a staged backup's copy needs
   // the entries after its applied position.
@@ -371,7 +381,6 @@ class RocksDbStore final : public LedgerStorage {
   absl::Mutex apply_write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Account states applied since the last checkpoint, by account key: written to RocksDB only by
   // the next checkpoint, and read from here until then (FindAccount).
-  using AccountStates = absl::flat_hash_map<std::string, std::string>;
   absl::Mutex dirty_mu_;
   AccountStates dirty_accounts_ ABSL_GUARDED_BY(dirty_mu_);
   // The states a checkpoint is writing (never changed once set): read until RocksDB has them.

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/journal_check_pool.h"
 #include "storage/rocksdb_store.h"
 #include "tests/scratch_ledger.h"
 
@@ -150,6 +152,51 @@ TEST_P(AccountJournalCorruptionTest, IsRefusedNamingTheAccountAndNothingAfterItL
 
 INSTANTIATE_TEST_SUITE_P(Table, AccountJournalCorruptionTest, ::testing::ValuesIn(Corruptions()),
                          [](const auto& info) { return info.param.name; });
+
+// Start-up checks the accounts in chunks of kChunkAccounts on worker threads (JournalCheckPool):
+// chunk boundaries must not hide a disagreement, and accounts load in key order, none after the
+// first that disagrees.
+std::string NumberedAccount(int n) { return absl::StrFormat("acct-%05d", n); }
+
+BatchWrite ManyAgreeingAccounts(int count) {
+  BatchWrite batch;
+  for (int n = 0; n < count; ++n) AddAccount(batch, NumberedAccount(n), 1 + n % 3);
+  return batch;
+}
+
+TEST(AccountJournalCheckTest, ManyChunksLoadWholeInKeyOrder) {
+  constexpr int kAccounts = 2 * static_cast<int>(kChunkAccounts) + 1000;
+  const Loaded loaded = WriteReopenAndLoad(ManyAgreeingAccounts(kAccounts));
+  ASSERT_TRUE(loaded.status.ok()) << loaded.status;
+  ASSERT_EQ(loaded.accounts.size(), static_cast<size_t>(kAccounts));
+  for (int n = 0; n < kAccounts; ++n) ASSERT_EQ(loaded.accounts[n], NumberedAccount(n));
+}
+
+TEST(AccountJournalCheckTest, JournalOfAMissingAccountAtAChunkBoundaryIsRefused) {
+  constexpr int kAccounts = 2 * static_cast<int>(kChunkAccounts);
+  BatchWrite batch = ManyAgreeingAccounts(kAccounts);
+  // Sorts right after the first chunk's last account, before the second chunk's first.
+  const std::string orphan = NumberedAccount(static_cast<int>(kChunkAccounts) - 1) + "x";
+  batch.journal.push_back(JournalDeposit(orphan, 1, 10));
+  const Loaded loaded = WriteReopenAndLoad(batch);
+  EXPECT_EQ(loaded.status.code(), absl::StatusCode::kDataLoss) << loaded.status;
+  EXPECT_THAT(loaded.status.message(),
+              HasSubstr(absl::StrCat("entries of account \"", orphan, "\", which has no")));
+  EXPECT_EQ(loaded.accounts.size(), kChunkAccounts);
+}
+
+TEST(AccountJournalCheckTest, ADisagreementInALaterChunkLoadsOnlyTheAccountsBeforeIt) {
+  constexpr int kAccounts = 3 * static_cast<int>(kChunkAccounts);
+  constexpr int kBad = 2 * static_cast<int>(kChunkAccounts) + 17;
+  BatchWrite batch = ManyAgreeingAccounts(kAccounts);
+  batch.accounts.push_back({NumberedAccount(kBad), {.balance = 7, .sequence = 1 + kBad % 3}});
+  const Loaded loaded = WriteReopenAndLoad(batch);
+  EXPECT_EQ(loaded.status.code(), absl::StatusCode::kDataLoss) << loaded.status;
+  EXPECT_THAT(loaded.status.message(),
+              HasSubstr(absl::StrCat("account \"", NumberedAccount(kBad), "\"")));
+  ASSERT_EQ(loaded.accounts.size(), static_cast<size_t>(kBad));
+  EXPECT_EQ(loaded.accounts.back(), NumberedAccount(kBad - 1));
+}
 
 TEST(AccountJournalCheckTest, FindAccountRefusesAnAccountThatDisagreesWithItsJournal) {
   ScratchLedger scratch;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -122,7 +123,10 @@ TEST(StoreLogTest, AGroupWriteIsOneLogEntryAndTheStoreCatchesUpBehindIt) {
 // A crash loses RocksDB's memtables (written without its WAL); the next open replays the log
 // from the position RocksDB's tables hold, and every acknowledged write is back. The image is
 // taken with the applier held back (and no checkpoint running), so that it is a state a crash
-// can leave: tables checkpointed at 150, the applier at 200, the log at 301.
+// can leave: tables checkpointed at 151, the applier at 201, the log at 302. The open replays the
+// log as the applier applies it, into memory, and the start-up's load of the accounts takes the
+// replayed states over the tables' ("a"), the replayed accounts the tables lack ("b") and the
+// tables' own ("c"), in key order.
 TEST(StoreLogTest, ACrashImageIsReplayedFromTheLogWithEveryAcknowledgedWrite) {
   ScratchDir scratch;
   const std::string dir = scratch.Sub("ledger");
@@ -134,26 +138,39 @@ TEST(StoreLogTest, ACrashImageIsReplayedFromTheLogWithEveryAcknowledgedWrite) {
   std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options, hooks);
   ASSERT_NE(store, nullptr);
   for (uint64_t n = 1; n <= 150; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_TRUE(store->Write(DepositBatch("c", 1)).ok());
   ASSERT_TRUE(
-      testing_util::WaitUntil([&] { return store->applied_position() == 150; }, "applied 150"));
+      testing_util::WaitUntil([&] { return store->applied_position() == 151; }, "applied 151"));
   ASSERT_TRUE(store->Checkpoint().ok());
   for (uint64_t n = 151; n <= 200; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
   ASSERT_TRUE(
-      testing_util::WaitUntil([&] { return store->applied_position() == 200; }, "applied 200"));
+      testing_util::WaitUntil([&] { return store->applied_position() == 201; }, "applied 201"));
   applier.Hold();
   for (uint64_t n = 201; n <= 300; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
   ASSERT_TRUE(store->Write(DepositBatch("b", 1)).ok());
-  EXPECT_LT(store->applied_position(), 301u);
+  EXPECT_LT(store->applied_position(), 302u);
   CopyAsCrashImage(dir, scratch.Sub("crashed"));
   applier.Release();
   store.reset();
 
   std::unique_ptr<RocksDbStore> recovered = OpenStoreOrDie(LogOptions(scratch.Sub("crashed")));
   ASSERT_NE(recovered, nullptr);
-  EXPECT_EQ(recovered->log_position(), 301u);
-  EXPECT_EQ(recovered->applied_position(), 301u);
+  EXPECT_EQ(recovered->log_position(), 302u);
+  EXPECT_EQ(recovered->applied_position(), 302u);
+  EXPECT_EQ(recovered->checkpoints(), 0u);  // The replay is held in memory, as the applier's.
   EXPECT_EQ(recovered->FindAccount("a").value(), (AccountState{.balance = 3000, .sequence = 300}));
   EXPECT_EQ(recovered->FindAccount("b").value(), (AccountState{.balance = 10, .sequence = 1}));
+  std::vector<std::pair<std::string, AccountState>> loaded;
+  ASSERT_TRUE(recovered
+                  ->ForEachAccount([&](std::string id, const AccountState& state) {
+                    loaded.emplace_back(std::move(id), state);
+                  })
+                  .ok());
+  const std::vector<std::pair<std::string, AccountState>> expected = {
+      {"a", {.balance = 3000, .sequence = 300}},
+      {"b", {.balance = 10, .sequence = 1}},
+      {"c", {.balance = 10, .sequence = 1}}};
+  EXPECT_EQ(loaded, expected);
   absl::StatusOr<HistoryPage> history = recovered->ReadHistory("a", 0, 1000);
   ASSERT_TRUE(history.ok());
   EXPECT_EQ(history->entries.size(), 300u);
