@@ -19,7 +19,7 @@ TIMED = bash $(CURDIR)/scripts/timed.sh
 
 .PHONY: all deps build build-bench run check test test-release test-tsan asan-configure \
 	asan-build test-asan test-thread-safety test-image bench bench-durability bench-overload \
-	bench-transfers bench-apply bench-backup bench-log bench-replication soak simulate fuzz-build fuzz test-fuzz \
+	bench-transfers bench-apply bench-backup bench-startup bench-log bench-replication soak simulate fuzz-build fuzz test-fuzz \
 	format tidy clean
 
 all: build
@@ -162,6 +162,11 @@ bench-apply: build-bench
 # side; ledgerd on CPU 0, the clients on CPU 1.
 bench-backup: build
 	bash bench/backup_pause.sh $(abspath $(RELEASE)) 3 15 5000 4
+
+# Issue 31's start-up row: 1M accounts and 20M Deposits, start to serving after a clean stop and
+# after a kill (bench/startup_bench.py; about 10 minutes and 3 GB of scratch in /tmp).
+bench-startup: build-bench
+	python3 bench/startup_bench.py --build $(RELEASE) --rounds 3
 
 # Issue 30's soak (goal 6, docs/benchmarks.md): ledgerd with 4 shards on CPU 0, 4,000 Deposits/s
 # over 10,000 accounts and 200 cross-shard Transfers/s among 40 from two ledger-loadtest clients
