@@ -3,6 +3,7 @@
 // client/ledgerctl_commands.h, what they share in client/ledgerctl_session.h.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "client/ledgerctl_commands.h"
 #include "client/ledgerctl_session.h"
 #include "client/tls_flags.h"
+#include "grpc/support/log.h"
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, target, ledger::ctl::kDefaultTarget,
@@ -223,6 +225,11 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
+  // gRPC's own log lines (a poller's error at exit after a call timed out) are noise here:
+  // ledgerctl reports every call's outcome itself. Set GRPC_VERBOSITY or GRPC_TRACE to see them.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr && std::getenv("GRPC_TRACE") == nullptr) {
+    gpr_set_log_function([](gpr_log_func_args* /*line*/) {});
+  }
   const std::vector<std::string> command_line(argv, argv + argc);  // For a retry's command.
   const ledger::cli::ProgramSpec program{"ledgerctl", __FILE__, kUsage, {ledger::kTlsFlagsFile}};
   const std::vector<std::string> positional =
