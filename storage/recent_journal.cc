@@ -93,27 +93,25 @@ void RecentJournal::Release(bool written) {
   sealed_bytes_ = 0;
 }
 
-std::vector<std::pair<std::string, const std::string*>> RecentJournal::SortedForTable(
-    const Entries& entries) {
+bool RecentJournal::ForEachInTableOrder(
+    const Entries& entries,
+    const std::function<bool(absl::string_view key, absl::string_view value)>& write) {
   std::vector<const Entries::value_type*> accounts;
   accounts.reserve(entries.size());
-  size_t count = 0;
-  for (const Entries::value_type& account : entries) {
-    accounts.push_back(&account);
-    count += account.second.size();
-  }
+  for (const Entries::value_type& account : entries) accounts.push_back(&account);
+  // The prefixes end in a separator no account id holds, so their order is their keys' order.
   std::sort(accounts.begin(), accounts.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
-  std::vector<std::pair<std::string, const std::string*>> sorted;
-  sorted.reserve(count);
+  std::string key;
   for (const Entries::value_type* account : accounts) {
+    // The prefix is the account id and its separator.
+    const absl::string_view account_id(account->first.data(), account->first.size() - 1);
     for (const Entry& entry : account->second) {
-      // The prefix is the account id and its separator.
-      const absl::string_view account_id(account->first.data(), account->first.size() - 1);
-      sorted.emplace_back(JournalKey(account_id, entry.sequence), &entry.value);
+      key = JournalKey(account_id, entry.sequence);
+      if (!write(key, entry.value)) return false;
     }
   }
-  return sorted;
+  return true;
 }
 
 size_t RecentJournal::size() const {

@@ -7,6 +7,7 @@
 #define LEDGER_STORAGE_RECENT_JOURNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,9 +45,14 @@ class RecentJournal {
   // again (before the newer ones).
   void Release(bool written) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The sealed entries' keys in RocksDB's order, each with its value: what the table holds.
-  static std::vector<std::pair<std::string, const std::string*>> SortedForTable(
-      const Entries& entries);
+  // Calls `write` with each sealed entry's key and value in RocksDB's order (account by account,
+  // each by sequence): what the checkpoint's table holds. Stops when `write` returns false, and
+  // then returns false. The keys are made one at a time in one buffer: making all of them first
+  // held about 20 MB more for a checkpoint of the soak's load (4,000 Deposits/s), which its
+  // samples saw as RSS spikes during checkpoints.
+  static bool ForEachInTableOrder(
+      const Entries& entries,
+      const std::function<bool(absl::string_view key, absl::string_view value)>& write);
 
   // Entries held, and their values' bytes (for tests and the memory metric).
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);

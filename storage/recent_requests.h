@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
@@ -25,8 +25,12 @@ namespace ledger::storage {
 // Thread-safe.
 class RecentRequests {
  public:
-  // Records by RocksDB key; a value of nullopt is a deletion.
-  using Records = absl::flat_hash_map<std::string, std::optional<std::string>>;
+  // Records by RocksDB key; a value of nullopt is a deletion. A node map: a flat map's slot array
+  // holds the records themselves, and at a few hundred thousand records (a checkpoint's worth
+  // at 4,000 Deposits/s) each doubling of it allocated 19 MB more while the old array was
+  // still held, which the 30-minute soak saw as 10-28 MB jumps of ledgerd's RSS. A node map's
+  // array holds pointers: 8 bytes a record.
+  using Records = absl::node_hash_map<std::string, std::optional<std::string>>;
 
   // A durable log entry set `key` to `value` (nullopt: deleted it).
   void Add(absl::string_view key, std::optional<absl::string_view> value) ABSL_LOCKS_EXCLUDED(mu_);

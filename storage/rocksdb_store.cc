@@ -769,10 +769,11 @@ absl::Status RocksDbStore::IngestRecentRecords(const RecentRequests::Records& re
   if (step.ok() && !journal.empty()) {
     step = write_table(kJournal, "journal", [&](rocksdb::SstFileWriter& writer) {
       rocksdb::Status put;
-      for (const auto& [key, value] : RecentJournal::SortedForTable(journal)) {
-        put = writer.Put(ToSlice(key), ToSlice(*value));
-        if (!put.ok()) break;
-      }
+      RecentJournal::ForEachInTableOrder(journal,
+                                         [&](absl::string_view key, absl::string_view value) {
+                                           put = writer.Put(ToSlice(key), ToSlice(value));
+                                           return put.ok();
+                                         });
       return put;
     });
   }

@@ -20,6 +20,17 @@ std::vector<uint64_t> Sequences(const std::map<uint64_t, std::string>& entries) 
   return sequences;
 }
 
+// What RecentJournal::ForEachInTableOrder writes, in its order.
+std::vector<std::pair<std::string, std::string>> TableOrder(const RecentJournal::Entries& entries) {
+  std::vector<std::pair<std::string, std::string>> table;
+  EXPECT_TRUE(RecentJournal::ForEachInTableOrder(
+      entries, [&](absl::string_view key, absl::string_view value) {
+        table.emplace_back(key, value);
+        return true;
+      }));
+  return table;
+}
+
 TEST(RecentJournalTest, EntriesAreReadByAccountThroughASequenceUntilAWrittenSealIsReleased) {
   RecentJournal journal;
   EXPECT_FALSE(journal.Add("not a journal key", "x"));
@@ -39,12 +50,17 @@ TEST(RecentJournalTest, EntriesAreReadByAccountThroughASequenceUntilAWrittenSeal
   EXPECT_EQ(Sequences(journal.Read(JournalPrefix("a"), UINT64_MAX)),
             (std::vector<uint64_t>{1, 2, 3, 4}));
   // The table's keys are RocksDB's order: account by account, each by sequence.
-  const auto table = RecentJournal::SortedForTable(*sealed);
+  const auto table = TableOrder(*sealed);
   ASSERT_EQ(table.size(), 4u);
   EXPECT_EQ(table[0].first, JournalKey("a", 1));
   EXPECT_EQ(table[2].first, JournalKey("a", 3));
-  EXPECT_EQ(*table[2].second, "a3");
+  EXPECT_EQ(table[2].second, "a3");
   EXPECT_EQ(table[3].first, JournalKey("ab", 1));
+  // A write that fails stops the walk.
+  int written = 0;
+  EXPECT_FALSE(RecentJournal::ForEachInTableOrder(
+      *sealed, [&](absl::string_view, absl::string_view) { return ++written < 2; }));
+  EXPECT_EQ(written, 2);
 
   journal.Release(/*written=*/true);
   EXPECT_EQ(Sequences(journal.Read(JournalPrefix("a"), UINT64_MAX)), (std::vector<uint64_t>{4}));
@@ -66,7 +82,7 @@ TEST(RecentJournalTest, AFailedCheckpointHoldsTheSealedEntriesAgainBeforeTheNewe
   EXPECT_EQ(entries.at(3), "a3-again");
   EXPECT_EQ(journal.size(), 3u);
   EXPECT_EQ(journal.bytes(), 2 + 2 + 8);
-  const auto table = RecentJournal::SortedForTable(*journal.Seal());
+  const auto table = TableOrder(*journal.Seal());
   ASSERT_EQ(table.size(), 3u);
   EXPECT_EQ(table[0].first, JournalKey("a", 1));
   EXPECT_EQ(table[2].first, JournalKey("a", 3));
