@@ -163,6 +163,12 @@ struct MemoryLookup {
   std::optional<RequestRecord> record;  // When answered: the record, or nullopt when none.
 };
 
+// One request_id to look up (LedgerStore::FindRequests).
+struct RequestKeyRef {
+  absl::string_view account_id;
+  absl::string_view request_id;
+};
+
 // The same for a transfer's record and a credit's receipt.
 struct TransferLookup {
   bool answered = false;
@@ -202,6 +208,30 @@ class LedgerStore {
     absl::StatusOr<std::optional<RequestRecord>> found = FindRequest(account_id, request_id);
     if (!found.ok()) return found.status();
     return MemoryLookup{.answered = true, .record = *std::move(found)};
+  }
+
+  // FindRequestInMemory for many request_ids at once, one answer per key and in their order;
+  // with `may_block`, FindRequest for each (every answer then `answered`). A store may read them
+  // together: RocksDB's MultiGet consults each table's filter and index once for the batch
+  // rather than once per key. This default asks one at a time.
+  virtual std::vector<absl::StatusOr<MemoryLookup>> FindRequests(
+      absl::Span<const RequestKeyRef> keys, bool may_block) {
+    std::vector<absl::StatusOr<MemoryLookup>> found;
+    found.reserve(keys.size());
+    for (const RequestKeyRef& key : keys) {
+      if (!may_block) {
+        found.push_back(FindRequestInMemory(key.account_id, key.request_id));
+        continue;
+      }
+      absl::StatusOr<std::optional<RequestRecord>> record =
+          FindRequest(key.account_id, key.request_id);
+      if (record.ok()) {
+        found.push_back(MemoryLookup{.answered = true, .record = *std::move(record)});
+      } else {
+        found.push_back(record.status());
+      }
+    }
+    return found;
   }
 
   // The account's stored state; nullopt when it was never written.

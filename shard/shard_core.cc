@@ -86,6 +86,9 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
   if (options_.store == nullptr) return true;
   ForgetFinishedRecords(finished_through);
   prefetched_records_.assign(batch_.size(), PrefetchedRecord{});
+  // The request_ids memory does not hold, looked up together below.
+  std::vector<RequestKeyRef> lookups;
+  std::vector<size_t> looked_up_messages;
   for (size_t i = 0; i < batch_.size(); ++i) {
     const Message& message = batch_[i];
     if (Unsettled(message.account_id)) {
@@ -102,24 +105,23 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
     prefetched.key = RequestKey(message);
     if (pending_records_.contains(prefetched.key)) continue;
     prefetched.looked_up = true;
-    if (may_block) {
-      absl::StatusOr<std::optional<RequestRecord>> found =
-          options_.store->FindRequest(message.account_id, message.request_id);
-      if (found.ok()) {
-        prefetched.record = *std::move(found);
+    lookups.push_back({.account_id = message.account_id, .request_id = message.request_id});
+    looked_up_messages.push_back(i);
+  }
+  if (!lookups.empty()) {
+    std::vector<absl::StatusOr<MemoryLookup>> found =
+        options_.store->FindRequests(lookups, may_block);
+    LEDGER_CHECK_EQ(found.size(), lookups.size());
+    for (size_t k = 0; k < found.size(); ++k) {
+      PrefetchedRecord& prefetched = prefetched_records_[looked_up_messages[k]];
+      if (!found[k].ok()) {
+        prefetched.status = found[k].status();
+      } else if (!found[k]->answered) {
+        LEDGER_CHECK(!may_block);
+        return false;
       } else {
-        prefetched.status = found.status();
+        prefetched.record = std::move(found[k]->record);
       }
-      continue;
-    }
-    absl::StatusOr<MemoryLookup> found =
-        options_.store->FindRequestInMemory(message.account_id, message.request_id);
-    if (!found.ok()) {
-      prefetched.status = found.status();
-    } else if (!found->answered) {
-      return false;
-    } else {
-      prefetched.record = std::move(found->record);
     }
   }
   prefetched_ = true;

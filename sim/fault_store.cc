@@ -227,6 +227,28 @@ absl::StatusOr<std::optional<RequestRecord>> FaultStore::FindRequest(absl::strin
   return found->second;
 }
 
+std::vector<absl::StatusOr<MemoryLookup>> FaultStore::FindRequests(
+    absl::Span<const RequestKeyRef> keys, bool may_block) {
+  if (!may_block || keys.size() < 2 || !LookupFails()) {
+    return LedgerStore::FindRequests(keys, may_block);
+  }
+  ++failed_lookup_batches_;
+  std::vector<absl::StatusOr<MemoryLookup>> found;
+  int failed = 0;
+  for (const RequestKeyRef& key : keys) {
+    auto recent = recent_requests_.find({std::string(key.account_id), std::string(key.request_id)});
+    if (recent != recent_requests_.end()) {
+      found.push_back(MemoryLookup{.answered = true, .record = recent->second});
+    } else {
+      found.push_back(absl::UnavailableError("simulated failure of a batch of lookups"));
+      ++failed;
+    }
+  }
+  // The auditor allows one failed decision per failed lookup: LookupFails counted one.
+  lookup_failures_ += failed - 1;
+  return found;
+}
+
 absl::StatusOr<MemoryLookup> FaultStore::FindRequestInMemory(absl::string_view account_id,
                                                              absl::string_view request_id) {
   // RocksDB answers from its memtables and block cache, or says the record may be on disk.

@@ -134,6 +134,8 @@ class FaultStore final : public LedgerStore {
   size_t unapplied_entries() const { return unapplied_.size(); }
   // Lookups answered from an entry the applier had not reached: what the lag exercised.
   int64_t unapplied_answers() const { return unapplied_answers_; }
+  // Batches of request_id lookups that failed whole (FindRequests).
+  int64_t failed_lookup_batches() const { return failed_lookup_batches_; }
 
   // A backup as RocksDbStore::StageBackup makes one (docs/operations.md, "Backing up and
   // restoring"): the derived state at the applied position (the tables of its checkpoint) and
@@ -151,6 +153,10 @@ class FaultStore final : public LedgerStore {
                                                            absl::string_view request_id) override;
   absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
                                                    absl::string_view request_id) override;
+  // As RocksDbStore: a batch that may block is one read (MultiGet) for the keys not held in
+  // memory, and when that read fails, every one of them fails with it.
+  std::vector<absl::StatusOr<MemoryLookup>> FindRequests(absl::Span<const RequestKeyRef> keys,
+                                                         bool may_block) override;
   absl::StatusOr<std::optional<AccountState>> FindAccount(absl::string_view account_id) override;
   absl::StatusOr<std::optional<TransferRecord>> FindTransfer(absl::string_view transfer_id,
                                                              absl::string_view from) override;
@@ -214,6 +220,7 @@ class FaultStore final : public LedgerStore {
   int64_t successful_writes_ = 0;
   uint64_t version_ = 0;
   int64_t unapplied_answers_ = 0;
+  int64_t failed_lookup_batches_ = 0;
   State truth_;
   State applied_;
   SimLog log_;

@@ -109,8 +109,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "  pipeline: %lld group writes of %lld batches, at most %lld in flight, %lld rollbacks "
         "of %lld batches, %lld writes while deciding, %lld prefetches retried on the disk\n"
         "  %lld decisions read undurable state, %lld retries answered from an in-flight record, "
-        "%lld lookups answered from a log entry not yet applied, %lld backups restored, "
-        "%lld checkpoints\n"
+        "%lld lookups answered from a log entry not yet applied, %lld batches of lookups failed "
+        "whole, %lld backups restored, %lld checkpoints\n"
         "  log: %lld failed entries found torn at a restart, %lld found whole and kept\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
@@ -119,8 +119,10 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.prefetch_retries),
         static_cast<long long>(result.undurable_reads),
         static_cast<long long>(result.in_flight_record_answers),
-        static_cast<long long>(result.unapplied_answers), static_cast<long long>(result.backups),
-        static_cast<long long>(result.checkpoints), static_cast<long long>(result.torn_tails),
+        static_cast<long long>(result.unapplied_answers),
+        static_cast<long long>(result.failed_lookup_batches),
+        static_cast<long long>(result.backups), static_cast<long long>(result.checkpoints),
+        static_cast<long long>(result.torn_tails),
         static_cast<long long>(result.kept_failed_entries));
   }
   if (verbose) {

@@ -253,6 +253,7 @@ class Simulation {
     result_.undurable_reads = auditor_.undurable_reads();
     result_.in_flight_record_answers = auditor_.in_flight_record_answers();
     result_.unapplied_answers = store_.unapplied_answers();
+    result_.failed_lookup_batches = store_.failed_lookup_batches();
     result_.torn_tails = store_.log().torn_tails();
     result_.kept_failed_entries = store_.log().kept_failed_entries();
     CountJournal();

@@ -102,6 +102,8 @@ struct SimResult {
   int64_t in_flight_record_answers = 0;
   // Lookups that must not wait answered from a log entry the store's applier had not reached.
   int64_t unapplied_answers = 0;
+  // Batches of request_id lookups (a RocksDB MultiGet) that failed whole.
+  int64_t failed_lookup_batches = 0;
   // Backups taken (at seeded moments, the applier behind the log) and restored, each equal to
   // the log's state when it was taken.
   int64_t backups = 0;

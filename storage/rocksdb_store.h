@@ -173,6 +173,9 @@ class RocksDbStore final : public LedgerStorage {
   // a key its bloom filters rule out is answered without a read.
   absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
                                                    absl::string_view request_id) override;
+  // With `may_block`, one RocksDB MultiGet for the keys RecentRequests does not hold.
+  std::vector<absl::StatusOr<MemoryLookup>> FindRequests(absl::Span<const RequestKeyRef> keys,
+                                                         bool may_block) override;
 
   // Calls `load` for every stored account, in key order, after checking that it equals its
   // newest journal entry (AccountJournalCheck): DataLoss, naming the first account that does not,

@@ -253,6 +253,27 @@ TEST(StoreLogTest, IdempotencyRecordsAndTheJournalReachRocksDbAtACheckpointAndAr
     EXPECT_EQ(HistoryOf(*store, "a", 7, 10), (Page{{7, 6, 5, 4, 3, 2, 1}, 0}));
     EXPECT_EQ(HistoryOf(*store, "a", 11, 1), (Page{{11}, 10}));
     EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 120, .sequence = 12}));
+    // A batch of lookups reads both too: 11 and 12 from memory, 1 to 10 with one MultiGet (its
+    // keys out of order), 13 nowhere, and the account "b" never written.
+    std::vector<std::string> ids;
+    for (const uint64_t n : {12, 3, 13, 1, 11, 10, 7}) ids.push_back(absl::StrCat("d-", n));
+    std::vector<RequestKeyRef> keys;
+    for (const std::string& id : ids) keys.push_back({.account_id = "a", .request_id = id});
+    keys.push_back({.account_id = "b", .request_id = "d-3"});
+    for (const bool may_block : {false, true}) {
+      std::vector<absl::StatusOr<MemoryLookup>> found = store->FindRequests(keys, may_block);
+      ASSERT_EQ(found.size(), keys.size());
+      std::vector<std::optional<int64_t>> balances;
+      for (const absl::StatusOr<MemoryLookup>& lookup : found) {
+        ASSERT_TRUE(lookup.ok()) << lookup.status();
+        ASSERT_TRUE(lookup->answered);  // The tables' blocks were just written and read.
+        balances.push_back(lookup->record.has_value() ? std::optional(lookup->record->balance)
+                                                      : std::nullopt);
+      }
+      EXPECT_EQ(balances, (std::vector<std::optional<int64_t>>{120, 30, std::nullopt, 10, 110, 100,
+                                                               70, std::nullopt}))
+          << "may_block " << may_block;
+    }
     CopyAsCrashImage(scratch.path(), image);
   }
   {
