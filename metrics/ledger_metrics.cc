@@ -116,6 +116,13 @@ void LedgerMetrics::CollectLog(std::vector<prometheus::MetricFamily>& families) 
                             MetricType::Counter);
   AddMetric(checkpoints, {}).counter.value = static_cast<double>(stats.checkpoints);
   families.push_back(std::move(checkpoints));
+  auto failures = Family("ledger_log_checkpoint_failures_total",
+                         "Checkpoints that failed (a full disk, an I/O error): the log keeps its "
+                         "segments and the records stay in memory until one succeeds; tried "
+                         "again a second later.",
+                         MetricType::Counter);
+  AddMetric(failures, {}).counter.value = static_cast<double>(stats.checkpoint_failures);
+  families.push_back(std::move(failures));
 }
 
 void LedgerMetrics::CollectBackups(std::vector<prometheus::MetricFamily>& families) const {

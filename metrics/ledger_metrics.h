@@ -156,6 +156,7 @@ struct LogStats {
   uint64_t applied_position = 0;  // The newest entry applied to RocksDB.
   int64_t disk_bytes = 0;         // The segment files.
   uint64_t checkpoints = 0;       // Checkpoints done since start.
+  uint64_t checkpoint_failures = 0;  // Checkpoints that failed since start.
 };
 
 // Online backups since start (ledger_backups_total, ledger_backup_last_success_timestamp_seconds).

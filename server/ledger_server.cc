@@ -129,7 +129,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       return LogStats{.position = log.position,
                       .applied_position = log.applied_position,
                       .disk_bytes = log.disk_bytes,
-                      .checkpoints = log.checkpoints};
+                      .checkpoints = log.checkpoints,
+                      .checkpoint_failures = log.checkpoint_failures};
     });
   }
   const ServiceOptions service_options{

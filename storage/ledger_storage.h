@@ -66,6 +66,7 @@ struct LogProgress {
   uint64_t applied_position = 0;  // The newest the derived state has reached.
   int64_t disk_bytes = 0;         // What the log's segments take on disk.
   uint64_t checkpoints = 0;       // Checkpoints since the store was opened.
+  uint64_t checkpoint_failures = 0;  // Checkpoints that failed since then.
 };
 
 // Thread-safe.

@@ -54,6 +54,8 @@ static_assert(static_cast<int>(LogFamily::kRequests) == kRequests);
 // How often a closed store tries to reopen (and a poisoned log to be repaired); in between,
 // writes fail at once.
 constexpr absl::Duration kReopenInterval = absl::Milliseconds(200);
+// How long the applier waits to try again after a checkpoint failed.
+constexpr absl::Duration kCheckpointRetryInterval = absl::Seconds(1);
 // How long a read waits for the applier to reach the writes acknowledged before it.
 constexpr absl::Duration kApplyWait = absl::Seconds(5);
 // Log entries waiting for the applier, in bytes, beyond which a group write waits for it: the
@@ -645,10 +647,13 @@ uint64_t RocksDbStore::applied_position() const {
 absl::Status RocksDbStore::Checkpoint() {
   absl::MutexLock checkpoint_lock(&checkpoint_mu_);
   absl::StatusOr<uint64_t> applied = CheckpointLocked([](absl::string_view) {});
-  if (!applied.ok()) return applied.status();
-  absl::StatusOr<int> dropped = log_->DropBefore(DropLimit(*applied));
-  if (!dropped.ok()) return dropped.status();
-  return absl::OkStatus();
+  absl::Status status = applied.status();
+  if (applied.ok()) {
+    absl::StatusOr<int> dropped = log_->DropBefore(DropLimit(*applied));
+    status = dropped.status();
+  }
+  if (!status.ok()) checkpoint_failures_.fetch_add(1, std::memory_order_relaxed);
+  return status;
 }
 
 absl::StatusOr<uint64_t> RocksDbStore::CheckpointLocked(
@@ -1003,6 +1008,7 @@ void RocksDbStore::RunApplier() {
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   std::vector<Unapplied> entries;
   absl::Time next_spare_attempt = absl::InfinitePast();
+  absl::Time next_checkpoint_attempt = absl::InfinitePast();
   while (true) {
     // The next segment, made here ahead of time rather than on the journal thread when the
     // current one fills (at most one attempt a second while the disk is full).
@@ -1060,11 +1066,16 @@ void RocksDbStore::RunApplier() {
     ForgetApplied(entries);
     // Once the log has a segment behind the one being written, a checkpoint lets it go; once
     // the records held in memory reach their bound, it writes them to RocksDB.
-    if (log_->SegmentCount() > 1 ||
-        RecentRecordsBytes() >= options_.recent_records_checkpoint_bytes) {
+    // One that fails (a full disk) is tried again a second later, not at every turn: each
+    // attempt writes table files and logs a line.
+    if ((log_->SegmentCount() > 1 ||
+         RecentRecordsBytes() >= options_.recent_records_checkpoint_bytes) &&
+        absl::Now() >= next_checkpoint_attempt) {
       if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
+        next_checkpoint_attempt = absl::Now() + kCheckpointRetryInterval;
         std::cerr << "ledgerd: checkpoint failed (" << checkpointed.message()
-                  << "); the log keeps its segments until one succeeds\n";
+                  << "); the log keeps its segments until one succeeds (next try in "
+                  << absl::FormatDuration(kCheckpointRetryInterval) << ")\n";
       }
     }
   }

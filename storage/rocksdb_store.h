@@ -158,11 +158,17 @@ class RocksDbStore final : public LedgerStorage {
 
   // Checkpoints done since the store was opened.
   uint64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
+  // Checkpoints that failed since then (Checkpoint's or the applier's). The applier tries again
+  // at most once a second (kCheckpointRetryInterval) while they fail.
+  uint64_t checkpoint_failures() const {
+    return checkpoint_failures_.load(std::memory_order_relaxed);
+  }
   LogProgress log_progress() const override {
     return {.position = log_position(),
             .applied_position = applied_position(),
             .disk_bytes = LogDiskBytes(),
-            .checkpoints = checkpoints()};
+            .checkpoints = checkpoints(),
+            .checkpoint_failures = checkpoint_failures()};
   }
 
   using LedgerStore::Write;
@@ -367,6 +373,7 @@ class RocksDbStore final : public LedgerStorage {
   // The newest position appended to the log (acknowledged once WriteGroup returns).
   std::atomic<uint64_t> appended_{0};
   std::atomic<uint64_t> checkpoints_{0};
+  std::atomic<uint64_t> checkpoint_failures_{0};
   // A staged backup: one at a time, and the oldest log position its copy still reads.
   std::atomic<bool> backup_staged_{false};
   std::atomic<uint64_t> backup_pin_{UINT64_MAX};

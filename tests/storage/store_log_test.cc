@@ -360,6 +360,45 @@ TEST(StoreLogTest, ACheckpointThatCannotWriteItsTablesKeepsEverythingInMemoryFor
   EXPECT_EQ(HistoryOf(*store, "a", 2, 10).first, (std::vector<uint64_t>{2, 1}));
 }
 
+// The applier's own checkpoints (here after every entry: a tiny bound on the records held) that
+// fail are tried again a second later, not at each of the 200 entries it applies meanwhile; the
+// first one after the cause is gone succeeds.
+TEST(StoreLogTest, TheApplierTriesAFailedCheckpointAgainASecondLaterNotAtEveryEntry) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path());
+  StoreOptions options = LogOptions(scratch.path());
+  options.recent_records_checkpoint_bytes = 1;
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+  ASSERT_NE(store, nullptr);
+  const std::string in_the_way = absl::StrCat(scratch.path(), "/", kCheckpointStagingDirectory);
+  { std::ofstream(in_the_way) << "not a directory"; }
+  const auto started = std::chrono::steady_clock::now();
+  for (uint64_t n = 1; n <= 200; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+  ASSERT_EQ(HistoryOf(*store, "a", 0, 1).first, (std::vector<uint64_t>{200}));  // All applied.
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+          .count();
+  EXPECT_EQ(store->checkpoints(), 0u);
+  EXPECT_GE(store->checkpoint_failures(), 1u);
+  // One attempt a second at most (and the first at once).
+  EXPECT_LE(store->checkpoint_failures(), static_cast<uint64_t>(seconds) + 1);
+  EXPECT_EQ(store->log_progress().checkpoint_failures, store->checkpoint_failures());
+
+  std::filesystem::remove(in_the_way);
+  const uint64_t failures = store->checkpoint_failures();
+  // The applier checks after each entry it applies: keep writing until it has tried again.
+  uint64_t n = 200;
+  ASSERT_TRUE(testing_util::WaitUntil(
+      [&] {
+        EXPECT_TRUE(store->Write(DepositBatch("a", ++n)).ok());
+        return store->checkpoints() > 0;
+      },
+      "a checkpoint succeeds", std::chrono::seconds(10), std::chrono::milliseconds(20)));
+  EXPECT_EQ(store->checkpoint_failures(), failures);
+  // It wrote every record held since the failures began.
+  EXPECT_GE(store->CountRequestRecords().value(), 200);
+}
+
 // A staged backup is RocksDB's checkpoint at the applied position plus the log after it, up to
 // the newest acknowledged write: here the applier is held at 50 while 70 are acknowledged, so the
 // copy's log holds 51 to 70, and the copy, opened as a data directory, has all 70. One backup is
