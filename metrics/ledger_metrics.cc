@@ -29,6 +29,19 @@ prometheus::ClientMetric& AddMetric(prometheus::MetricFamily& family,
   return family.metric.back();
 }
 
+// A family of one unlabelled counter or gauge holding `value`, appended to `families`.
+void PushSingle(std::vector<prometheus::MetricFamily>& families, std::string name, std::string help,
+                prometheus::MetricType type, double value) {
+  prometheus::MetricFamily family = Family(std::move(name), std::move(help), type);
+  prometheus::ClientMetric& metric = AddMetric(family, {});
+  if (type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  families.push_back(std::move(family));
+}
+
 }  // namespace
 
 LedgerMetrics::LedgerMetrics(int32_t num_shards, std::string version)
@@ -93,36 +106,25 @@ void LedgerMetrics::CollectLog(std::vector<prometheus::MetricFamily>& families) 
     stats = log_();
   }
   using prometheus::MetricType;
-  auto position = Family("ledger_log_position",
-                         "Position of the newest entry in the log (one entry per group commit).",
-                         MetricType::Gauge);
-  AddMetric(position, {}).gauge.value = static_cast<double>(stats.position);
-  families.push_back(std::move(position));
-  auto applied = Family("ledger_log_applied_position",
-                        "Position of the newest log entry applied to RocksDB; History and "
-                        "GetTransfer wait for it to reach what was acknowledged before them.",
-                        MetricType::Gauge);
-  AddMetric(applied, {}).gauge.value = static_cast<double>(stats.applied_position);
-  families.push_back(std::move(applied));
-  auto bytes = Family("ledger_log_disk_bytes",
-                      "Bytes the log's segment files take (preallocated): about two segments "
-                      "of --log_segment_mib while checkpoints keep up.",
-                      MetricType::Gauge);
-  AddMetric(bytes, {}).gauge.value = static_cast<double>(stats.disk_bytes);
-  families.push_back(std::move(bytes));
-  auto checkpoints = Family("ledger_log_checkpoints_total",
-                            "Checkpoints: RocksDB's tables flushed up to a log position and the "
-                            "segments behind it deleted.",
-                            MetricType::Counter);
-  AddMetric(checkpoints, {}).counter.value = static_cast<double>(stats.checkpoints);
-  families.push_back(std::move(checkpoints));
-  auto failures = Family("ledger_log_checkpoint_failures_total",
-                         "Checkpoints that failed (a full disk, an I/O error): the log keeps its "
-                         "segments and the records stay in memory until one succeeds; tried "
-                         "again a second later.",
-                         MetricType::Counter);
-  AddMetric(failures, {}).counter.value = static_cast<double>(stats.checkpoint_failures);
-  families.push_back(std::move(failures));
+  PushSingle(families, "ledger_log_position",
+             "Position of the newest entry in the log (one entry per group commit).",
+             MetricType::Gauge, static_cast<double>(stats.position));
+  PushSingle(families, "ledger_log_applied_position",
+             "Position of the newest log entry applied to RocksDB; History and GetTransfer wait "
+             "for it to reach what was acknowledged before them.",
+             MetricType::Gauge, static_cast<double>(stats.applied_position));
+  PushSingle(families, "ledger_log_disk_bytes",
+             "Bytes the log's segment files take (preallocated): about two segments of "
+             "--log_segment_mib while checkpoints keep up.",
+             MetricType::Gauge, static_cast<double>(stats.disk_bytes));
+  PushSingle(families, "ledger_log_checkpoints_total",
+             "Checkpoints: RocksDB's tables flushed up to a log position and the segments behind "
+             "it deleted.",
+             MetricType::Counter, static_cast<double>(stats.checkpoints));
+  PushSingle(families, "ledger_log_checkpoint_failures_total",
+             "Checkpoints that failed (a full disk, an I/O error): the log keeps its segments and "
+             "the records stay in memory until one succeeds; tried again a second later.",
+             MetricType::Counter, static_cast<double>(stats.checkpoint_failures));
 }
 
 void LedgerMetrics::CollectBackups(std::vector<prometheus::MetricFamily>& families) const {
@@ -181,13 +183,11 @@ void LedgerMetrics::CollectConnections(std::vector<prometheus::MetricFamily>& fa
   AddMetric(closed, {{"reason", "out_of_descriptors"}}).counter.value =
       static_cast<double>(counts.closed_out_of_descriptors);
   families.push_back(std::move(closed));
-  auto exhausted = Family("ledger_out_of_descriptors_total",
-                          "Times accept() on the gRPC port failed for want of a file descriptor "
-                          "(EMFILE, ENFILE) or of kernel memory: the open-file limit is too low "
-                          "for --max_connections and everything else ledgerd holds open.",
-                          MetricType::Counter);
-  AddMetric(exhausted, {}).counter.value = static_cast<double>(counts.out_of_descriptors);
-  families.push_back(std::move(exhausted));
+  PushSingle(families, "ledger_out_of_descriptors_total",
+             "Times accept() on the gRPC port failed for want of a file descriptor (EMFILE, "
+             "ENFILE) or of kernel memory: the open-file limit is too low for --max_connections "
+             "and everything else ledgerd holds open.",
+             prometheus::MetricType::Counter, static_cast<double>(counts.out_of_descriptors));
 }
 
 void LedgerMetrics::CollectStoreMemory(std::vector<prometheus::MetricFamily>& families) const {
