@@ -256,6 +256,8 @@ struct RocksDbStore::Handles {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> families;  // Indexed by Family.
   std::string ledger_id;                               // From the format marker.
+  // Open defers compactions until the accounts are loaded (ResumeCompactions).
+  std::atomic<bool> compactions_deferred{false};
 
   ~Handles() {
     if (db == nullptr) return;
@@ -290,7 +292,13 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   absl::StatusOr<std::unique_ptr<DataDirectoryGuard>> guard =
       DataDirectoryGuard::Open(options.data_dir);
   if (!guard.ok()) return guard.status();
-  absl::StatusOr<std::unique_ptr<Handles>> handles = OpenHandles(options, /*create=*/false);
+  // Compactions wait until the accounts are loaded and checked (ForEachAccount): a start after
+  // a long write has compactions pending, which took one of this machine's two cores from the
+  // journal check (1M accounts, 20M Deposits: serving after 7.4 s with them, 5.0 s without).
+  // Nothing is written to RocksDB meanwhile: the start-up replay applies the log to memory.
+  absl::StatusOr<std::unique_ptr<Handles>> handles =
+      OpenHandles(options, /*create=*/false, /*format_version=*/nullptr,
+                  /*defer_compactions=*/true);
   if (!handles.ok()) return handles.status();
   // A backup's staged copy that a crash left behind (its hard links would pin old tables).
   std::error_code no_staging;
@@ -365,7 +373,7 @@ absl::StatusOr<UpgradeReport> RocksDbStore::Upgrade(const StoreOptions& options)
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles(
-    const StoreOptions& options, bool create, uint32_t* format_version) {
+    const StoreOptions& options, bool create, uint32_t* format_version, bool defer_compactions) {
   const std::string& dir = options.data_dir;
   if (options.durability == Durability::kNone) {
     return absl::InvalidArgumentError("durability none keeps no store");
@@ -431,10 +439,12 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
       family_options.periodic_compaction_seconds = static_cast<uint64_t>(
           std::max<int64_t>(absl::ToInt64Seconds(options.idempotency_ttl), 1));
     }
+    family_options.disable_auto_compactions = defer_compactions;
     descriptors.emplace_back(std::string(name), family_options);
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, descriptors, &handles->families, &db);
+  handles->compactions_deferred.store(defer_compactions, std::memory_order_relaxed);
   if (!opened.ok()) return OpenRefusal(dir, opened);
   handles->db.reset(db);
   if (create) {
@@ -448,6 +458,19 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
     return checked;
   }
   return handles;
+}
+
+void RocksDbStore::ResumeCompactions(Handles& handles) {
+  if (!handles.compactions_deferred.exchange(false, std::memory_order_acq_rel)) return;
+  for (rocksdb::ColumnFamilyHandle* family : handles.families) {
+    rocksdb::Status resumed =
+        handles.db->SetOptions(family, {{"disable_auto_compactions", "false"}});
+    if (!resumed.ok()) {
+      // Not fatal now, but tables would pile up unmerged: say so where operators look.
+      std::cerr << "ledgerd: cannot resume RocksDB's compactions of " << family->GetName() << ": "
+                << resumed.ToString() << "\n";
+    }
+  }
 }
 
 absl::Status RocksDbStore::WriteFormatMarker(Handles& handles, const StoreOptions& options,
@@ -744,6 +767,9 @@ absl::Status RocksDbStore::IngestRecentRecords(const RecentRequests::Records& re
   }
   std::vector<rocksdb::IngestExternalFileArg> tables;
   Handles& handles = *handles_;  // The lock is held for the whole ingestion.
+  // A store whose accounts were never loaded (a tool that only writes) compacts from its first
+  // checkpoint on.
+  ResumeCompactions(handles);
   // One table file of `family`, filled in key order by `fill`.
   const auto write_table =
       [&](Family family, absl::string_view name,
@@ -1413,6 +1439,7 @@ absl::Status RocksDbStore::ForEachAccount(
     }
     if (!it->status().ok()) return FromRocks(it->status(), "reading the accounts");
     if (absl::Status checked = check.Finish(); !checked.ok()) return checked;
+    ResumeCompactions(handles);
     load_replayed(replayed.size());
     return replayed_failure;
   });
@@ -1668,6 +1695,16 @@ absl::StatusOr<int64_t> RocksDbStore::CountRequestRecords() {
   });
   if (!status.ok()) return status;
   return count;
+}
+
+bool RocksDbStore::CompactionsDeferred() const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (handles_ == nullptr) return false;
+  bool deferred = true;
+  for (rocksdb::ColumnFamilyHandle* family : handles_->families) {
+    deferred = deferred && handles_->db->GetOptions(family).disable_auto_compactions;
+  }
+  return deferred;
 }
 
 absl::StatusOr<StoreMemory> RocksDbStore::Memory() {

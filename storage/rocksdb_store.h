@@ -158,6 +158,9 @@ class RocksDbStore final : public LedgerStorage {
 
   // Checkpoints done since the store was opened.
   uint64_t checkpoints() const { return checkpoints_.load(std::memory_order_relaxed); }
+  // Whether RocksDB compacts nothing for now, as it reports for every family: true from Open
+  // until ForEachAccount has loaded the accounts (or a first checkpoint), false after.
+  bool CompactionsDeferred() const;
   // Checkpoints that failed since then (Checkpoint's or the applier's). The applier tries again
   // at most once a second (kCheckpointRetryInterval) while they fail.
   uint64_t checkpoint_failures() const {
@@ -251,9 +254,13 @@ class RocksDbStore final : public LedgerStorage {
   // Opens the database; with `create`, makes a new one in a directory already checked to be
   // empty, and writes its format marker. `format_version` receives the directory's version;
   // without it, only kFormatVersion is accepted.
+  // With `defer_compactions`, RocksDB compacts nothing until ResumeCompactions.
   static absl::StatusOr<std::unique_ptr<Handles>> OpenHandles(const StoreOptions& options,
                                                               bool create,
-                                                              uint32_t* format_version = nullptr);
+                                                              uint32_t* format_version = nullptr,
+                                                              bool defer_compactions = false);
+  // Lets RocksDB compact again after an Open deferred it; at once when it did not.
+  static void ResumeCompactions(Handles& handles);
   // A format marker of this version, for a new ledger (a new ledger id) or `ledger_id`, written
   // and synced together with an applied log position of 0.
   static absl::Status WriteFormatMarker(Handles& handles, const StoreOptions& options,

@@ -361,6 +361,31 @@ TEST(StoreLogTest, ACheckpointThatCannotWriteItsTablesKeepsEverythingInMemoryFor
   EXPECT_EQ(HistoryOf(*store, "a", 2, 10).first, (std::vector<uint64_t>{2, 1}));
 }
 
+// RocksDB compacts nothing from Open until the accounts are loaded (start-up's journal check
+// then has both cores), and again as soon as they are; a store that never loads them (a tool
+// that only writes) compacts from its first checkpoint.
+TEST(StoreLogTest, CompactionsWaitUntilTheAccountsAreLoadedOrTheFirstCheckpoint) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path());
+  const StoreOptions options = LogOptions(scratch.path());
+  {
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+    ASSERT_NE(store, nullptr);
+    EXPECT_TRUE(store->CompactionsDeferred());
+    ASSERT_TRUE(store->Write(DepositBatch("a", 1)).ok());
+    EXPECT_TRUE(store->CompactionsDeferred());  // Writes alone do not resume them.
+    ASSERT_TRUE(store->Checkpoint().ok());
+    EXPECT_FALSE(store->CompactionsDeferred());
+  }
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->CompactionsDeferred());
+  int loaded = 0;
+  ASSERT_TRUE(store->ForEachAccount([&](std::string, const AccountState&) { ++loaded; }).ok());
+  EXPECT_EQ(loaded, 1);
+  EXPECT_FALSE(store->CompactionsDeferred());
+}
+
 // A checkpoint's ingested tables, and reopening a store that has them, print nothing from
 // RocksDB: 7.8 warns (once a process, when it first opens one) that such files have no unique ID
 // in its manifest to check them against, which is expected (StderrLogger drops it) and would
