@@ -47,9 +47,9 @@ class RecentJournal {
 
   // Calls `write` with each sealed entry's key and value in RocksDB's order (account by account,
   // each by sequence): what the checkpoint's table holds. Stops when `write` returns false, and
-  // then returns false. The keys are made one at a time in one buffer: making all of them first
-  // held about 20 MB more for a checkpoint of the soak's load (4,000 Deposits/s), which its
-  // samples saw as RSS spikes during checkpoints.
+  // then returns false. The keys are made one at a time, each passed to `write` before the
+  // next: making all of them first held about 20 MB more for a checkpoint of the soak's load
+  // (4,000 Deposits/s), which its samples saw as RSS spikes during checkpoints.
   static bool ForEachInTableOrder(
       const Entries& entries,
       const std::function<bool(absl::string_view key, absl::string_view value)>& write);

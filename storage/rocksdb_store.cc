@@ -444,9 +444,9 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, descriptors, &handles->families, &db);
-  handles->compactions_deferred.store(defer_compactions, std::memory_order_relaxed);
   if (!opened.ok()) return OpenRefusal(dir, opened);
   handles->db.reset(db);
+  handles->compactions_deferred.store(defer_compactions, std::memory_order_relaxed);
   if (create) {
     if (absl::Status written = WriteFormatMarker(*handles, options); !written.ok()) {
       return absl::FailedPreconditionError(
