@@ -105,7 +105,7 @@ void BM_QueueTrySendDrain(benchmark::State& state) {
       int64_t received = 0;
       while (received < per_producer * producers) {
         received += static_cast<int64_t>(queue.WaitAndDrain(batch, kDrainBatch));
-        for (const Message& message : batch) local_sum += message.amount;
+        for (const Message& message : batch) local_sum += message.Get<DepositCall>().amount;
         batch.clear();
       }
       sum = local_sum;
@@ -118,12 +118,7 @@ void BM_QueueTrySendDrain(benchmark::State& state) {
         int64_t local_retries = 0;
         for (int64_t i = 0; i < per_producer; ++i) {
           for (;;) {
-            Message message{.op = Op::kDeposit,
-                            .amount = 1,
-                            .account_id = {},
-                            .completion = nullptr,
-                            .enqueued_at = {},
-                            .request_id = {}};
+            Message message = MakeAccountCall(Op::kDeposit, "", 1, "", nullptr);
             if (queue.TrySend(std::move(message))) break;
             ++local_retries;
             std::this_thread::yield();
@@ -190,12 +185,7 @@ void BM_ShardApplyDeposits(benchmark::State& state) {
     shard.Start();
     for (int64_t i = 0; i < kDeposits; ++i) {
       for (;;) {
-        Message message{.op = Op::kDeposit,
-                        .amount = 1,
-                        .account_id = ids[i % accounts],
-                        .completion = &completion,
-                        .enqueued_at = {},
-                        .request_id = {}};
+        Message message = MakeAccountCall(Op::kDeposit, ids[i % accounts], 1, "", &completion);
         if (shard.TrySend(std::move(message)) == SendOutcome::kAccepted) break;
         std::this_thread::yield();
       }

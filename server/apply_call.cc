@@ -128,12 +128,7 @@ bool ApplyCall::BuildMessage(int index, Message& message) {
     message = *prepared;
     return true;
   }
-  message = Message{.op = facts.op,
-                    .amount = facts.amount,
-                    .account_id = facts.account_id,
-                    .completion = &operation,
-                    .enqueued_at = {},
-                    .request_id = facts.request_id};
+  message = MakeAccountCall(facts.op, facts.account_id, facts.amount, facts.request_id, &operation);
   return true;
 }
 
@@ -150,7 +145,7 @@ void ApplyCall::RefusePart(int32_t shard, size_t begin, size_t end, SendOutcome 
   const Outcome outcome = full ? Outcome::kMailboxFull : Outcome::kShuttingDown;
   for (size_t i = begin; i < end; ++i) {
     // A transfer's completion is its flight, which never started: it ends here.
-    if (messages_[i].op == Op::kTransfer) environment_.router->transfers().Unsent(messages_[i]);
+    if (messages_[i].op() == Op::kTransfer) environment_.router->transfers().Unsent(messages_[i]);
     Operation& operation = operations_[message_operation_[i]];
     operation.reply = Reply{.outcome = outcome};
     operation.facts.part_size = end - begin;
@@ -178,7 +173,7 @@ void ApplyCall::Answer() {
     const Reply& reply = operation.reply;
     if (reply.outcome == Outcome::kOk) {
       result->set_balance(reply.balance);
-      if (operation.facts.op == Op::kTransfer) result->set_to_balance(reply.to_balance);
+      if (operation.facts.op == Op::kTransfer) result->set_to_balance(reply.transfer().to_balance);
       if (operation.facts.op != Op::kBalance) result->set_replayed(reply.replayed);
       ++codes[0];
       continue;

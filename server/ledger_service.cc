@@ -56,7 +56,7 @@ class PendingCall final : public Completion {
       Response response;
       if constexpr (std::is_same_v<Response, v1::TransferResponse>) {
         response.set_from_balance(reply.balance);
-        response.set_to_balance(reply.to_balance);
+        response.set_to_balance(reply.transfer().to_balance);
         response.set_replayed(reply.replayed);
       } else {
         response.set_balance(reply.balance);
@@ -295,12 +295,7 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
   }
   facts.shard = router_->ShardFor(facts.account_id);
   facts.mailbox_capacity = router_->shard(facts.shard).mailbox_capacity();
-  Message message{.op = op,
-                  .amount = facts.amount,
-                  .account_id = facts.account_id,
-                  .completion = call,
-                  .enqueued_at = {},
-                  .request_id = facts.request_id};
+  Message message = MakeAccountCall(op, facts.account_id, facts.amount, facts.request_id, call);
   call->set_handed_to_shard(true);
   const SendOutcome sent = router_->TrySend(facts.shard, std::move(message));
   // Accepted: the shard finishes the call, and `call` may already be gone.
@@ -405,8 +400,9 @@ grpc::Status LedgerService::ReadTransfer(const v1::GetTransferRequest& request,
     facts.counterparty = record.to;
     facts.amount = record.amount;
     facts.overdraft_limit = options_.overdraft_limit;
-    const Reply refused{
-        .outcome = record.outcome, .balance = record.from_balance, .to_balance = record.to_balance};
+    const Reply refused{.outcome = record.outcome,
+                        .balance = record.from_balance,
+                        .detail = TransferReply{.to_balance = record.to_balance}};
     const grpc::Status refusal = ToPlainStatus(refused, facts);
     response.set_refusal_code(static_cast<int32_t>(refusal.error_code()));
     response.set_refusal_message(refusal.error_message());

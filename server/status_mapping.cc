@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -140,7 +141,7 @@ ErrorMetadata MetadataFor(v1::ErrorReason reason, const Reply& reply, const Call
       break;
     case v1::BALANCE_OVERFLOW:
       add("account_id", transfer ? facts.counterparty : facts.account_id);
-      add("balance", transfer ? reply.to_balance : reply.balance);
+      add("balance", transfer ? reply.transfer().to_balance : reply.balance);
       add("amount", facts.amount);
       break;
     case v1::REQUEST_ID_REUSED:
@@ -229,14 +230,15 @@ std::optional<grpc::Status> TransferStatusFor(const Reply& reply, const CallFact
       return grpc::Status(
           grpc::StatusCode::OUT_OF_RANGE,
           absl::StrCat("the transfer would overflow the balance of ", to, ": balance ",
-                       reply.to_balance, ", transfer ", facts.amount, ", maximum balance ",
-                       std::numeric_limits<int64_t>::max(),
+                       reply.transfer().to_balance, ", transfer ", facts.amount,
+                       ", maximum balance ", std::numeric_limits<int64_t>::max(),
                        " (less what transfers from it still in flight may refund). Nothing was "
                        "applied"));
     case Outcome::kTransferIdReused: {
       std::string was = "a different transfer";
-      if (reply.recorded_transfer != nullptr) {
-        const TransferRecord& recorded = *reply.recorded_transfer;
+      const auto* reused = std::get_if<ReusedTransferId>(&reply.detail);
+      if (reused != nullptr && reused->record != nullptr) {
+        const TransferRecord& recorded = *reused->record;
         was = absl::StrCat("a transfer of ", recorded.amount, " from ", recorded.from, " to ",
                            recorded.to);
       }
@@ -319,13 +321,15 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
                            facts.shard, "; it was not applied")};
     case Outcome::kInvalidRequestId:
       return {grpc::StatusCode::INVALID_ARGUMENT, DescribeInvalidRequestId(facts.request_id)};
-    case Outcome::kRequestIdReused:
+    case Outcome::kRequestIdReused: {
+      // The shard always says what the request_id was first used for.
+      const ReusedRequestId reused = std::get<ReusedRequestId>(reply.detail);
       return {grpc::StatusCode::ALREADY_EXISTS,
               absl::StrCat("request_id \"", facts.request_id, "\" was already used on account ",
-                           facts.account_id, " for a ", OpName(reply.recorded_op), " of ",
-                           reply.recorded_amount, "; this call is a ", OpName(facts.op), " of ",
-                           facts.amount,
+                           facts.account_id, " for a ", OpName(reused.op), " of ", reused.amount,
+                           "; this call is a ", OpName(facts.op), " of ", facts.amount,
                            ". Nothing was applied: use a new request_id for a new operation")};
+    }
     case Outcome::kStorageFailed:
       return {
           grpc::StatusCode::UNAVAILABLE,

@@ -1,5 +1,11 @@
-// Defines `Message`, what the front end hands a shard for one call, and `Completion`, the
-// front end's callback through which the shard answers it.
+// Defines `Message`, what the front end hands a shard for one call or one step of a transfer,
+// `Reply`, the shard's answer, and `Completion`, the front end's callback through which the shard
+// answers it.
+//
+// Each kind of message is a struct of its own (DepositCall, ..., SettleStep, BatchPart), held in
+// Message::kind, so that a field means one thing: a transfer's destination is `TransferCall::to`,
+// its source on the destination's shard `CreditStep::from`. The same for the answers that carry
+// more than a balance (Reply::detail). A handler reads its kind with Message::Get<Kind>().
 #ifndef LEDGER_SHARD_MESSAGE_H_
 #define LEDGER_SHARD_MESSAGE_H_
 
@@ -7,10 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/check.h"
 #include "shard/ledger_rules.h"
 #include "shard/ledger_store.h"
 
@@ -18,27 +26,48 @@ namespace ledger {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// kRequestIdReused: what the request_id was first used for.
+struct ReusedRequestId {
+  Op op = Op::kDeposit;
+  int64_t amount = 0;
+};
+
+// kTransferIdReused, when the shard knows it: the transfer the id was first used for.
+struct ReusedTransferId {
+  std::shared_ptr<const TransferRecord> record = nullptr;
+};
+
+// The steps of a transfer (TransferCall, CreditStep, SettleStep), beyond the balance of the
+// message's account.
+struct TransferReply {
+  // The destination's balance (see TransferRecord::to_balance).
+  int64_t to_balance = 0;
+  // TransferCall across shards: the source is debited (durably, once the reply is given) and the
+  // transfer is pending: the credit goes next.
+  bool debited = false;
+  // CreditStep: when the destination credited or refused it.
+  absl::Time credited_at = absl::InfinitePast();
+};
+
 // The shard's answer to one message.
 struct Reply {
   Outcome outcome = Outcome::kOk;
   // See Decision::balance; 0 for outcomes that never reached the rules. For a replayed request,
-  // the balance recorded when it was first applied.
+  // the balance recorded when it was first applied. For a transfer's steps, the balance of the
+  // message's account (the source's, or for a CreditStep the destination's).
   int64_t balance = 0;
-  // kRequestIdReused only: what the request_id was first used for.
-  Op recorded_op = Op::kDeposit;
-  int64_t recorded_amount = 0;
-  // True when this is the recorded reply of an earlier message with the same request_id:
-  // nothing was applied now.
+  // True when this is the recorded reply of an earlier message with the same request_id or
+  // transfer_id: nothing was applied now.
   bool replayed = false;
-  // Transfers: the destination's balance (see TransferRecord::to_balance).
-  int64_t to_balance = 0;
-  // kTransfer across shards: the source is debited (durably, once the reply is given) and the
-  // transfer is pending: the credit goes next.
-  bool debited = false;
-  // kTransferCredit: when the destination credited or refused it.
-  absl::Time credited_at = absl::InfinitePast();
-  // kTransferIdReused only: the transfer the id was first used for.
-  std::shared_ptr<const TransferRecord> recorded_transfer = nullptr;
+  // What this answer carries beyond a balance: nothing, or one of the kinds above.
+  std::variant<std::monostate, ReusedRequestId, ReusedTransferId, TransferReply> detail =
+      std::monostate{};
+
+  // The transfer fields; all defaults for an answer that has none.
+  TransferReply transfer() const {
+    const TransferReply* found = std::get_if<TransferReply>(&detail);
+    return found == nullptr ? TransferReply{} : *found;
+  }
 };
 
 // Implemented by the front end for each call it enqueues.
@@ -59,42 +88,110 @@ class Completion {
   ~Completion() = default;
 };
 
-// One call for a shard. Plain data: cheap to move through the mailbox.
-struct Message {
-  Op op = Op::kBalance;
+// The kinds of message. Every string_view is a view, not a copy: NOTE the bytes must stay valid
+// until the message's `completion->Complete` is called (the gRPC request object, or the
+// transfer's flight, satisfies this: it lives until then).
+
+// Op::kDeposit: a client's Deposit of `amount` (> 0) into the message's account.
+struct DepositCall {
   int64_t amount = 0;
-  // NOTE: a view, not a copy. The bytes must stay valid until `completion->Complete` is called
-  // (the gRPC request object satisfies this: it lives until the call finishes).
-  absl::string_view account_id;
-  Completion* completion = nullptr;
-  // Set by the shard's TrySend; the start of the mailbox wait.
-  SteadyClock::time_point enqueued_at;
-  // Empty, or the caller's idempotency key (validated); the same lifetime rule as account_id.
-  // For the transfer ops, the transfer_id.
-  absl::string_view request_id;
-  // Transfer ops: the other account (kTransfer, kTransferSettle: the destination; kTransferCredit:
-  // the source), same lifetime rule.
-  absl::string_view counterparty = {};
-  // kTransfer: the destination is on this same shard, so both sides are decided here at once.
-  bool local_transfer = false;
-  // kTransfer: only carry on a pending transfer that no flight carries (its debit's write was
-  // answered as failed, yet reached the disk); never decide it anew. Sent by the coordinator
-  // after a failed debit, so that such a transfer ends without a retry or a restart.
+  // Empty, or the caller's idempotency key (validated).
+  absl::string_view request_id = {};
+};
+
+// Op::kWithdraw: a client's Withdraw of `amount` (> 0) from the message's account.
+struct WithdrawCall {
+  int64_t amount = 0;
+  absl::string_view request_id = {};  // As DepositCall's.
+};
+
+// Op::kBalance: a client's Balance of the message's account.
+struct BalanceCall {};
+
+// Op::kTransfer: a client's Transfer, on the shard of its source (the message's account).
+struct TransferCall {
+  absl::string_view transfer_id = {};
+  absl::string_view to = {};
+  int64_t amount = 0;
+  // The destination is on this same shard, so both sides are decided here at once.
+  bool local = false;
+  // Only carry on a pending transfer that no flight carries (its debit's write was answered as
+  // failed, yet reached the disk); never decide it anew. Sent by the coordinator after a failed
+  // debit, so that such a transfer ends without a retry or a restart.
   bool resume_only = false;
-  // kTransferSettle: the destination's answer to the credit.
+};
+
+// Op::kTransferCredit: a transfer's credit, on the shard of its destination (the message's
+// account), sent once the source is debited.
+struct CreditStep {
+  absl::string_view transfer_id = {};
+  absl::string_view from = {};
+  int64_t amount = 0;
+};
+
+// Op::kTransferSettle: back on the source's shard (the message's account), the credit's result.
+struct SettleStep {
+  absl::string_view transfer_id = {};
+  absl::string_view to = {};
+  int64_t amount = 0;
   Outcome credit_outcome = Outcome::kOk;
   int64_t credit_balance = 0;
   absl::Time credited_at = absl::InfinitePast();
-  // A batch call's part for this shard (see Shard::TrySendPart): the carrier message points at
-  // the part's `part_size` operations, each a complete message of its own with its own
-  // completion, decided in order. The carrier itself is never decided or completed. The
-  // operations must stay valid until each has been completed.
-  const Message* part = nullptr;
-  uint32_t part_size = 0;
+};
+
+struct Message;
+
+// A batch call's part for one shard (see Shard::TrySendPart): the carrier message points at the
+// part's `size` operations, each a complete message of its own with its own completion, decided
+// in order. The carrier itself is never decided or completed (it has no account or completion).
+// The operations must stay valid until each has been completed.
+struct BatchPart {
+  const Message* operations = nullptr;
+  uint32_t size = 0;
+};
+
+// In Op's order, so that a kind's index is its Op; BatchPart last, an Op of none.
+using MessageKind = std::variant<DepositCall, WithdrawCall, BalanceCall, TransferCall, CreditStep,
+                                 SettleStep, BatchPart>;
+static_assert(std::variant_size_v<MessageKind> == kOpCount + 1);
+
+// One message for a shard. Plain data: cheap to move through the mailbox.
+struct Message {
+  // The account this shard owns that the message is about.
+  absl::string_view account_id = {};
+  Completion* completion = nullptr;
+  MessageKind kind = BalanceCall{};
+  // Set by the shard's TrySend; the start of the mailbox wait.
+  SteadyClock::time_point enqueued_at = {};
   // Set by the shard: this message frees a mailbox cell when it is answered. False for all but
   // the first operation of a part, which share their carrier's cell.
   bool holds_cell = true;
+
+  bool is_part() const { return std::holds_alternative<BatchPart>(kind); }
+  // The operation; never asked of a BatchPart carrier.
+  Op op() const {
+    LEDGER_CHECK(!is_part());
+    return static_cast<Op>(kind.index());
+  }
+  // The message's kind, which must be `Kind`.
+  template <typename Kind>
+  const Kind& Get() const {
+    const Kind* found = std::get_if<Kind>(&kind);
+    LEDGER_CHECK(found != nullptr);
+    return *found;
+  }
+  // DepositCall's and WithdrawCall's request_id; empty for every other kind.
+  absl::string_view request_id() const {
+    if (const auto* deposit = std::get_if<DepositCall>(&kind)) return deposit->request_id;
+    if (const auto* withdraw = std::get_if<WithdrawCall>(&kind)) return withdraw->request_id;
+    return {};
+  }
 };
+
+// A client's Deposit, Withdraw or Balance of `account_id` (amount and request_id as in the
+// calls' structs; a Balance takes neither). For the front end and tests.
+Message MakeAccountCall(Op op, absl::string_view account_id, int64_t amount,
+                        absl::string_view request_id, Completion* completion);
 
 // How many mailbox cells the answered `messages` free.
 inline size_t CellsHeld(const std::vector<Message>& messages) {

@@ -152,15 +152,14 @@ bool Shard::Quiescent() {
 }
 
 SendOutcome Shard::TrySend(Message&& message) {
-  LEDGER_CHECK(message.completion != nullptr && message.part == nullptr);
+  LEDGER_CHECK(message.completion != nullptr && !message.is_part());
   return Send(std::move(message), 1);
 }
 
 SendOutcome Shard::TrySendPart(const Message* operations, size_t count) {
   LEDGER_CHECK(count >= 1 && count <= UINT32_MAX);
-  Message carrier;
-  carrier.part = operations;
-  carrier.part_size = static_cast<uint32_t>(count);
+  Message carrier{.kind =
+                      BatchPart{.operations = operations, .size = static_cast<uint32_t>(count)}};
   return Send(std::move(carrier), count);
 }
 
@@ -281,15 +280,16 @@ void Shard::OnFailed() {
 void Shard::ExpandIntoBatch() {
   std::vector<Message>& batch = core_.batch();
   for (Message& message : taken_) {
-    if (message.part == nullptr) {
+    const BatchPart* part = std::get_if<BatchPart>(&message.kind);
+    if (part == nullptr) {
       batch.push_back(std::move(message));
       continue;
     }
-    for (uint32_t i = 0; i < message.part_size; ++i) {
-      Message& operation = batch.emplace_back(message.part[i]);
+    for (uint32_t i = 0; i < part->size; ++i) {
+      Message& operation = batch.emplace_back(part->operations[i]);
       operation.enqueued_at = message.enqueued_at;
       operation.holds_cell = i == 0;
-      LEDGER_CHECK(operation.completion != nullptr && operation.part == nullptr);
+      LEDGER_CHECK(operation.completion != nullptr && !operation.is_part());
     }
   }
   taken_.clear();

@@ -71,11 +71,12 @@ namespace {
 
 // Key of a request_id in batch_requests_ and pending_records_: account, NUL, request_id.
 std::string RequestKey(const Message& message) {
-  return absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id);
+  return absl::StrCat(message.account_id, absl::string_view("\0", 1), message.request_id());
 }
 
+// Deposits and Withdraws with a request_id, given a store (transfers have their own records).
 bool Deduplicated(const Message& message, const LedgerStore* store) {
-  return store != nullptr && message.op != Op::kBalance && !message.request_id.empty();
+  return store != nullptr && !message.request_id().empty();
 }
 
 }  // namespace
@@ -97,7 +98,7 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
       SettleAccount(message.account_id);
     }
     PrefetchedRecord& prefetched = prefetched_records_[i];
-    if (message.op >= Op::kTransfer) {
+    if (message.op() >= Op::kTransfer) {
       if (!PrefetchTransfer(message, prefetched, may_block)) return false;
       continue;
     }
@@ -105,7 +106,7 @@ bool ShardCore::Prefetch(bool may_block, uint64_t finished_through) {
     prefetched.key = RequestKey(message);
     if (pending_records_.contains(prefetched.key)) continue;
     prefetched.looked_up = true;
-    lookups.push_back({.account_id = message.account_id, .request_id = message.request_id});
+    lookups.push_back({.account_id = message.account_id, .request_id = message.request_id()});
     looked_up_messages.push_back(i);
   }
   if (!lookups.empty()) {
@@ -165,7 +166,7 @@ void ShardCore::DecideNext(bool abandoning) {
   }
   replies_.push_back(Handle(message));
   const SteadyClock::time_point end = SteadyNow();
-  observer_->OnHandled(message.op, handler_start_ - message.enqueued_at, end - handler_start_);
+  observer_->OnHandled(message.op(), handler_start_ - message.enqueued_at, end - handler_start_);
   handler_start_ = end;
 }
 
@@ -319,7 +320,7 @@ void ShardCore::RollBack(std::vector<std::unique_ptr<SealedBatch>>& failed) {
         continue;
       }
       const Message& message = batch->messages[i];
-      if (message.op != Op::kBalance) {
+      if (message.op() != Op::kBalance) {
         reply = {.outcome = Outcome::kStorageFailed};
         continue;
       }
@@ -359,9 +360,9 @@ Reply ShardCore::Handle(const Message& message) {
     }
     return ApplyToAccounts(message);
   } catch (const std::exception& error) {
-    LogInternalError(message.op, error.what());
+    LogInternalError(message.op(), error.what());
   } catch (...) {
-    LogInternalError(message.op, "an exception that is not a std::exception");
+    LogInternalError(message.op(), "an exception that is not a std::exception");
   }
   observer_->OnInternalError();
   return {.outcome = Outcome::kInternal};
@@ -392,40 +393,59 @@ bool ShardCore::SettleAccount(absl::string_view account_id) {
 }
 
 Reply ShardCore::ApplyToAccounts(const Message& message) {
-  switch (message.op) {
-    case Op::kTransfer:
-      return DecideTransfer(message);
-    case Op::kTransferCredit:
-      return DecideCredit(message);
-    case Op::kTransferSettle:
-      return DecideSettle(message);
+  switch (message.op()) {
     case Op::kDeposit:
+      return DecideDepositOrWithdraw(message, Op::kDeposit, message.Get<DepositCall>().amount);
     case Op::kWithdraw:
+      return DecideDepositOrWithdraw(message, Op::kWithdraw, message.Get<WithdrawCall>().amount);
     case Op::kBalance:
-      break;
+      return DecideBalance(message);
+    case Op::kTransfer:
+      return DecideTransfer(message, message.Get<TransferCall>());
+    case Op::kTransferCredit:
+      return DecideCredit(message, message.Get<CreditStep>());
+    case Op::kTransferSettle:
+      return DecideSettle(message, message.Get<SettleStep>());
   }
-  const bool mutation = message.op != Op::kBalance;
-  // Prefetch could not reload this account after a failed write. A read is answered from memory
-  // (the state before the failed write); a change waits until the store can say.
-  if (mutation && Unsettled(message.account_id)) return Reply{.outcome = Outcome::kStorageFailed};
+  LEDGER_CHECK(false && "an Op without a handler");
+  return {};
+}
+
+Reply ShardCore::DecideBalance(const Message& message) {
+  // A read is answered from memory, even for an account Prefetch could not reload after a failed
+  // write (the state before that write).
+  auto account = accounts_.find(message.account_id);
+  const bool exists = account != accounts_.end();
+  const Decision decision = ApplyOperation(
+      Op::kBalance, exists ? std::optional<int64_t>(account->second.balance) : std::nullopt,
+      /*amount=*/0, options_.policy);
+  return {.outcome = decision.outcome, .balance = decision.balance};
+}
+
+Reply ShardCore::DecideDepositOrWithdraw(const Message& message, Op op, int64_t amount) {
+  // Prefetch could not reload this account after a failed write: a change waits until the store
+  // can say.
+  if (Unsettled(message.account_id)) return Reply{.outcome = Outcome::kStorageFailed};
   const bool deduplicated = Deduplicated(message, options_.store);
   std::string request_key;
   if (deduplicated) {
     // Made once, by Prefetch.
     request_key = std::move(prefetched_records_[replies_.size()].key);
     LEDGER_CHECK(!request_key.empty());
-    if (std::optional<Reply> recorded = FindRecordedReply(message, request_key)) return *recorded;
+    if (std::optional<Reply> recorded = FindRecordedReply(op, amount, request_key)) {
+      return *recorded;
+    }
   }
   auto account = accounts_.find(message.account_id);
   const bool exists = account != accounts_.end();
-  const Decision decision = ApplyOperation(
-      message.op, exists ? std::optional<int64_t>(account->second.balance) : std::nullopt,
-      message.amount, options_.policy);
+  const Decision decision =
+      ApplyOperation(op, exists ? std::optional<int64_t>(account->second.balance) : std::nullopt,
+                     amount, options_.policy);
   Reply reply{.outcome = decision.outcome, .balance = decision.balance};
-  if (!mutation || decision.outcome == Outcome::kInvalidAmount) return reply;
+  if (decision.outcome == Outcome::kInvalidAmount) return reply;
   // A deposit may not take the room a pending transfer's refund needs.
-  if (decision.outcome == Outcome::kOk && message.op == Op::kDeposit && !refundable_.empty() &&
-      exists && CreditOverflows(message.account_id, account->second.balance, message.amount)) {
+  if (decision.outcome == Outcome::kOk && op == Op::kDeposit && !refundable_.empty() && exists &&
+      CreditOverflows(message.account_id, account->second.balance, amount)) {
     reply = {.outcome = Outcome::kOverflow, .balance = account->second.balance};
   }
 
@@ -433,16 +453,16 @@ Reply ShardCore::ApplyToAccounts(const Message& message) {
     // After this point the operation must succeed: the decision is final and only stored.
     const AccountState& after =
         ApplyChange(message.account_id, account,
-                    message.op == Op::kDeposit ? EntryKind::kDeposit : EntryKind::kWithdraw,
-                    message.amount, message.request_id, /*counterparty=*/{});
+                    op == Op::kDeposit ? EntryKind::kDeposit : EntryKind::kWithdraw, amount,
+                    message.request_id(), /*counterparty=*/{});
     LEDGER_CHECK_EQ(after.balance, decision.balance);
   }
   if (deduplicated) {
     batch_requests_.insert_or_assign(std::move(request_key), write_.requests.size());
     write_.requests.push_back({.account_id = std::string(message.account_id),
-                               .request_id = std::string(message.request_id),
-                               .record = {.op = message.op,
-                                          .amount = message.amount,
+                               .request_id = std::string(message.request_id()),
+                               .record = {.op = op,
+                                          .amount = amount,
                                           .outcome = reply.outcome,
                                           .balance = reply.balance,
                                           .recorded_at = batch_time_}});
@@ -450,7 +470,7 @@ Reply ShardCore::ApplyToAccounts(const Message& message) {
   return reply;
 }
 
-std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
+std::optional<Reply> ShardCore::FindRecordedReply(Op op, int64_t amount,
                                                   const std::string& request_key) {
   RequestRecord record;
   auto in_batch = batch_requests_.find(request_key);
@@ -475,10 +495,9 @@ std::optional<Reply> ShardCore::FindRecordedReply(const Message& message,
     // An expired record may linger until compaction purges it; it no longer counts.
     if (record.recorded_at + options_.idempotency_ttl <= batch_time_) return std::nullopt;
   }
-  if (record.op != message.op || record.amount != message.amount) {
+  if (record.op != op || record.amount != amount) {
     return Reply{.outcome = Outcome::kRequestIdReused,
-                 .recorded_op = record.op,
-                 .recorded_amount = record.amount};
+                 .detail = ReusedRequestId{.op = record.op, .amount = record.amount}};
   }
   if (hooks_.core_bug == CoreBugForTesting::kReapplyReplays) return std::nullopt;
   return Reply{.outcome = record.outcome, .balance = record.balance, .replayed = true};

@@ -186,10 +186,15 @@ class ShardCore {
   };
 
   Reply Handle(const Message& message);
+  // Decides `message` by its kind.
   Reply ApplyToAccounts(const Message& message);
+  Reply DecideBalance(const Message& message);
+  // A DepositCall or WithdrawCall (`op`) of `amount`.
+  Reply DecideDepositOrWithdraw(const Message& message, Op op, int64_t amount);
   // The recorded reply for a request_id seen before (or kRequestIdReused, or kStorageFailed when
-  // the lookup failed); nullopt when the request is new. `request_key` is its batch_requests_ key.
-  std::optional<Reply> FindRecordedReply(const Message& message, const std::string& request_key);
+  // the lookup failed); nullopt when the request is new. `op` and `amount` are the new call's,
+  // `request_key` its batch_requests_ key.
+  std::optional<Reply> FindRecordedReply(Op op, int64_t amount, const std::string& request_key);
   // Applies `amount` to an account (a credit adds, a debit subtracts; the caller checked the
   // rules), checks the money invariant and, with a store, adds the change to the batch's write,
   // its journal and its undo log. Returns the new state. `account` may be accounts_.end() for a
@@ -201,9 +206,9 @@ class ShardCore {
   // Transfers (shard_core_transfers.cc): the client's Transfer on its source shard, the credit on
   // the destination's, and the settle back on the source's.
   bool PrefetchTransfer(const Message& message, PrefetchedRecord& prefetched, bool may_block);
-  Reply DecideTransfer(const Message& message);
-  Reply DecideCredit(const Message& message);
-  Reply DecideSettle(const Message& message);
+  Reply DecideTransfer(const Message& message, const TransferCall& transfer);
+  Reply DecideCredit(const Message& message, const CreditStep& credit);
+  Reply DecideSettle(const Message& message, const SettleStep& settle);
   // The record of `transfer_id` from memory or Prefetch; nullopt when there is none. Sets
   // `failed` when the lookup failed.
   std::optional<TransferRecord> KnownTransfer(absl::string_view transfer_id, bool& failed);
@@ -217,8 +222,8 @@ class ShardCore {
   // Recomputes refundable_ from the pending transfers, after a rollback or a read-back.
   void RebuildRefundable();
   // Records a transfer refused at its source (with a store, so that a retry replays it).
-  Reply RefuseTransfer(const Message& message, Outcome outcome, int64_t from_balance,
-                       int64_t to_balance);
+  Reply RefuseTransfer(const Message& message, const TransferCall& transfer, Outcome outcome,
+                       int64_t from_balance, int64_t to_balance);
   bool Unsettled(absl::string_view account_id) const {
     return !unsettled_accounts_.empty() && unsettled_accounts_.contains(account_id);
   }

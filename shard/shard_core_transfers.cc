@@ -22,14 +22,21 @@ Reply ReplayRecorded(const TransferRecord& record) {
       return {.outcome = Outcome::kOk,
               .balance = record.from_balance,
               .replayed = true,
-              .to_balance = record.to_balance};
+              .detail = TransferReply{.to_balance = record.to_balance}};
     case TransferState::kRefused:
       break;
   }
   return {.outcome = record.outcome,
           .balance = record.from_balance,
           .replayed = true,
-          .to_balance = record.to_balance};
+          .detail = TransferReply{.to_balance = record.to_balance}};
+}
+
+// The transfer_id of a transfer's step (TransferCall, CreditStep or SettleStep).
+absl::string_view TransferIdOf(const Message& message) {
+  if (const auto* call = std::get_if<TransferCall>(&message.kind)) return call->transfer_id;
+  if (const auto* credit = std::get_if<CreditStep>(&message.kind)) return credit->transfer_id;
+  return message.Get<SettleStep>().transfer_id;
 }
 
 }  // namespace
@@ -43,12 +50,13 @@ void ShardCore::LoadPendingTransfer(const std::string& transfer_id, const Transf
 
 bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefetched,
                                  bool may_block) {
-  if (message.op == Op::kTransfer && message.local_transfer && Unsettled(message.counterparty)) {
+  const TransferCall* call = std::get_if<TransferCall>(&message.kind);
+  if (call != nullptr && call->local && Unsettled(call->to)) {
     if (!may_block) return false;
-    SettleAccount(message.counterparty);
+    SettleAccount(call->to);
   }
-  const absl::string_view id = message.request_id;
-  const bool credit = message.op == Op::kTransferCredit;
+  const absl::string_view id = TransferIdOf(message);
+  const bool credit = message.op() == Op::kTransferCredit;
   // kTransfer and kTransferSettle run on the source's shard: its own pending record first.
   const absl::string_view source = credit ? absl::string_view() : message.account_id;
   if (credit ? transfers_.CreditUnsettled(id) : transfers_.TransferUnsettled(id)) {
@@ -91,7 +99,7 @@ bool ShardCore::PrefetchTransfer(const Message& message, PrefetchedRecord& prefe
   // so a new Transfer asks the store only for the id's final record (its own, or another
   // source's): one lookup. A settle asks for this source's pending record first.
   const absl::string_view lookup_source =
-      message.op == Op::kTransferSettle ? source : absl::string_view();
+      message.op() == Op::kTransferSettle ? source : absl::string_view();
   prefetched.transfer_looked_up = true;
   if (!may_block) {
     // A sender's thread: memory (RocksDB's memtables, cache and bloom filters) must answer, as
@@ -184,99 +192,107 @@ void ShardCore::RecordTransfer(absl::string_view transfer_id, const TransferReco
   }
 }
 
-Reply ShardCore::RefuseTransfer(const Message& message, Outcome outcome, int64_t from_balance,
-                                int64_t to_balance) {
-  RecordTransfer(message.request_id, TransferRecord{.from = std::string(message.account_id),
-                                                    .to = std::string(message.counterparty),
-                                                    .amount = message.amount,
-                                                    .state = TransferState::kRefused,
-                                                    .outcome = outcome,
-                                                    .from_balance = from_balance,
-                                                    .to_balance = to_balance,
-                                                    .created_at = batch_time_,
-                                                    .credited_at = absl::InfinitePast(),
-                                                    .finished_at = batch_time_});
-  return {.outcome = outcome, .balance = from_balance, .to_balance = to_balance};
+Reply ShardCore::RefuseTransfer(const Message& message, const TransferCall& transfer,
+                                Outcome outcome, int64_t from_balance, int64_t to_balance) {
+  RecordTransfer(transfer.transfer_id, TransferRecord{.from = std::string(message.account_id),
+                                                      .to = std::string(transfer.to),
+                                                      .amount = transfer.amount,
+                                                      .state = TransferState::kRefused,
+                                                      .outcome = outcome,
+                                                      .from_balance = from_balance,
+                                                      .to_balance = to_balance,
+                                                      .created_at = batch_time_,
+                                                      .credited_at = absl::InfinitePast(),
+                                                      .finished_at = batch_time_});
+  return {.outcome = outcome,
+          .balance = from_balance,
+          .detail = TransferReply{.to_balance = to_balance}};
 }
 
-Reply ShardCore::DecideTransfer(const Message& message) {
+Reply ShardCore::DecideTransfer(const Message& message, const TransferCall& transfer) {
   bool failed = false;
-  std::optional<TransferRecord> recorded = KnownTransfer(message.request_id, failed);
+  std::optional<TransferRecord> recorded = KnownTransfer(transfer.transfer_id, failed);
   if (failed) return {.outcome = Outcome::kStorageFailed};
-  if (message.resume_only) {
+  if (transfer.resume_only) {
     // The coordinator asks after a failed debit whether it landed: carry it on if so.
     if (recorded.has_value() && recorded->state == TransferState::kPending &&
-        recorded->from == message.account_id && recorded->to == message.counterparty &&
-        recorded->amount == message.amount && transfers_.TakeOrphan(message.request_id)) {
-      return {.outcome = Outcome::kOk, .balance = recorded->from_balance, .debited = true};
+        recorded->from == message.account_id && recorded->to == transfer.to &&
+        recorded->amount == transfer.amount && transfers_.TakeOrphan(transfer.transfer_id)) {
+      return {.outcome = Outcome::kOk,
+              .balance = recorded->from_balance,
+              .detail = TransferReply{.debited = true}};
     }
     return {.outcome = Outcome::kOk};  // Not debited, final, or carried by another flight.
   }
   if (recorded.has_value()) {
-    if (recorded->from != message.account_id || recorded->to != message.counterparty ||
-        recorded->amount != message.amount) {
+    if (recorded->from != message.account_id || recorded->to != transfer.to ||
+        recorded->amount != transfer.amount) {
       return {.outcome = Outcome::kTransferIdReused,
-              .recorded_transfer = std::make_shared<const TransferRecord>(*std::move(recorded))};
+              .detail = ReusedTransferId{
+                  .record = std::make_shared<const TransferRecord>(*std::move(recorded))}};
     }
     // A pending transfer no flight carries (its debit's write was answered as failed but reached
     // the disk): this retry carries it on, as if it had just been debited.
-    if (recorded->state == TransferState::kPending && transfers_.TakeOrphan(message.request_id)) {
-      return {.outcome = Outcome::kOk, .balance = recorded->from_balance, .debited = true};
+    if (recorded->state == TransferState::kPending && transfers_.TakeOrphan(transfer.transfer_id)) {
+      return {.outcome = Outcome::kOk,
+              .balance = recorded->from_balance,
+              .detail = TransferReply{.debited = true}};
     }
     return ReplayRecorded(*recorded);
   }
-  const bool local = message.local_transfer;
-  if (Unsettled(message.account_id) || (local && Unsettled(message.counterparty))) {
+  const bool local = transfer.local;
+  if (Unsettled(message.account_id) || (local && Unsettled(transfer.to))) {
     return {.outcome = Outcome::kStorageFailed};
   }
   // The rules, in the contract's order. The accounts already exist, so no change below inserts
   // into accounts_ and both iterators stay valid.
   auto from = accounts_.find(message.account_id);
-  auto to = local ? accounts_.find(message.counterparty) : accounts_.end();
-  if (from == accounts_.end()) return RefuseTransfer(message, Outcome::kAccountNotFound, 0, 0);
+  auto to = local ? accounts_.find(transfer.to) : accounts_.end();
+  if (from == accounts_.end())
+    return RefuseTransfer(message, transfer, Outcome::kAccountNotFound, 0, 0);
   const int64_t from_balance = from->second.balance;
   if (local && to == accounts_.end()) {
-    return RefuseTransfer(message, Outcome::kCounterpartyNotFound, from_balance, 0);
+    return RefuseTransfer(message, transfer, Outcome::kCounterpartyNotFound, from_balance, 0);
   }
   const Decision debit =
-      ApplyOperation(Op::kWithdraw, from_balance, message.amount, options_.policy);
+      ApplyOperation(Op::kWithdraw, from_balance, transfer.amount, options_.policy);
   if (debit.outcome != Outcome::kOk) {
-    return RefuseTransfer(message, debit.outcome, from_balance, 0);
+    return RefuseTransfer(message, transfer, debit.outcome, from_balance, 0);
   }
-  if (local && CreditOverflows(message.counterparty, to->second.balance, message.amount)) {
-    return RefuseTransfer(message, Outcome::kOverflow, from_balance, to->second.balance);
+  if (local && CreditOverflows(transfer.to, to->second.balance, transfer.amount)) {
+    return RefuseTransfer(message, transfer, Outcome::kOverflow, from_balance, to->second.balance);
   }
 
   TransferRecord record{.from = std::string(message.account_id),
-                        .to = std::string(message.counterparty),
-                        .amount = message.amount,
+                        .to = std::string(transfer.to),
+                        .amount = transfer.amount,
                         .state = TransferState::kPending,
                         .created_at = batch_time_,
                         .credited_at = absl::InfinitePast(),
                         .finished_at = absl::InfinitePast()};
   record.from_balance = ApplyChange(message.account_id, from, EntryKind::kTransferOut,
-                                    message.amount, message.request_id, message.counterparty)
+                                    transfer.amount, transfer.transfer_id, transfer.to)
                             .balance;
-  Reply reply{.outcome = Outcome::kOk, .balance = record.from_balance};
+  TransferReply result;
   if (local) {
-    record.to_balance = ApplyChange(message.counterparty, to, EntryKind::kTransferIn,
-                                    message.amount, message.request_id, message.account_id)
+    record.to_balance = ApplyChange(transfer.to, to, EntryKind::kTransferIn, transfer.amount,
+                                    transfer.transfer_id, message.account_id)
                             .balance;
     record.state = TransferState::kCommitted;
     record.credited_at = batch_time_;
     record.finished_at = batch_time_;
-    reply.to_balance = record.to_balance;
+    result.to_balance = record.to_balance;
   } else {
     // Pending: the amount may come back as a refund, so it keeps its room in the balance.
     refundable_[record.from] += record.amount;
-    reply.debited = true;
+    result.debited = true;
   }
-  RecordTransfer(message.request_id, record);
-  return reply;
+  RecordTransfer(transfer.transfer_id, record);
+  return {.outcome = Outcome::kOk, .balance = record.from_balance, .detail = result};
 }
 
-Reply ShardCore::DecideCredit(const Message& message) {
-  const absl::string_view id = message.request_id;
+Reply ShardCore::DecideCredit(const Message& message, const CreditStep& credit) {
+  const absl::string_view id = credit.transfer_id;
   if (options_.store != nullptr) {
     if (transfers_.CreditUnsettled(id)) return {.outcome = Outcome::kStorageFailed};
     std::optional<CreditReceipt> receipt;
@@ -295,7 +311,7 @@ Reply ShardCore::DecideCredit(const Message& message) {
     if (receipt.has_value()) {
       // Another transfer under the same id (a client reused it on another source account while
       // the first was in flight): refused, and its source refunds it.
-      if (receipt->from != message.counterparty || receipt->amount != message.amount) {
+      if (receipt->from != credit.from || receipt->amount != credit.amount) {
         return {.outcome = Outcome::kTransferIdReused};
       }
       // The same credit sent again (its source did not learn the answer): answered from the
@@ -303,30 +319,29 @@ Reply ShardCore::DecideCredit(const Message& message) {
       return {.outcome = receipt->outcome,
               .balance = receipt->to_balance,
               .replayed = true,
-              .to_balance = receipt->to_balance,
-              .credited_at = receipt->credited_at};
+              .detail = TransferReply{.to_balance = receipt->to_balance,
+                                      .credited_at = receipt->credited_at}};
     }
   }
   // A transfer this shard decided on its own under the same id (both accounts here), still in
   // memory: the same reuse, caught in the window before either is durable.
   if (const TransferRecord* local = transfers_.FindTransfer(id);
-      local != nullptr && local->from != message.counterparty) {
+      local != nullptr && local->from != credit.from) {
     return {.outcome = Outcome::kTransferIdReused};
   }
   if (Unsettled(message.account_id)) return {.outcome = Outcome::kStorageFailed};
-  CreditReceipt receipt{.from = std::string(message.counterparty),
-                        .amount = message.amount,
-                        .credited_at = batch_time_};
+  CreditReceipt receipt{
+      .from = std::string(credit.from), .amount = credit.amount, .credited_at = batch_time_};
   auto to = accounts_.find(message.account_id);
   if (to == accounts_.end()) {
     receipt.outcome = Outcome::kCounterpartyNotFound;
-  } else if (CreditOverflows(message.account_id, to->second.balance, message.amount)) {
+  } else if (CreditOverflows(message.account_id, to->second.balance, credit.amount)) {
     receipt.outcome = Outcome::kOverflow;
     receipt.to_balance = to->second.balance;
   } else {
-    receipt.to_balance = ApplyChange(message.account_id, to, EntryKind::kTransferIn, message.amount,
-                                     id, message.counterparty)
-                             .balance;
+    receipt.to_balance =
+        ApplyChange(message.account_id, to, EntryKind::kTransferIn, credit.amount, id, credit.from)
+            .balance;
   }
   transfers_.PutCredit(id, receipt);
   if (options_.store != nullptr) {
@@ -334,52 +349,54 @@ Reply ShardCore::DecideCredit(const Message& message) {
   }
   return {.outcome = receipt.outcome,
           .balance = receipt.to_balance,
-          .to_balance = receipt.to_balance,
-          .credited_at = receipt.credited_at};
+          .detail =
+              TransferReply{.to_balance = receipt.to_balance, .credited_at = receipt.credited_at}};
 }
 
-Reply ShardCore::DecideSettle(const Message& message) {
+Reply ShardCore::DecideSettle(const Message& message, const SettleStep& settle) {
   bool failed = false;
-  std::optional<TransferRecord> recorded = KnownTransfer(message.request_id, failed);
+  std::optional<TransferRecord> recorded = KnownTransfer(settle.transfer_id, failed);
   if (failed) return {.outcome = Outcome::kStorageFailed};
-  if (!recorded.has_value() || recorded->from != message.account_id ||
-      recorded->to != message.counterparty || recorded->amount != message.amount) {
+  if (!recorded.has_value() || recorded->from != message.account_id || recorded->to != settle.to ||
+      recorded->amount != settle.amount) {
     // This source's record is final (its pending one is gone) and the id's record now belongs
     // to another transfer that reused the id: a settle sent again, answered with the credit's
     // result it carries.
-    return {.outcome = message.credit_outcome,
+    return {.outcome = settle.credit_outcome,
             .balance = 0,
             .replayed = true,
-            .to_balance = message.credit_balance};
+            .detail = TransferReply{.to_balance = settle.credit_balance}};
   }
   if (recorded->state != TransferState::kPending) return ReplayRecorded(*recorded);
   if (Unsettled(message.account_id)) return {.outcome = Outcome::kStorageFailed};
 
   TransferRecord record = *std::move(recorded);
-  record.to_balance = message.credit_balance;
-  record.credited_at = message.credited_at;
+  record.to_balance = settle.credit_balance;
+  record.credited_at = settle.credited_at;
   record.finished_at = batch_time_;
   auto reserved = refundable_.find(record.from);
   LEDGER_CHECK(reserved != refundable_.end() && reserved->second >= record.amount);
   if ((reserved->second -= record.amount) == 0) refundable_.erase(reserved);
-  if (message.credit_outcome == Outcome::kOk) {
+  if (settle.credit_outcome == Outcome::kOk) {
     record.state = TransferState::kCommitted;
-    RecordTransfer(message.request_id, record, /*ends_pending=*/true);
-    return {
-        .outcome = Outcome::kOk, .balance = record.from_balance, .to_balance = record.to_balance};
+    RecordTransfer(settle.transfer_id, record, /*ends_pending=*/true);
+    return {.outcome = Outcome::kOk,
+            .balance = record.from_balance,
+            .detail = TransferReply{.to_balance = record.to_balance}};
   }
   // The destination refused: the debit comes back to the source, as an entry of its own.
   record.state = TransferState::kRefused;
-  record.outcome = message.credit_outcome;
+  record.outcome = settle.credit_outcome;
   auto from = accounts_.find(message.account_id);
   LEDGER_CHECK(from != accounts_.end());
   // The room for it was kept (CreditOverflows), so the refund cannot overflow.
   LEDGER_CHECK_LE(from->second.balance, std::numeric_limits<int64_t>::max() - record.amount);
   ApplyChange(message.account_id, from, EntryKind::kTransferRefund, record.amount,
-              message.request_id, message.counterparty);
-  RecordTransfer(message.request_id, record, /*ends_pending=*/true);
-  return {
-      .outcome = record.outcome, .balance = record.from_balance, .to_balance = record.to_balance};
+              settle.transfer_id, settle.to);
+  RecordTransfer(settle.transfer_id, record, /*ends_pending=*/true);
+  return {.outcome = record.outcome,
+          .balance = record.from_balance,
+          .detail = TransferReply{.to_balance = record.to_balance}};
 }
 
 }  // namespace ledger

@@ -46,28 +46,26 @@ class TransferCoordinator::Flight final : public Completion {
 
   // The message of the current phase, to the shard that owns its account.
   Message NextMessage() const {
-    Message message{.op = Op::kTransfer,
-                    .amount = amount,
-                    .account_id = from,
-                    .completion = const_cast<Flight*>(this),
-                    .enqueued_at = {},
-                    .request_id = transfer_id,
-                    .counterparty = to};
+    Message message{.account_id = from, .completion = const_cast<Flight*>(this)};
     switch (phase) {
       case Phase::kTransfer:
-        message.local_transfer = from_shard == to_shard;
-        message.resume_only = resume_only;
+        message.kind = TransferCall{.transfer_id = transfer_id,
+                                    .to = to,
+                                    .amount = amount,
+                                    .local = from_shard == to_shard,
+                                    .resume_only = resume_only};
         break;
       case Phase::kCredit:
-        message.op = Op::kTransferCredit;
         message.account_id = to;
-        message.counterparty = from;
+        message.kind = CreditStep{.transfer_id = transfer_id, .from = from, .amount = amount};
         break;
       case Phase::kSettle:
-        message.op = Op::kTransferSettle;
-        message.credit_outcome = credit_outcome;
-        message.credit_balance = credit_balance;
-        message.credited_at = credited_at;
+        message.kind = SettleStep{.transfer_id = transfer_id,
+                                  .to = to,
+                                  .amount = amount,
+                                  .credit_outcome = credit_outcome,
+                                  .credit_balance = credit_balance,
+                                  .credited_at = credited_at};
         break;
     }
     return message;
@@ -215,7 +213,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
         Enqueue(flight, /*retry=*/true);
         return;
       }
-      if (reply.outcome != Outcome::kOk || !reply.debited) {
+      if (reply.outcome != Outcome::kOk || !reply.transfer().debited) {
         // Decided on one shard (both sides, a refusal, a replay), never applied, or (asked
         // after a failed debit) nothing to carry on.
         Finish(flight, reply);
@@ -241,8 +239,8 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
       }
       if (hooks_.after_step) hooks_.after_step(TransferStep::kCredited, flight->transfer_id);
       flight->credit_outcome = reply.outcome;
-      flight->credit_balance = reply.to_balance;
-      flight->credited_at = reply.credited_at;
+      flight->credit_balance = reply.transfer().to_balance;
+      flight->credited_at = reply.transfer().credited_at;
       flight->phase = Flight::Phase::kSettle;
       flight->retry_delay = options_.retry_delay;
       Enqueue(flight, /*retry=*/false);
@@ -262,7 +260,7 @@ void TransferCoordinator::OnStepDone(Flight* flight, const Reply& reply) {
       Reply answer = reply;
       answer.replayed = false;
       answer.balance = flight->from_balance;
-      answer.to_balance = flight->credit_balance;
+      answer.detail = TransferReply{.to_balance = flight->credit_balance};
       Finish(flight, answer);
       return;
   }

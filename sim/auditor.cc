@@ -55,25 +55,27 @@ void Put(std::map<std::string, AccountState>& accounts, const std::string& id,
 std::string DescribeReply(const Reply& reply) {
   std::string text = absl::StrCat(OutcomeName(reply.outcome), " balance ", reply.balance);
   if (reply.replayed) absl::StrAppend(&text, " (replayed)");
-  if (reply.outcome == Outcome::kRequestIdReused) {
-    absl::StrAppend(&text, " (recorded ", OpName(reply.recorded_op), " ", reply.recorded_amount,
-                    ")");
+  if (const auto* reused = std::get_if<ReusedRequestId>(&reply.detail)) {
+    absl::StrAppend(&text, " (recorded ", OpName(reused->op), " ", reused->amount, ")");
   }
-  if (reply.debited) absl::StrAppend(&text, " (debited)");
-  if (reply.to_balance != 0) absl::StrAppend(&text, " to_balance ", reply.to_balance);
-  if (reply.recorded_transfer != nullptr) {
-    absl::StrAppend(&text, " (recorded ", reply.recorded_transfer->from, "->",
-                    reply.recorded_transfer->to, " ", reply.recorded_transfer->amount, ")");
+  const TransferReply transfer = reply.transfer();
+  if (transfer.debited) absl::StrAppend(&text, " (debited)");
+  if (transfer.to_balance != 0) absl::StrAppend(&text, " to_balance ", transfer.to_balance);
+  const auto* reused_transfer = std::get_if<ReusedTransferId>(&reply.detail);
+  if (reused_transfer != nullptr && reused_transfer->record != nullptr) {
+    const TransferRecord& recorded = *reused_transfer->record;
+    absl::StrAppend(&text, " (recorded ", recorded.from, "->", recorded.to, " ", recorded.amount,
+                    ")");
   }
   return text;
 }
 
 bool Same(const Reply& a, const Reply& b) {
   if (a.outcome != b.outcome || a.balance != b.balance || a.replayed != b.replayed) return false;
-  if (a.outcome == Outcome::kRequestIdReused) {
-    return a.recorded_op == b.recorded_op && a.recorded_amount == b.recorded_amount;
-  }
-  return true;
+  const auto* a_reused = std::get_if<ReusedRequestId>(&a.detail);
+  const auto* b_reused = std::get_if<ReusedRequestId>(&b.detail);
+  if (a_reused == nullptr || b_reused == nullptr) return a_reused == b_reused;
+  return a_reused->op == b_reused->op && a_reused->amount == b_reused->amount;
 }
 
 Reply BalanceReply(const std::optional<AccountState>& account) {
@@ -88,8 +90,7 @@ int64_t Signed(Op op, int64_t amount) { return op == Op::kDeposit ? amount : -am
 Reply ReplayOf(const RequestRecord& record, const AuditedCall& call) {
   if (record.op != call.op || record.amount != call.amount) {
     return Reply{.outcome = Outcome::kRequestIdReused,
-                 .recorded_op = record.op,
-                 .recorded_amount = record.amount};
+                 .detail = ReusedRequestId{.op = record.op, .amount = record.amount}};
   }
   return Reply{.outcome = record.outcome, .balance = record.balance, .replayed = true};
 }

@@ -49,8 +49,9 @@ struct AuditedCall {
   Reply decided;                // What the core decided, before a rollback could rewrite it.
   int completions = 0;
   Reply reply;  // What was released (the last completion).
-  // Transfer ops (their Message fields; see shard/message.h). The Auditor leaves these calls to
-  // the TransferAuditor (sim/transfer_auditor.h): they touch only the transfer accounts.
+  // Transfer ops (the fields of their kinds of Message; see shard/message.h). The Auditor leaves
+  // these calls to the TransferAuditor (sim/transfer_auditor.h): they touch only the transfer
+  // accounts.
   std::string counterparty = {};
   bool local_transfer = false;
   bool resume_only = false;

@@ -65,6 +65,40 @@ char ShardOf(const std::string& account) {
   return '?';
 }
 
+// The message the shard core is handed for `call`, answered through `completion`.
+Message MessageFor(const AuditedCall& call, Completion* completion) {
+  switch (call.op) {
+    case Op::kTransfer:
+      return {.account_id = call.account_id,
+              .completion = completion,
+              .kind = TransferCall{.transfer_id = call.request_id,
+                                   .to = call.counterparty,
+                                   .amount = call.amount,
+                                   .local = call.local_transfer,
+                                   .resume_only = call.resume_only}};
+    case Op::kTransferCredit:
+      return {
+          .account_id = call.account_id,
+          .completion = completion,
+          .kind = CreditStep{
+              .transfer_id = call.request_id, .from = call.counterparty, .amount = call.amount}};
+    case Op::kTransferSettle:
+      return {.account_id = call.account_id,
+              .completion = completion,
+              .kind = SettleStep{.transfer_id = call.request_id,
+                                 .to = call.counterparty,
+                                 .amount = call.amount,
+                                 .credit_outcome = call.credit_outcome,
+                                 .credit_balance = call.credit_balance,
+                                 .credited_at = call.credited_at}};
+    case Op::kDeposit:
+    case Op::kWithdraw:
+    case Op::kBalance:
+      break;
+  }
+  return MakeAccountCall(call.op, call.account_id, call.amount, call.request_id, completion);
+}
+
 TransferWorld MakeTransferWorld(bool funded) {
   TransferWorld world;
   world.policy.overdraft_limit = kOverdraftLimit;
@@ -398,7 +432,7 @@ class Simulation {
         // An ask that could not be answered (its handler failed) is asked again: the debit may
         // be there.
         if (flight.resume_only && retryable) return Retry(flight);
-        if (reply.outcome != Outcome::kOk || !reply.debited) return Finish(found, reply);
+        if (reply.outcome != Outcome::kOk || !reply.transfer().debited) return Finish(found, reply);
         flight.from_balance = reply.balance;
         flight.phase = Flight::Phase::kCredit;
         return Next(flight);
@@ -416,8 +450,8 @@ class Simulation {
         if (options_.coordinator_bug == CoordinatorBugForTesting::kSettleRefusedAsCommitted) {
           flight.credit_outcome = Outcome::kOk;
         }
-        flight.credit_balance = reply.to_balance;
-        flight.credited_at = reply.credited_at;
+        flight.credit_balance = reply.transfer().to_balance;
+        flight.credited_at = reply.transfer().credited_at;
         flight.phase = Flight::Phase::kSettle;
         return Next(flight);
       case Flight::Phase::kSettle:
@@ -655,18 +689,7 @@ class Simulation {
     for (size_t i = 0; i < size; ++i) {
       const AuditedCall& call = (*calls)[i];
       completions->emplace_back(this, id, i, &(*calls)[i]);
-      batch.push_back(Message{.op = call.op,
-                              .amount = call.amount,
-                              .account_id = call.account_id,
-                              .completion = &completions->back(),
-                              .enqueued_at = {},
-                              .request_id = call.request_id,
-                              .counterparty = call.counterparty,
-                              .local_transfer = call.local_transfer,
-                              .resume_only = call.resume_only,
-                              .credit_outcome = call.credit_outcome,
-                              .credit_balance = call.credit_balance,
-                              .credited_at = call.credited_at});
+      batch.push_back(MessageFor(call, &completions->back()));
     }
 
     // An inline sender may not wait for the disk: when Prefetch needs it, the shard thread

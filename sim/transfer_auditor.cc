@@ -63,7 +63,7 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
   };
   if (NeverForTransfers(reply.outcome)) return illegal("an outcome no transfer step gives");
   if (NothingToCheck(reply.outcome)) {
-    if (reply.debited) return illegal("debited, yet not applied");
+    if (reply.transfer().debited) return illegal("debited, yet not applied");
     return "";
   }
   const bool missing_from = world_.missing.count(call.account_id) > 0;
@@ -85,8 +85,8 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
             return illegal("an account was never opened");
           }
           if (call.local_transfer) {
-            if (reply.debited) return illegal("a local transfer is never left debited");
-          } else if (reply.debited == reply.replayed) {
+            if (reply.transfer().debited) return illegal("a local transfer is never left debited");
+          } else if (reply.transfer().debited == reply.replayed) {
             return illegal("across shards: either debited now or a replay of its commit");
           }
           if (!reply.replayed && reply.balance < floor) return illegal("below the overdraft");
@@ -120,7 +120,7 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
             return illegal("across shards only the credit knows the destination");
           }
           return "";
-        case Outcome::kTransferIdReused:
+        case Outcome::kTransferIdReused: {
           if (reply.replayed) {
             // A refusal recorded when the credit found the id's receipt of another transfer.
             if (call.local_transfer || !Reused(call.request_id, fields)) {
@@ -128,10 +128,12 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
             }
             return "";
           }
-          if (reply.recorded_transfer == nullptr) return illegal("names no recorded transfer");
+          const auto* reused = std::get_if<ReusedTransferId>(&reply.detail);
+          if (reused == nullptr || reused->record == nullptr) {
+            return illegal("names no recorded transfer");
+          }
           {
-            const Fields recorded{reply.recorded_transfer->from, reply.recorded_transfer->to,
-                                  reply.recorded_transfer->amount};
+            const Fields recorded{reused->record->from, reused->record->to, reused->record->amount};
             if (recorded == fields) return illegal("the recorded transfer has the same fields");
             auto used = sent_.find(call.request_id);
             if (used == sent_.end() ||
@@ -140,6 +142,7 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
             }
           }
           return "";
+        }
         default:
           return illegal("not among the legal outcomes of a transfer");
       }
@@ -165,7 +168,7 @@ std::string TransferAuditor::CheckDecided(const AuditedCall& call) const {
     }
     case Op::kTransferSettle:
       if (reply.outcome != call.credit_outcome) return illegal("the settle is the credit's result");
-      if (reply.to_balance != call.credit_balance) {
+      if (reply.transfer().to_balance != call.credit_balance) {
         return illegal("the destination's balance is the credit's");
       }
       return "";
@@ -273,12 +276,12 @@ std::string TransferAuditor::CheckReleased(const AuditedCall& call, const Reply&
   switch (call.op) {
     case Op::kTransfer:
       if (call.resume_only || reply.outcome == Outcome::kTransferPending) {
-        if ((reply.debited || reply.outcome == Outcome::kTransferPending) && !debited) {
+        if ((reply.transfer().debited || reply.outcome == Outcome::kTransferPending) && !debited) {
           return violation("its TRANSFER_OUT is not durable");
         }
         return "";
       }
-      if (reply.outcome == Outcome::kOk && reply.debited) {
+      if (reply.outcome == Outcome::kOk && reply.transfer().debited) {
         // Its pending record may be final already: a retry that adopts a pending transfer read
         // back after a failed write races the flight that still carries it (both steps are
         // idempotent), and that flight's settle may be in the same durable group.

@@ -52,12 +52,7 @@ TEST(ShardMetricsConcurrencyTest, CountsEveryMessageWhileScrapedByAnotherThread)
         }
         const std::string id = absl::StrCat("acct-", t, "-", i % 20);
         RecordingCompletion completion;
-        Message message{.op = Op::kDeposit,
-                        .amount = 1,
-                        .account_id = id,
-                        .completion = &completion,
-                        .enqueued_at = {},
-                        .request_id = {}};
+        Message message = MakeAccountCall(Op::kDeposit, id, 1, "", &completion);
         ASSERT_EQ((*router)->TrySend((*router)->ShardFor(id), std::move(message)),
                   SendOutcome::kAccepted);
         completion.WaitForReply();

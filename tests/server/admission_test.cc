@@ -41,7 +41,7 @@ ServerOptions HoldingOptions() {
 ServerTestHooks HoldingHooks(testing_util::Event& held, testing_util::Event& release) {
   ServerTestHooks hooks;
   hooks.router.shard.before_handle = [&held, &release](const Message& message) {
-    if (message.amount == kHolderAmount) {
+    if (testing_util::DepositAmount(message) == kHolderAmount) {
       held.Notify();
       release.WaitForNotification();
     }

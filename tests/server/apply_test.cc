@@ -721,7 +721,7 @@ TEST(ApplyAdmissionTest, APartIsRefusedWholeWhenOnlySomeOfItFits) {
   options.router.shard.max_batch = 1;
   ServerTestHooks hooks;
   hooks.router.shard.before_handle = [&held, &release](const Message& message) {
-    if (message.amount == kHolderAmount) {
+    if (testing_util::DepositAmount(message) == kHolderAmount) {
       held.Notify();
       release.WaitForNotification();
     }

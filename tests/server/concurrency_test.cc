@@ -98,7 +98,7 @@ TEST(ConcurrencyTest, OverloadIsShedBeforeTheHeldShardMovesAndNothingShedIsAppli
   options.router.shard.inline_execution = false;  // The hold must block a shard, not gRPC.
   ServerTestHooks hooks;
   hooks.router.shard.before_handle = [&](const Message& message) {
-    if (message.amount == kBurst + 1) {  // The holder, sent before the burst.
+    if (testing_util::DepositAmount(message) == kBurst + 1) {  // The holder, sent before the burst.
       held.Notify();
       release.WaitForNotification();
     }

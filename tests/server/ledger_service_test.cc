@@ -99,7 +99,7 @@ TEST(LedgerServiceTest, HandlerFaultIsInternalForThatCallAndTheServerKeepsServin
   ServerOptions options = LoopbackOptions();
   ServerTestHooks hooks;
   hooks.router.shard.before_handle = [](const Message& message) {
-    if (message.op == Op::kDeposit && message.account_id == "boom") {
+    if (message.op() == Op::kDeposit && message.account_id == "boom") {
       throw std::runtime_error("injected fault");
     }
   };

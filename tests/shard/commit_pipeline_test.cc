@@ -237,12 +237,7 @@ class PipelineFixture {
 
   SendOutcome TrySend(Op op, absl::string_view account, int64_t amount,
                       absl::string_view request_id, RankedCompletion& call) {
-    Message message{.op = op,
-                    .amount = amount,
-                    .account_id = account,
-                    .completion = &call,
-                    .enqueued_at = {},
-                    .request_id = request_id};
+    Message message = MakeAccountCall(op, account, amount, request_id, &call);
     if (router_ != nullptr) return router_->TrySend(router_->ShardFor(account), std::move(message));
     return shard_->TrySend(std::move(message));
   }
@@ -527,7 +522,7 @@ TEST_P(CommitPipelineTest, ARetryWhileTheFirstWriteIsInFlightIsAnsweredFromMemor
   EXPECT_EQ(retry.reply().balance, 40);
   EXPECT_TRUE(retry.reply().replayed);
   EXPECT_EQ(reused.reply().outcome, Outcome::kRequestIdReused);
-  EXPECT_EQ(reused.reply().recorded_amount, 40);
+  EXPECT_EQ(std::get<ReusedRequestId>(reused.reply().detail).amount, 40);
   EXPECT_LT(first.rank(), retry.rank());
   EXPECT_EQ(JournalEntriesFor("once"), 1u);
   EXPECT_EQ(store_.account("a"), (AccountState{.balance = 40, .sequence = 1}));
@@ -634,12 +629,9 @@ TEST_P(CommitPipelineTest, ConcurrentSendersWithFailingWritesApplyEachRequestOnc
         bool applied = false;
         for (int attempt = 0; attempt < kAttemptsMax && !applied; ++attempt) {
           RankedCompletion& call = replies[t].emplace_back(&answered);
-          Message message{.op = j % 10 == 9 ? Op::kBalance : Op::kDeposit,
-                          .amount = j % 10 == 9 ? 0 : j + 1,
-                          .account_id = account,
-                          .completion = &call,
-                          .enqueued_at = {},
-                          .request_id = j % 10 == 9 ? absl::string_view() : request_id};
+          Message message = MakeAccountCall(j % 10 == 9 ? Op::kBalance : Op::kDeposit, account,
+                                            j % 10 == 9 ? 0 : j + 1,
+                                            j % 10 == 9 ? absl::string_view() : request_id, &call);
           const SendOutcome sent = router_->TrySend(router_->ShardFor(account), std::move(message));
           if (sent == SendOutcome::kFull) {
             std::this_thread::yield();

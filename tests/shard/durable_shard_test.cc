@@ -203,8 +203,8 @@ TEST_F(DurableShardTest, ARequestIdReusedForAnotherOperationOrAmountIsRefused) {
   ASSERT_EQ(Call(Op::kDeposit, "a", 100, "id-1").outcome, Outcome::kOk);
   const Reply other_amount = Call(Op::kDeposit, "a", 999, "id-1");
   EXPECT_EQ(other_amount.outcome, Outcome::kRequestIdReused);
-  EXPECT_EQ(other_amount.recorded_op, Op::kDeposit);
-  EXPECT_EQ(other_amount.recorded_amount, 100);
+  EXPECT_EQ(std::get<ReusedRequestId>(other_amount.detail).op, Op::kDeposit);
+  EXPECT_EQ(std::get<ReusedRequestId>(other_amount.detail).amount, 100);
   const Reply other_op = Call(Op::kWithdraw, "a", 100, "id-1");
   EXPECT_EQ(other_op.outcome, Outcome::kRequestIdReused);
   EXPECT_EQ(Call(Op::kBalance, "a", 0).balance, 100);

@@ -107,12 +107,7 @@ TEST_P(RouterTest, AfterStopEveryShardRefusesNewMessages) {
   router->Stop();
   RecordingCompletion completion;
   for (int32_t s = 0; s < 2; ++s) {
-    Message message{.op = Op::kBalance,
-                    .amount = 0,
-                    .account_id = "x",
-                    .completion = &completion,
-                    .enqueued_at = {},
-                    .request_id = {}};
+    Message message = MakeAccountCall(Op::kBalance, "x", 0, "", &completion);
     EXPECT_EQ(router->TrySend(s, std::move(message)), SendOutcome::kClosed);
   }
   EXPECT_FALSE(completion.HasReply());

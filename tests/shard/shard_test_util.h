@@ -89,15 +89,16 @@ class CountingObserver final : public ShardObserver {
   std::atomic<int64_t> storage_errors{0};
 };
 
+// The amount of a Deposit's message; 0 for any other kind. For test hooks that pick one out.
+inline int64_t DepositAmount(const Message& message) {
+  const auto* deposit = std::get_if<DepositCall>(&message.kind);
+  return deposit == nullptr ? 0 : deposit->amount;
+}
+
 // A message for `account_id`, answered through `completion`; `request_id` empty means none.
 inline Message MakeMessage(Op op, absl::string_view account_id, int64_t amount,
                            Completion* completion, absl::string_view request_id = {}) {
-  return Message{.op = op,
-                 .amount = amount,
-                 .account_id = account_id,
-                 .completion = completion,
-                 .enqueued_at = {},
-                 .request_id = request_id};
+  return MakeAccountCall(op, account_id, amount, request_id, completion);
 }
 
 // An account id named after `prefix` that lives on shard `shard` of `shards`.

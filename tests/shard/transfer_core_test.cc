@@ -160,7 +160,7 @@ TEST_P(TransferRulesTest, EachRuleGivesItsOutcomeBalancesEntriesAndRecord) {
     EXPECT_EQ(BalanceOf(*router, to), to_after);
     if (ok) {
       EXPECT_EQ(reply.balance, *from_after);
-      EXPECT_EQ(reply.to_balance, *to_after);
+      EXPECT_EQ(reply.transfer().to_balance, *to_after);
     }
     EXPECT_EQ(router->transfers().in_flight_count(), 0);
     EXPECT_EQ(router->transfers().in_flight_amount(), 0);
@@ -210,15 +210,18 @@ TEST_P(TransferRulesTest, EachRuleGivesItsOutcomeBalancesEntriesAndRecord) {
     EXPECT_EQ(replay.outcome, outcome) << OutcomeName(replay.outcome);
     EXPECT_TRUE(replay.replayed);
     EXPECT_EQ(replay.balance, reply.balance);
-    EXPECT_EQ(replay.to_balance, reply.to_balance);
+    EXPECT_EQ(replay.transfer().to_balance, reply.transfer().to_balance);
     // Other fields: refused, the first transfer named.
     const Reply reused = Transfer(*router, id, from, to, rule.amount + 1);
     EXPECT_EQ(reused.outcome, Outcome::kTransferIdReused) << OutcomeName(reused.outcome);
-    ASSERT_NE(reused.recorded_transfer, nullptr);
-    EXPECT_EQ(reused.recorded_transfer->from, from);
-    EXPECT_EQ(reused.recorded_transfer->to, to);
-    EXPECT_EQ(reused.recorded_transfer->amount, rule.amount);
-    EXPECT_EQ(reused.recorded_transfer->state, record->state);
+    ASSERT_TRUE(std::holds_alternative<ReusedTransferId>(reused.detail));
+    const std::shared_ptr<const TransferRecord> first =
+        std::get<ReusedTransferId>(reused.detail).record;
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(first->from, from);
+    EXPECT_EQ(first->to, to);
+    EXPECT_EQ(first->amount, rule.amount);
+    EXPECT_EQ(first->state, record->state);
     const std::string other = IdOn(cross ? 1 : 0, absl::StrCat(rule.name, "-other"));
     EXPECT_EQ(Transfer(*router, id, from, other, rule.amount).outcome, Outcome::kTransferIdReused);
     EXPECT_EQ(store->journal().size(), journal_before);
@@ -266,7 +269,7 @@ TEST(TransferIdRaceTest, TheSameIdFromTwoSourceShardsAtOnceMovesMoneyOnce) {
   options.shard.inline_execution = false;
   RouterTestHooks hooks;
   hooks.shard.before_handle = [&](const Message& message) {
-    if (message.op == Op::kTransfer && message.account_id == b) second_decided.Notify();
+    if (message.op() == Op::kTransfer && message.account_id == b) second_decided.Notify();
   };
   options.transfers.retry_delay = absl::Microseconds(200);
   auto router = *Router::Create(options, hooks);
@@ -466,7 +469,7 @@ TEST(TransferPendingRetryTest, ARetryWhileTheCreditIsHeldIsAnsweredPending) {
   options.shard.clock = [] { return kNow; };
   RouterTestHooks hooks;
   hooks.shard.before_handle = [&](const Message& message) {
-    if (message.op == Op::kTransferCredit) release.WaitForNotification();
+    if (message.op() == Op::kTransferCredit) release.WaitForNotification();
   };
   auto router = *Router::Create(options, hooks);
   router->Start();
@@ -488,7 +491,7 @@ TEST(TransferPendingRetryTest, ARetryWhileTheCreditIsHeldIsAnsweredPending) {
   const Reply reply = AwaitReply(first);
   EXPECT_EQ(reply.outcome, Outcome::kOk);
   EXPECT_EQ(reply.balance, 70);
-  EXPECT_EQ(reply.to_balance, 80);
+  EXPECT_EQ(reply.transfer().to_balance, 80);
   EXPECT_EQ(BalanceOf(*router, to), 80);
   EXPECT_EQ(router->transfers().in_flight_count(), 0);
   EXPECT_EQ(EntriesOf(store, "held").size(), 2u);
@@ -520,7 +523,7 @@ TEST(TransferFailedLookupTest, TheCreditIsRetriedUntilTheStoreAnswers) {
   store.FailLookups(false);
   const Reply reply = AwaitReply(completion);
   EXPECT_EQ(reply.outcome, Outcome::kOk) << OutcomeName(reply.outcome);
-  EXPECT_EQ(reply.to_balance, 80);
+  EXPECT_EQ(reply.transfer().to_balance, 80);
   EXPECT_EQ(BalanceOf(*router, from), 70);
   EXPECT_EQ(BalanceOf(*router, to), 80);
   EXPECT_EQ(EntriesOf(store, "lookup").size(), 2u);
@@ -549,11 +552,22 @@ Reply Decide(ShardCore& core, Message message) {
   return completion.HasReply() ? completion.WaitForReply() : Reply{.outcome = Outcome::kInternal};
 }
 
-Message TransferMessage(Op op, absl::string_view account, absl::string_view counterparty,
-                        int64_t amount) {
-  Message message = MakeMessage(op, account, amount, nullptr, "room");
-  message.counterparty = counterparty;
-  return message;
+// Transfer "room" from `source` to `destination`: the client's Transfer, on the source's shard.
+Message TransferCallMessage(absl::string_view source, absl::string_view destination,
+                            int64_t amount) {
+  return {.account_id = source,
+          .kind = TransferCall{.transfer_id = "room", .to = destination, .amount = amount}};
+}
+
+// Transfer "room"'s settle on `source`'s shard, with the credit's result.
+Message SettleMessage(absl::string_view source, absl::string_view destination, int64_t amount,
+                      Outcome credit_outcome, int64_t credit_balance = 0) {
+  return {.account_id = source,
+          .kind = SettleStep{.transfer_id = "room",
+                             .to = destination,
+                             .amount = amount,
+                             .credit_outcome = credit_outcome,
+                             .credit_balance = credit_balance}};
 }
 
 class RefundRoomTest : public testing::TestWithParam<bool> {};
@@ -567,9 +581,9 @@ TEST_P(RefundRoomTest, ADepositMayNotTakeTheRoomAPendingRefundNeeds) {
   ShardCore core(CoreOptions(store.get()));
   core.LoadAccount("src", {.balance = kInt64Max - 100, .sequence = 1});
   // Debited across shards: pending, 50 may come back.
-  const Reply debit = Decide(core, TransferMessage(Op::kTransfer, "src", "elsewhere", 50));
+  const Reply debit = Decide(core, TransferCallMessage("src", "elsewhere", 50));
   ASSERT_EQ(debit.outcome, Outcome::kOk);
-  EXPECT_TRUE(debit.debited);
+  EXPECT_TRUE(debit.transfer().debited);
   EXPECT_EQ(debit.balance, kInt64Max - 150);
   EXPECT_EQ(core.pending_transfer_count(), 1u);
   // 101 would leave kInt64Max - 49: no room for the refund of 50.
@@ -577,15 +591,15 @@ TEST_P(RefundRoomTest, ADepositMayNotTakeTheRoomAPendingRefundNeeds) {
   EXPECT_EQ(refused.outcome, Outcome::kOverflow);
   EXPECT_EQ(refused.balance, kInt64Max - 150);
   // A credit of another transfer to the same account is refused the same way.
-  Message credit = TransferMessage(Op::kTransferCredit, "src", "someone", 101);
-  credit.request_id = "other";
+  const Message credit{
+      .account_id = "src",
+      .kind = CreditStep{.transfer_id = "other", .from = "someone", .amount = 101}};
   EXPECT_EQ(Decide(core, credit).outcome, Outcome::kOverflow);
   // 100 leaves exactly the room.
   EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 100, nullptr)).balance, kInt64Max - 50);
   // The destination refused: the refund fits to the last unit.
-  Message settle = TransferMessage(Op::kTransferSettle, "src", "elsewhere", 50);
-  settle.credit_outcome = Outcome::kCounterpartyNotFound;
-  const Reply settled = Decide(core, settle);
+  const Reply settled =
+      Decide(core, SettleMessage("src", "elsewhere", 50, Outcome::kCounterpartyNotFound));
   EXPECT_EQ(settled.outcome, Outcome::kCounterpartyNotFound);
   EXPECT_EQ(core.FindAccountForTesting("src")->balance, kInt64Max);
   EXPECT_EQ(core.pending_transfer_count(), 0u);
@@ -603,14 +617,12 @@ TEST_P(RefundRoomTest, ACommittedTransferReleasesItsRoom) {
   std::unique_ptr<MemoryStore> store = GetParam() ? std::make_unique<MemoryStore>() : nullptr;
   ShardCore core(CoreOptions(store.get()));
   core.LoadAccount("src", {.balance = kInt64Max - 100, .sequence = 1});
-  ASSERT_EQ(Decide(core, TransferMessage(Op::kTransfer, "src", "elsewhere", 50)).outcome,
-            Outcome::kOk);
+  ASSERT_EQ(Decide(core, TransferCallMessage("src", "elsewhere", 50)).outcome, Outcome::kOk);
   EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 101, nullptr)).outcome,
             Outcome::kOverflow);
-  Message settle = TransferMessage(Op::kTransferSettle, "src", "elsewhere", 50);
-  settle.credit_outcome = Outcome::kOk;
-  settle.credit_balance = 50;
-  EXPECT_EQ(Decide(core, settle).outcome, Outcome::kOk);
+  EXPECT_EQ(Decide(core, SettleMessage("src", "elsewhere", 50, Outcome::kOk, /*credit_balance=*/50))
+                .outcome,
+            Outcome::kOk);
   // The money left for good: the whole remaining room is the account's.
   EXPECT_EQ(Decide(core, MakeMessage(Op::kDeposit, "src", 150, nullptr)).balance, kInt64Max);
 }
@@ -696,7 +708,7 @@ TEST_P(TransferRecoveryTest, APendingTransferLoadedAtStartEndsCommittedOnce) {
   const Reply replay = Transfer(*router, id, from, to, 30);
   EXPECT_EQ(replay.outcome, Outcome::kOk);
   EXPECT_TRUE(replay.replayed);
-  EXPECT_EQ(replay.to_balance, 130);
+  EXPECT_EQ(replay.transfer().to_balance, 130);
   router->Stop();
 }
 

@@ -522,7 +522,8 @@ TEST_F(TransferAuditorTest, ATransferReplyMustBeLegal) {
   call.counterparty = "d";
   call.local_transfer = true;
   auditor.Sent(call);
-  call.decided = {.outcome = Outcome::kOk, .balance = 70, .to_balance = 30};
+  call.decided = {
+      .outcome = Outcome::kOk, .balance = 70, .detail = TransferReply{.to_balance = 30}};
   EXPECT_EQ(auditor.CheckDecided(call), "");
   call.decided = {.outcome = Outcome::kInsufficientFunds, .balance = 70};
   EXPECT_THAT(auditor.CheckDecided(call), HasSubstr("covers the amount"));
