@@ -67,30 +67,27 @@ char ShardOf(const std::string& account) {
 
 // The message the shard core is handed for `call`, answered through `completion`.
 Message MessageFor(const AuditedCall& call, Completion* completion) {
+  Message message{.account_id = call.account_id, .completion = completion};
   switch (call.op) {
     case Op::kTransfer:
-      return {.account_id = call.account_id,
-              .completion = completion,
-              .kind = TransferCall{.transfer_id = call.request_id,
-                                   .to = call.counterparty,
-                                   .amount = call.amount,
-                                   .local = call.local_transfer,
-                                   .resume_only = call.resume_only}};
+      message.kind = TransferCall{.transfer_id = call.request_id,
+                                  .to = call.counterparty,
+                                  .amount = call.amount,
+                                  .local = call.local_transfer,
+                                  .resume_only = call.resume_only};
+      return message;
     case Op::kTransferCredit:
-      return {
-          .account_id = call.account_id,
-          .completion = completion,
-          .kind = CreditStep{
-              .transfer_id = call.request_id, .from = call.counterparty, .amount = call.amount}};
+      message.kind = CreditStep{
+          .transfer_id = call.request_id, .from = call.counterparty, .amount = call.amount};
+      return message;
     case Op::kTransferSettle:
-      return {.account_id = call.account_id,
-              .completion = completion,
-              .kind = SettleStep{.transfer_id = call.request_id,
-                                 .to = call.counterparty,
-                                 .amount = call.amount,
-                                 .credit_outcome = call.credit_outcome,
-                                 .credit_balance = call.credit_balance,
-                                 .credited_at = call.credited_at}};
+      message.kind = SettleStep{.transfer_id = call.request_id,
+                                .to = call.counterparty,
+                                .amount = call.amount,
+                                .credit_outcome = call.credit_outcome,
+                                .credit_balance = call.credit_balance,
+                                .credited_at = call.credited_at};
+      return message;
     case Op::kDeposit:
     case Op::kWithdraw:
     case Op::kBalance:
@@ -617,10 +614,11 @@ class Simulation {
     auditor_.Reopened(recovery.kept);
     if (recovery.had_failed_entry) {
       Trace({.kind = TraceEvent::Kind::kReopen,
-             .note_of_log = recovery.kept
-                                ? "kept the entry of the failed sync whole"
-                                : absl::StrCat("dropped the entry of the failed write as a torn tail (",
-                                               recovery.torn_bytes, " bytes)")});
+             .note_of_log =
+                 recovery.kept
+                     ? "kept the entry of the failed sync whole"
+                     : absl::StrCat("dropped the entry of the failed write as a torn tail (",
+                                    recovery.torn_bytes, " bytes)")});
     }
   }
 
