@@ -47,9 +47,11 @@ class AccountJournalCheck {
   // One account on its own (reloading it while serving): the same agreement, found by one Seek.
   absl::Status CheckOne(absl::string_view account_id, const AccountState& state);
 
-  // The most older entries of one account stepped over with Next; more are jumped with one Seek,
-  // which costs about as much as a few Nexts.
-  static constexpr int kStepsBeforeSeek = 8;
+  // The most older entries of one account stepped over with Next; more are jumped with one Seek.
+  // A Seek positions every table of the LSM, and costs about as much as 100 Nexts: 1M accounts
+  // of 20 entries each started 1.2 to 1.5 s sooner stepping than seeking (of 4.5 s), 100,000 of
+  // 100 each as fast either way (docs/benchmarks-history.md, "Start-up: step, do not seek").
+  static constexpr int kStepsBeforeSeek = 48;
 
  private:
   // Where the iterator stands: an entry's account and sequence; nullopt at the end. DataLoss for
