@@ -322,12 +322,16 @@ grpc::Status StatusFor(const Reply& reply, const CallFacts& facts) {
     case Outcome::kInvalidRequestId:
       return {grpc::StatusCode::INVALID_ARGUMENT, DescribeInvalidRequestId(facts.request_id)};
     case Outcome::kRequestIdReused: {
-      // The shard always says what the request_id was first used for.
-      const ReusedRequestId reused = std::get<ReusedRequestId>(reply.detail);
+      // The shard says what the request_id was first used for; a reply without it (none is
+      // made today) still gets the same code and advice.
+      const auto* reused = std::get_if<ReusedRequestId>(&reply.detail);
+      const std::string was = reused == nullptr
+                                  ? std::string("a different operation")
+                                  : absl::StrCat("a ", OpName(reused->op), " of ", reused->amount);
       return {grpc::StatusCode::ALREADY_EXISTS,
               absl::StrCat("request_id \"", facts.request_id, "\" was already used on account ",
-                           facts.account_id, " for a ", OpName(reused.op), " of ", reused.amount,
-                           "; this call is a ", OpName(facts.op), " of ", facts.amount,
+                           facts.account_id, " for ", was, "; this call is a ", OpName(facts.op),
+                           " of ", facts.amount,
                            ". Nothing was applied: use a new request_id for a new operation")};
     }
     case Outcome::kStorageFailed:

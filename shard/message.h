@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -154,6 +155,25 @@ struct BatchPart {
 using MessageKind = std::variant<DepositCall, WithdrawCall, BalanceCall, TransferCall, CreditStep,
                                  SettleStep, BatchPart>;
 static_assert(std::variant_size_v<MessageKind> == kOpCount + 1);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kDeposit), MessageKind>,
+                   DepositCall>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kWithdraw), MessageKind>,
+                   WithdrawCall>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kBalance), MessageKind>,
+                   BalanceCall>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kTransfer), MessageKind>,
+                   TransferCall>);
+static_assert(std::is_same_v<
+              std::variant_alternative_t<static_cast<size_t>(Op::kTransferCredit), MessageKind>,
+              CreditStep>);
+static_assert(std::is_same_v<
+              std::variant_alternative_t<static_cast<size_t>(Op::kTransferSettle), MessageKind>,
+              SettleStep>);
+static_assert(std::is_trivially_copyable_v<MessageKind>);
 
 // One message for a shard. Plain data: cheap to move through the mailbox.
 struct Message {

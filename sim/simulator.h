@@ -19,9 +19,9 @@
 // and nothing iterates an unordered container.
 //
 // Transfers (issue 15) run on accounts of their own, split over two pretend shards: a transfer
-// within one is sent as local_transfer; across them the simulator plays TransferCoordinator
-// (shard/transfer_coordinator.cc) itself, deterministically: after the debit's batch is
-// answered it sends the credit, then the settle, at seeded steps, retries a step answered
+// within one is sent as a local TransferCall (TransferCall::local); across them the simulator plays
+// TransferCoordinator (shard/transfer_coordinator.cc) itself, deterministically: after the debit's
+// batch is answered it sends the credit, then the settle, at seeded steps, retries a step answered
 // kStorageFailed or kInternal, asks resume_only after a failed debit, and at a restart or crash
 // drops its flights and resumes every pending record of the store (LoadPendingTransfer, then the
 // credit again), as ledgerd's start-up does. Every step is a message of the one core (it does

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,7 +65,7 @@ Verdict Judge(const grpc::Status& status) {
     return Verdict::kNeverSent;
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    for (const char* words : {"Broken pipe", "Connection reset by peer", "Socket closed"}) {
+    for (const char* words : {"Broken pipe", "Connection reset by peer"}) {
       if (absl::StrContains(status.error_message(), words)) return Verdict::kClosedUnderTheCall;
     }
   }
@@ -109,17 +110,19 @@ INSTANTIATE_TEST_SUITE_P(Signals, StopUnderLoadTest, testing::Values(SIGTERM, SI
 // 64 callers on 4 connections, each depositing 1 into its own account with a fresh request_id
 // as fast as answers come, straight through the stop.
 //
-// One gap is known, and bounded here: about one stop in 120 under ASan (4 of about 500 runs,
-// issue 31's notes), a call fails with its connection's transport error ("Broken pipe" or
-// "recvmsg: Connection reset by peer", once 15 calls of one connection at once), which no client
-// can tell apart from a call that was applied. The likely path, from gRPC's source and the errors
-// seen: gRPC 1.51's server closes a connection the moment its final GOAWAY is written if no call
-// is open on it, and Linux answers any byte that arrives after that close with a reset; a client
-// whose new call crosses that close fails it on the reset instead of reading the GOAWAY that
-// would have marked it unseen (a transparent retry, here never sent). The close and the reset are
-// gRPC's and the kernel's, not ledgerd's, so ledgerd cannot hold them back. So each caller may
-// lose at most one call this way, all of them on at most one connection, and its balance must
-// then be the applied calls or one more.
+// One gap is known, and bounded here, not fixed: about one stop in 120 under ASan (4 of about
+// 500 runs, issue 31's notes), calls fail with their connection's transport error at the stop,
+// which no client can tell apart from a call that was applied: "Broken pipe" (a call never seen:
+// the balance matched the OK answers) or "recvmsg: Connection reset by peer" (once a call that
+// WAS applied: the balance was one more than the OK answers), once 15 calls of one connection.
+// The likely path, from gRPC 1.51's source and Linux's: gRPC shuts a connection down for reading
+// and writing once its final GOAWAY and last answer are handed to the kernel; a byte the client
+// sends after that (a new call crossing the GOAWAY, or its flow-control update for the answers
+// it is reading) makes Linux reset the connection, which destroys whatever the kernel had not yet
+// sent, the last answer included. The shutdown and the reset are gRPC's and the kernel's, so
+// ledgerd cannot hold them back without taking the sockets' closing from gRPC. So: only after
+// the signal, at most one call per caller, all on one connection, and each balance is the
+// applied calls or one more (the lost answer's call, applied or not).
 TEST_P(StopUnderLoadTest, APlainGrpcClientGetsADefiniteAnswerForEveryCallThatReachedLedgerd) {
   constexpr int kConnections = 4;
   constexpr int kCallersPerConnection = 16;
@@ -134,6 +137,7 @@ TEST_P(StopUnderLoadTest, APlainGrpcClientGetsADefiniteAnswerForEveryCallThatRea
         ledgerd.target(), grpc::InsecureChannelCredentials(), arguments)));
   }
   std::atomic<bool> stopped{false};
+  std::atomic<bool> signalled{false};
   std::atomic<int64_t> applied_total{0};
   struct Tally {
     int64_t applied = 0, refused = 0, never_sent = 0, closed_under = 0;
@@ -167,7 +171,11 @@ TEST_P(StopUnderLoadTest, APlainGrpcClientGetsADefiniteAnswerForEveryCallThatRea
             ++tally.never_sent;
             break;
           case Verdict::kClosedUnderTheCall:
-            ++tally.closed_under;
+            if (!signalled.load()) {
+              tally.unknown.push_back(absl::StrCat("before the signal: ", CodeName(status)));
+            } else {
+              ++tally.closed_under;
+            }
             break;
           case Verdict::kUnknown:
             tally.unknown.push_back(CodeName(status));
@@ -179,6 +187,7 @@ TEST_P(StopUnderLoadTest, APlainGrpcClientGetsADefiniteAnswerForEveryCallThatRea
   // Full speed first, then the signal while every caller has a call on its way.
   std::this_thread::sleep_for(kLoadBeforeSignal);
   const int64_t applied_before_signal = applied_total.load();
+  signalled.store(true);
   ledgerd.Signal(GetParam());
   const std::optional<int> exit_code = ledgerd.WaitForExit(std::chrono::seconds(30));
   // The callers go on a moment after the exit: a call now is never sent.
@@ -191,7 +200,9 @@ TEST_P(StopUnderLoadTest, APlainGrpcClientGetsADefiniteAnswerForEveryCallThatRea
   int64_t applied = 0, refused = 0, never_sent = 0, closed_under = 0;
   std::vector<std::string> unknown;
   std::vector<std::string> accounts;
+  std::set<int> connections_closed_under;
   for (int i = 0; i < kCallers; ++i) {
+    if (tallies[i].closed_under > 0) connections_closed_under.insert(i % kConnections);
     applied += tallies[i].applied;
     refused += tallies[i].refused;
     never_sent += tallies[i].never_sent;
@@ -207,7 +218,7 @@ TEST_P(StopUnderLoadTest, APlainGrpcClientGetsADefiniteAnswerForEveryCallThatRea
   // Full speed: hundreds of calls before the signal, even under a sanitizer.
   EXPECT_GT(applied_before_signal, 100);
   EXPECT_GT(never_sent, 0);  // The callers outlived ledgerd.
-  EXPECT_LE(closed_under, kCallersPerConnection) << ledgerd.log();
+  EXPECT_LE(connections_closed_under.size(), 1u) << ledgerd.log();
   EXPECT_TRUE(unknown.empty()) << unknown.size() << " calls with an unknown outcome, such as "
                                << unknown.front() << "\n(applied " << applied << ", refused "
                                << refused << ", never sent " << never_sent << ")\n"
