@@ -155,24 +155,13 @@ struct BatchPart {
 using MessageKind = std::variant<DepositCall, WithdrawCall, BalanceCall, TransferCall, CreditStep,
                                  SettleStep, BatchPart>;
 static_assert(std::variant_size_v<MessageKind> == kOpCount + 1);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kDeposit), MessageKind>,
-                   DepositCall>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kWithdraw), MessageKind>,
-                   WithdrawCall>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kBalance), MessageKind>,
-                   BalanceCall>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kTransfer), MessageKind>,
-                   TransferCall>);
-static_assert(std::is_same_v<
-              std::variant_alternative_t<static_cast<size_t>(Op::kTransferCredit), MessageKind>,
-              CreditStep>);
-static_assert(std::is_same_v<
-              std::variant_alternative_t<static_cast<size_t>(Op::kTransferSettle), MessageKind>,
-              SettleStep>);
+// Whether `Kind` stands at `op`'s index of MessageKind, as Message::op() assumes.
+template <Op op, typename Kind>
+inline constexpr bool kKindAt =
+    std::is_same_v<std::variant_alternative_t<static_cast<size_t>(op), MessageKind>, Kind>;
+static_assert(kKindAt<Op::kDeposit, DepositCall> && kKindAt<Op::kWithdraw, WithdrawCall> &&
+              kKindAt<Op::kBalance, BalanceCall> && kKindAt<Op::kTransfer, TransferCall> &&
+              kKindAt<Op::kTransferCredit, CreditStep> && kKindAt<Op::kTransferSettle, SettleStep>);
 static_assert(std::is_trivially_copyable_v<MessageKind>);
 
 // One message for a shard. Plain data: cheap to move through the mailbox.
