@@ -11,7 +11,8 @@
 // `storage::UnappliedRecords::Keeps` says it keeps them, exactly as the real store; the others wait
 // for the applier (they apply everything first). Idempotency records skip the applier: they are
 // held in memory from their write until a checkpoint (storage::RecentRequests), which the
-// simulator takes at seeded moments and at every clean stop and backup. A crash loses what is
+// simulator takes at seeded moments and at every clean stop and backup, and no lookup of them
+// waits for the applier. A crash loses what is
 // held in memory and replays the log from the last checkpoint.
 //
 // The simulator builds without storage/'s record encoding (protobuf), so that it runs in every

@@ -545,6 +545,44 @@ TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
   EXPECT_EQ(store->FindPendingTransfers("t-1").value().size(), 1u);
 }
 
+// The applier never writes idempotency records (the journal thread holds them until a
+// checkpoint ingests them), so a lookup that may block answers without waiting for it: with the
+// applier held, as a checkpoint holds it for hundreds of milliseconds under load, a shard's
+// lookups of new request_ids went on. (They waited for it once, and held the shards behind
+// every checkpoint.)
+TEST(StoreLogTest, RequestLookupsThatMayBlockDoNotWaitForTheApplier) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path(), kSmallSegment);
+  ApplierSwitch applier(/*held=*/true);
+  StoreTestHooks hooks = applier.Hooks();
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write(DepositBatch("d", 1)).ok());
+  EXPECT_EQ(store->applied_position(), 0u);
+
+  const RequestKeyRef keys[] = {{.account_id = "d", .request_id = "d-1"},
+                                {.account_id = "d", .request_id = "never"}};
+  std::future<std::vector<absl::StatusOr<MemoryLookup>>> batch =
+      std::async(std::launch::async, [&] { return store->FindRequests(keys, /*may_block=*/true); });
+  std::future<absl::StatusOr<std::optional<RequestRecord>>> single =
+      std::async(std::launch::async, [&] { return store->FindRequest("d", "never"); });
+  // Far longer than either takes; waiting for the applier would block until it is released.
+  ASSERT_EQ(batch.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  ASSERT_EQ(single.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const std::vector<absl::StatusOr<MemoryLookup>> found = batch.get();
+  ASSERT_EQ(found.size(), 2u);
+  ASSERT_TRUE(found[0].ok() && found[1].ok());
+  ASSERT_TRUE(found[0]->record.has_value());
+  EXPECT_EQ(found[0]->record->balance, 10);
+  EXPECT_TRUE(found[1]->answered);
+  EXPECT_EQ(found[1]->record, std::nullopt);
+  const absl::StatusOr<std::optional<RequestRecord>> never = single.get();
+  ASSERT_TRUE(never.ok()) << never.status();
+  EXPECT_EQ(*never, std::nullopt);
+  EXPECT_EQ(store->applied_position(), 0u);  // Still held: nothing waited for it.
+  applier.Release();
+}
+
 // PostgreSQL's fsync lesson: a failed sync fails the group (outcome unknown to its callers), no
 // write is taken until the log is repaired, and the failed group is on disk in no form.
 TEST(StoreLogTest, AFailedSyncFailsTheGroupStopsWritesUntilRepairedAndLeavesNoTrace) {
