@@ -7,9 +7,9 @@ over --accounts accounts on the 4 connections the client opens by default, eithe
 operation (unary, 64 in flight) or Apply calls of --batch operations (8 in flight, 3 for 8,192,
 see in_flight). Both
 processes share the machine's cores unless --server_cpu/--client_cpu pin them. Around each run
-it reads ledgerd's /metrics (journal writes, operations applied) and /proc/PID/io (bytes
-written to storage, flushes and compactions included), for the bytes written per operation and
-the fsync rate. Then, per durability, an open-loop run at half the median maximum call rate of
+it reads ledgerd's /metrics (journal writes, operations applied) and the sectors written to the
+data directory's block device (flushes and compactions included), for the bytes written per
+operation and the fsync rate. Then, per durability, an open-loop run at half the median maximum call rate of
 the smallest batch gives the p99 the goal names. Prints one line per run, then the medians and
 the ratios to unary calls measured in the same rounds.
 
@@ -53,18 +53,29 @@ def pinned(cpus, command):
     return (["taskset", "-c", cpus] if cpus else []) + command
 
 
-def server_counters(process, metrics_port):
+def device_bytes_written(path):
+    """Bytes written so far to the block device holding `path` (its sectors-written counter):
+    everything ledgerd wrote there (log, flushes, compactions), and whatever else on this quiet
+    machine wrote to the same device. Not /proc/PID/io's write_bytes: on Linux 6.x that counts
+    a page-cache folio whole when a write dirties any byte of it, and ext4 caches files in folios
+    of up to megabytes, so each small synced append counted ~345 KB where the device received
+    ~6 KB (docs/benchmarks-history.md, "Apply")."""
+    device = os.stat(path).st_dev
+    with open(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat") as stat:
+        return int(stat.read().split()[6]) * 512
+
+
+def server_counters(metrics_port, data_dir):
     """Operations applied (unary Deposits and Apply results answered OK; shed ones wrote
-    nothing), journal writes (one fsync each with --durability=sync) and bytes ledgerd has
-    written to storage, so far."""
+    nothing), journal writes (one fsync each with --durability=sync) and bytes written to the
+    data directory's device, so far."""
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                   timeout=5).read().decode()
 
     def total(pattern):
         return sum(float(value) for value in re.findall(pattern, body, re.M))
 
-    with open(f"/proc/{process.pid}/io") as io:
-        written = int(re.search(r"^write_bytes: (\d+)$", io.read(), re.M).group(1))
+    written = device_bytes_written(data_dir)
     return {
         "operations": total(r'^ledger_apply_results_total\{code="OK"\} (\S+)$') +
                       total(r'^ledger_requests_total\{code="OK",method="Deposit"\} (\S+)$'),
@@ -94,11 +105,11 @@ def run_one(args, durability, batch, scratch, rate=None):
         f"--duration={args.duration}s", f"--warmup={args.warmup}s", "--verify=false",
         f"--json_file={json_path}"] + loop)
     try:
-        before = server_counters(process, metrics_port)
+        before = server_counters(metrics_port, data_dir)
         started = time.time()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elapsed = time.time() - started
-        after = server_counters(process, metrics_port)
+        after = server_counters(metrics_port, data_dir)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
