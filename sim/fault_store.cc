@@ -282,18 +282,18 @@ absl::StatusOr<std::optional<AccountState>> FaultStore::FindAccount(absl::string
 absl::StatusOr<std::optional<TransferRecord>> FaultStore::FindTransfer(
     absl::string_view transfer_id, absl::string_view from) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  ApplyAll();
-  auto pending = applied_.pending.find({std::string(transfer_id), std::string(from)});
-  if (pending != applied_.pending.end()) return pending->second;
-  auto found = applied_.transfers.find(std::string(transfer_id));
-  if (found == applied_.transfers.end()) return std::nullopt;
-  return found->second;
+  // As RocksDbStore's: no wait for the applier; the unapplied entries, then what it reached.
+  return LookUpTransfer(transfer_id, from, /*sees_unapplied=*/true).record;
 }
 
 absl::StatusOr<TransferLookup> FaultStore::FindTransferInMemory(absl::string_view transfer_id,
                                                                 absl::string_view from) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  const bool sees = SeesUnapplied(/*request_record=*/false);
+  return LookUpTransfer(transfer_id, from, SeesUnapplied(/*request_record=*/false));
+}
+
+TransferLookup FaultStore::LookUpTransfer(absl::string_view transfer_id, absl::string_view from,
+                                          bool sees) {
   // As RocksDbStore::LookUpTransfer: the source's pending key, then the id's final key; each
   // from the unapplied entries first, then from what the applier has reached.
   if (!from.empty()) {
@@ -322,15 +322,17 @@ absl::StatusOr<TransferLookup> FaultStore::FindTransferInMemory(absl::string_vie
 
 absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(absl::string_view transfer_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  ApplyAll();
-  auto found = applied_.credits.find(std::string(transfer_id));
-  if (found == applied_.credits.end()) return std::nullopt;
-  return found->second;
+  // As RocksDbStore's: no wait for the applier; the unapplied entries, then what it reached.
+  return LookUpCredit(transfer_id, /*sees_unapplied=*/true).receipt;
 }
 
 absl::StatusOr<CreditLookup> FaultStore::FindCreditInMemory(absl::string_view transfer_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
-  if (SeesUnapplied(/*request_record=*/false)) {
+  return LookUpCredit(transfer_id, SeesUnapplied(/*request_record=*/false));
+}
+
+CreditLookup FaultStore::LookUpCredit(absl::string_view transfer_id, bool sees) {
+  if (sees) {
     if (const CreditWrite* unapplied = UnappliedCredit(transfer_id)) {
       ++unapplied_answers_;
       return CreditLookup{.answered = true, .receipt = unapplied->receipt};

@@ -8,9 +8,10 @@
 // behind it, by an applier the simulator runs at seeded moments. The durable truth is what a
 // restart's replay of that log gives. Lookups that must not wait (the
 // ...InMemory ones) see the transfer records of entries the applier has not reached only when
-// `storage::UnappliedRecords::Keeps` says it keeps them, exactly as the real store; the others wait
-// for the applier (they apply everything first). Idempotency records skip the applier: they are
-// held in memory from their write until a checkpoint (storage::RecentRequests), which the
+// `storage::UnappliedRecords::Keeps` says it keeps them, exactly as the real store; the lookups
+// that may block see them always, and never wait for the applier either; listings and account and
+// History reads wait for it (they apply everything first). Idempotency records skip the applier:
+// they are held in memory from their write until a checkpoint (storage::RecentRequests), which the
 // simulator takes at seeded moments and at every clean stop and backup, and no lookup of them
 // waits for the applier. A crash loses what is
 // held in memory and replays the log from the last checkpoint.
@@ -210,6 +211,10 @@ class FaultStore final : public LedgerStore {
   const TransferWrite* UnappliedTransfer(absl::string_view transfer_id,
                                          absl::string_view from) const;
   const CreditWrite* UnappliedCredit(absl::string_view transfer_id) const;
+  // A transfer's record or a credit's receipt as the store reads it, never waiting for the
+  // applier: from the unapplied entries when `sees` them, else from what the applier reached.
+  TransferLookup LookUpTransfer(absl::string_view transfer_id, absl::string_view from, bool sees);
+  CreditLookup LookUpCredit(absl::string_view transfer_id, bool sees);
 
   absl::Time* const clock_;
   std::mt19937_64* const rng_;

@@ -1550,6 +1550,11 @@ absl::StatusOr<RocksDbStore::DefaultRead> RocksDbStore::GetDefault(const std::st
                                                                    absl::string_view what,
                                                                    bool memory_only) {
   DefaultRead found;
+  // No read of a key waits for the applier: a record is in UnappliedRecords from its append until
+  // the applier has written it to RocksDB (it is forgotten only after), so checking there first
+  // and RocksDB second finds every acknowledged one. Waiting held a shard's transfer lookups
+  // behind each checkpoint, as it did its request_id lookups (FindRequests). Listings of pending
+  // transfers, which read RocksDB alone, still wait.
   // A closed store reopens on its next read: that is disk work, for a thread that may block.
   if (std::optional<std::optional<std::string>> unapplied =
           unapplied_.Find(LogFamily::kDefault, key);
@@ -1573,7 +1578,7 @@ absl::StatusOr<RocksDbStore::DefaultRead> RocksDbStore::GetDefault(const std::st
         found.value = std::move(value);
         return absl::OkStatus();
       },
-      /*await_applied=*/!memory_only);
+      /*await_applied=*/false);
   if (!status.ok()) return status;
   return found;
 }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -545,42 +546,72 @@ TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
   EXPECT_EQ(store->FindPendingTransfers("t-1").value().size(), 1u);
 }
 
-// The applier never writes idempotency records (the journal thread holds them until a
-// checkpoint ingests them), so a lookup that may block answers without waiting for it: with the
-// applier held, as a checkpoint holds it for hundreds of milliseconds under load, a shard's
-// lookups of new request_ids went on. (They waited for it once, and held the shards behind
-// every checkpoint.)
-TEST(StoreLogTest, RequestLookupsThatMayBlockDoNotWaitForTheApplier) {
+// A lookup that may block answers without waiting for the applier: the applier never writes
+// idempotency records (the journal thread holds them until a checkpoint ingests them), and a
+// transfer's records and receipts are answered from UnappliedRecords until the applier has
+// written them. With the applier held, as a checkpoint holds it for hundreds of milliseconds
+// under load, a shard's lookups of new request_ids and transfer_ids went on. (They waited for it
+// once, and held the shards behind every checkpoint.)
+TEST(StoreLogTest, LookupsThatMayBlockDoNotWaitForTheApplier) {
   ScratchDir scratch;
   testing_util::InitLedger(scratch.path(), kSmallSegment);
   ApplierSwitch applier(/*held=*/true);
   StoreTestHooks hooks = applier.Hooks();
   std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Write(DepositBatch("d", 1)).ok());
+  BatchWrite batch = DepositBatch("d", 1);
+  batch.transfers = {
+      {"t-1", TransferRecord{.from = "d", .to = "e", .amount = 5, .state = TransferState::kPending},
+       false}};
+  batch.credits = {{"t-0", CreditReceipt{.from = "x", .amount = 3}}};
+  ASSERT_TRUE(store->Write(batch).ok());
   EXPECT_EQ(store->applied_position(), 0u);
 
   const RequestKeyRef keys[] = {{.account_id = "d", .request_id = "d-1"},
                                 {.account_id = "d", .request_id = "never"}};
-  std::future<std::vector<absl::StatusOr<MemoryLookup>>> batch =
+  std::future<std::vector<absl::StatusOr<MemoryLookup>>> requests =
       std::async(std::launch::async, [&] { return store->FindRequests(keys, /*may_block=*/true); });
-  std::future<absl::StatusOr<std::optional<RequestRecord>>> single =
+  std::future<absl::StatusOr<std::optional<RequestRecord>>> request =
       std::async(std::launch::async, [&] { return store->FindRequest("d", "never"); });
-  // Far longer than either takes; waiting for the applier would block until it is released.
-  ASSERT_EQ(batch.wait_for(std::chrono::seconds(5)), std::future_status::ready);
-  ASSERT_EQ(single.wait_for(std::chrono::seconds(5)), std::future_status::ready);
-  const std::vector<absl::StatusOr<MemoryLookup>> found = batch.get();
+  std::future<absl::StatusOr<std::optional<TransferRecord>>> transfer =
+      std::async(std::launch::async, [&] { return store->FindTransfer("t-1", "d"); });
+  std::future<absl::StatusOr<std::optional<TransferRecord>>> no_transfer =
+      std::async(std::launch::async, [&] { return store->FindTransfer("never", ""); });
+  std::future<absl::StatusOr<std::optional<CreditReceipt>>> credit =
+      std::async(std::launch::async, [&] { return store->FindCredit("t-0"); });
+  // Declared after the futures, so destroyed before them: a failed assertion releases the
+  // applier before their destructors wait for lookups that wait for it.
+  absl::Cleanup release_applier = [&] { applier.Release(); };
+  // Far longer than any takes; waiting for the applier would block until it is released.
+  for (const std::future_status status :
+       {requests.wait_for(std::chrono::seconds(5)), request.wait_for(std::chrono::seconds(5)),
+        transfer.wait_for(std::chrono::seconds(5)), no_transfer.wait_for(std::chrono::seconds(5)),
+        credit.wait_for(std::chrono::seconds(5))}) {
+    ASSERT_EQ(status, std::future_status::ready);
+  }
+  const std::vector<absl::StatusOr<MemoryLookup>> found = requests.get();
   ASSERT_EQ(found.size(), 2u);
   ASSERT_TRUE(found[0].ok() && found[1].ok());
   ASSERT_TRUE(found[0]->record.has_value());
   EXPECT_EQ(found[0]->record->balance, 10);
   EXPECT_TRUE(found[1]->answered);
   EXPECT_EQ(found[1]->record, std::nullopt);
-  const absl::StatusOr<std::optional<RequestRecord>> never = single.get();
-  ASSERT_TRUE(never.ok()) << never.status();
-  EXPECT_EQ(*never, std::nullopt);
+  EXPECT_EQ(request.get().value(), std::nullopt);
+  const std::optional<TransferRecord> pending = transfer.get().value();
+  ASSERT_TRUE(pending.has_value());
+  EXPECT_EQ(pending->amount, 5);
+  EXPECT_EQ(pending->state, TransferState::kPending);
+  EXPECT_EQ(no_transfer.get().value(), std::nullopt);
+  const std::optional<CreditReceipt> receipt = credit.get().value();
+  ASSERT_TRUE(receipt.has_value());
+  EXPECT_EQ(receipt->amount, 3);
   EXPECT_EQ(store->applied_position(), 0u);  // Still held: nothing waited for it.
-  applier.Release();
+  std::move(release_applier).Invoke();
+  // Once applied (and so forgotten by UnappliedRecords), RocksDB answers the same.
+  absl::StatusOr<HistoryPage> page = store->ReadHistory("d", 0, 10);  // Waits for the applier.
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(store->FindTransfer("t-1", "d").value()->amount, 5);
+  EXPECT_EQ(store->FindCredit("t-0").value()->amount, 3);
 }
 
 // PostgreSQL's fsync lesson: a failed sync fails the group (outcome unknown to its callers), no
