@@ -501,49 +501,64 @@ TEST(StoreLogTest, ABackupIsTheCheckpointAndTheLogAfterItUpToTheNewestAcknowledg
   EXPECT_EQ(restored->FindAccount("a").value(), (AccountState{.balance = 700, .sequence = 70}));
 }
 
-// While the applier is held back, a decision's lookup of a request_id or transfer_id is answered
-// from the log's unapplied records without waiting, and History waits for the applier instead of
-// answering without the acknowledged write.
-TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
-  ScratchDir scratch;
-  testing_util::InitLedger(scratch.path(), kSmallSegment);
-  ApplierSwitch applier(/*held=*/true);
-  StoreTestHooks hooks = applier.Hooks();
-  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
-  ASSERT_NE(store, nullptr);
+// Deposit d-1 of 10 to "d", with transfer t-1's pending record (5 from "d" to "e") and the
+// receipt of transfer t-0's credit (3 from "x").
+BatchWrite DepositWithATransferAndACredit() {
   BatchWrite batch = DepositBatch("d", 1);
   batch.transfers = {
       {"t-1", TransferRecord{.from = "d", .to = "e", .amount = 5, .state = TransferState::kPending},
        false}};
   batch.credits = {{"t-0", CreditReceipt{.from = "x", .amount = 3}}};
-  ASSERT_TRUE(store->Write(batch).ok());
-  EXPECT_EQ(store->applied_position(), 0u);
+  return batch;
+}
 
-  absl::StatusOr<MemoryLookup> request = store->FindRequestInMemory("d", "d-1");
+// A store whose applier is held back, with DepositWithATransferAndACredit written: the log
+// holds the entry, RocksDB nothing of it.
+class HeldApplierTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    testing_util::InitLedger(scratch_.path(), kSmallSegment);
+    store_ = OpenStoreOrDie(LogOptions(scratch_.path()), applier_.Hooks());
+    ASSERT_NE(store_, nullptr);
+    ASSERT_TRUE(store_->Write(DepositWithATransferAndACredit()).ok());
+    ASSERT_EQ(store_->applied_position(), 0u);
+  }
+  void TearDown() override { applier_.Release(); }
+
+  ScratchDir scratch_;
+  ApplierSwitch applier_{/*held=*/true};
+  std::unique_ptr<RocksDbStore> store_;
+};
+
+// While the applier is held back, a decision's lookup of a request_id or transfer_id is answered
+// from the log's unapplied records without waiting, and History waits for the applier instead of
+// answering without the acknowledged write.
+TEST_F(HeldApplierTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
+  absl::StatusOr<MemoryLookup> request = store_->FindRequestInMemory("d", "d-1");
   ASSERT_TRUE(request.ok());
   EXPECT_TRUE(request->answered);
   ASSERT_TRUE(request->record.has_value());
   EXPECT_EQ(request->record->balance, 10);
-  absl::StatusOr<TransferLookup> transfer = store->FindTransferInMemory("t-1", "d");
+  absl::StatusOr<TransferLookup> transfer = store_->FindTransferInMemory("t-1", "d");
   ASSERT_TRUE(transfer.ok());
   EXPECT_TRUE(transfer->answered);
   ASSERT_TRUE(transfer->record.has_value());
   EXPECT_EQ(transfer->record->amount, 5);
-  absl::StatusOr<CreditLookup> credit = store->FindCreditInMemory("t-0");
+  absl::StatusOr<CreditLookup> credit = store_->FindCreditInMemory("t-0");
   ASSERT_TRUE(credit.ok());
   ASSERT_TRUE(credit->receipt.has_value());
   EXPECT_EQ(credit->receipt->amount, 3);
-  EXPECT_EQ(store->FindRequestInMemory("d", "never").value().record, std::nullopt);
+  EXPECT_EQ(store_->FindRequestInMemory("d", "never").value().record, std::nullopt);
 
   std::future<absl::StatusOr<HistoryPage>> history =
-      std::async(std::launch::async, [&] { return store->ReadHistory("d", 0, 10); });
+      std::async(std::launch::async, [&] { return store_->ReadHistory("d", 0, 10); });
   EXPECT_EQ(history.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  applier.Release();
+  applier_.Release();
   absl::StatusOr<HistoryPage> page = history.get();
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->entries.size(), 1u);
   EXPECT_EQ(page->entries[0].balance_after, 10);
-  EXPECT_EQ(store->FindPendingTransfers("t-1").value().size(), 1u);
+  EXPECT_EQ(store_->FindPendingTransfers("t-1").value().size(), 1u);
 }
 
 // A lookup that may block answers without waiting for the applier: the applier never writes
@@ -552,36 +567,22 @@ TEST(StoreLogTest, ReadsSeeAcknowledgedWritesTheApplierHasNotReached) {
 // written them. With the applier held, as a checkpoint holds it for hundreds of milliseconds
 // under load, a shard's lookups of new request_ids and transfer_ids went on. (They waited for it
 // once, and held the shards behind every checkpoint.)
-TEST(StoreLogTest, LookupsThatMayBlockDoNotWaitForTheApplier) {
-  ScratchDir scratch;
-  testing_util::InitLedger(scratch.path(), kSmallSegment);
-  ApplierSwitch applier(/*held=*/true);
-  StoreTestHooks hooks = applier.Hooks();
-  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()), hooks);
-  ASSERT_NE(store, nullptr);
-  BatchWrite batch = DepositBatch("d", 1);
-  batch.transfers = {
-      {"t-1", TransferRecord{.from = "d", .to = "e", .amount = 5, .state = TransferState::kPending},
-       false}};
-  batch.credits = {{"t-0", CreditReceipt{.from = "x", .amount = 3}}};
-  ASSERT_TRUE(store->Write(batch).ok());
-  EXPECT_EQ(store->applied_position(), 0u);
-
+TEST_F(HeldApplierTest, LookupsThatMayBlockDoNotWaitForTheApplier) {
   const RequestKeyRef keys[] = {{.account_id = "d", .request_id = "d-1"},
                                 {.account_id = "d", .request_id = "never"}};
-  std::future<std::vector<absl::StatusOr<MemoryLookup>>> requests =
-      std::async(std::launch::async, [&] { return store->FindRequests(keys, /*may_block=*/true); });
+  std::future<std::vector<absl::StatusOr<MemoryLookup>>> requests = std::async(
+      std::launch::async, [&] { return store_->FindRequests(keys, /*may_block=*/true); });
   std::future<absl::StatusOr<std::optional<RequestRecord>>> request =
-      std::async(std::launch::async, [&] { return store->FindRequest("d", "never"); });
+      std::async(std::launch::async, [&] { return store_->FindRequest("d", "never"); });
   std::future<absl::StatusOr<std::optional<TransferRecord>>> transfer =
-      std::async(std::launch::async, [&] { return store->FindTransfer("t-1", "d"); });
+      std::async(std::launch::async, [&] { return store_->FindTransfer("t-1", "d"); });
   std::future<absl::StatusOr<std::optional<TransferRecord>>> no_transfer =
-      std::async(std::launch::async, [&] { return store->FindTransfer("never", ""); });
+      std::async(std::launch::async, [&] { return store_->FindTransfer("never", ""); });
   std::future<absl::StatusOr<std::optional<CreditReceipt>>> credit =
-      std::async(std::launch::async, [&] { return store->FindCredit("t-0"); });
+      std::async(std::launch::async, [&] { return store_->FindCredit("t-0"); });
   // Declared after the futures, so destroyed before them: a failed assertion releases the
   // applier before their destructors wait for lookups that wait for it.
-  absl::Cleanup release_applier = [&] { applier.Release(); };
+  absl::Cleanup release_applier = [&] { applier_.Release(); };
   // Far longer than any takes; waiting for the applier would block until it is released.
   for (const std::future_status status :
        {requests.wait_for(std::chrono::seconds(5)), request.wait_for(std::chrono::seconds(5)),
@@ -605,13 +606,13 @@ TEST(StoreLogTest, LookupsThatMayBlockDoNotWaitForTheApplier) {
   const std::optional<CreditReceipt> receipt = credit.get().value();
   ASSERT_TRUE(receipt.has_value());
   EXPECT_EQ(receipt->amount, 3);
-  EXPECT_EQ(store->applied_position(), 0u);  // Still held: nothing waited for it.
+  EXPECT_EQ(store_->applied_position(), 0u);  // Still held: nothing waited for it.
   std::move(release_applier).Invoke();
   // Once applied (and so forgotten by UnappliedRecords), RocksDB answers the same.
-  absl::StatusOr<HistoryPage> page = store->ReadHistory("d", 0, 10);  // Waits for the applier.
+  absl::StatusOr<HistoryPage> page = store_->ReadHistory("d", 0, 10);  // Waits for the applier_.
   ASSERT_TRUE(page.ok()) << page.status();
-  EXPECT_EQ(store->FindTransfer("t-1", "d").value()->amount, 5);
-  EXPECT_EQ(store->FindCredit("t-0").value()->amount, 3);
+  EXPECT_EQ(store_->FindTransfer("t-1", "d").value()->amount, 5);
+  EXPECT_EQ(store_->FindCredit("t-0").value()->amount, 3);
 }
 
 // PostgreSQL's fsync lesson: a failed sync fails the group (outcome unknown to its callers), no
