@@ -283,7 +283,7 @@ absl::StatusOr<std::optional<TransferRecord>> FaultStore::FindTransfer(
     absl::string_view transfer_id, absl::string_view from) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
   // As RocksDbStore's: no wait for the applier; the unapplied entries, then what it reached.
-  return LookUpTransfer(transfer_id, from, /*sees_unapplied=*/true).record;
+  return LookUpTransfer(transfer_id, from, /*sees=*/true).record;
 }
 
 absl::StatusOr<TransferLookup> FaultStore::FindTransferInMemory(absl::string_view transfer_id,
@@ -323,7 +323,7 @@ TransferLookup FaultStore::LookUpTransfer(absl::string_view transfer_id, absl::s
 absl::StatusOr<std::optional<CreditReceipt>> FaultStore::FindCredit(absl::string_view transfer_id) {
   if (LookupFails()) return absl::UnavailableError("simulated lookup failure");
   // As RocksDbStore's: no wait for the applier; the unapplied entries, then what it reached.
-  return LookUpCredit(transfer_id, /*sees_unapplied=*/true).receipt;
+  return LookUpCredit(transfer_id, /*sees=*/true).receipt;
 }
 
 absl::StatusOr<CreditLookup> FaultStore::FindCreditInMemory(absl::string_view transfer_id) {
