@@ -44,7 +44,8 @@ StoreOptions LogOptions(const std::string& dir) {
 
 std::unique_ptr<RocksDbStore> OpenStoreOrDie(const StoreOptions& options,
                                              StoreTestHooks hooks = {}) {
-  absl::StatusOr<std::unique_ptr<RocksDbStore>> store = RocksDbStore::Open(options, hooks);
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store =
+      RocksDbStore::Open(options, std::move(hooks));
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? *std::move(store) : nullptr;
 }
@@ -382,7 +383,8 @@ TEST(StoreLogTest, CompactionsWaitUntilTheAccountsAreLoadedOrTheFirstCheckpoint)
   ASSERT_NE(store, nullptr);
   EXPECT_TRUE(store->CompactionsDeferred());
   int loaded = 0;
-  ASSERT_TRUE(store->ForEachAccount([&](std::string, const AccountState&) { ++loaded; }).ok());
+  ASSERT_TRUE(
+      store->ForEachAccount([&](const std::string&, const AccountState&) { ++loaded; }).ok());
   EXPECT_EQ(loaded, 1);
   EXPECT_FALSE(store->CompactionsDeferred());
 }
