@@ -6,15 +6,15 @@
 // entry to its log, a SimLog behind the same ReplicatedLog seam as LocalLog (sim/sim_log.h: failed
 // writes and syncs, torn tails at a restart), and the state lookups read is derived from the log
 // behind it, by an applier the simulator runs at seeded moments. The durable truth is what a
-// restart's replay of that log gives. Lookups that must not wait (the
-// ...InMemory ones) see the transfer records of entries the applier has not reached only when
+// restart's replay of that log gives. Lookups that must not wait (the ...InMemory ones) see the
+// transfer records of entries the applier has not reached only when
 // `storage::UnappliedRecords::Keeps` says it keeps them, exactly as the real store; the lookups
 // that may block see them always, and never wait for the applier either; listings and account and
 // History reads wait for it (they apply everything first). Idempotency records skip the applier:
 // they are held in memory from their write until a checkpoint (storage::RecentRequests), which the
 // simulator takes at seeded moments and at every clean stop and backup, and no lookup of them
-// waits for the applier. A crash loses what is
-// held in memory and replays the log from the last checkpoint.
+// waits for the applier. A crash loses what is held in memory and replays the log from the last
+// checkpoint.
 //
 // The simulator builds without storage/'s record encoding (protobuf), so that it runs in every
 // tree: a log entry's payload names the group it holds, which the store keeps decoded beside it.
