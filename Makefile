@@ -19,7 +19,7 @@ TIMED = bash $(CURDIR)/scripts/timed.sh
 
 .PHONY: all deps build build-bench run check test test-release test-tsan asan-configure \
 	asan-build test-asan test-thread-safety test-image bench bench-durability bench-overload \
-	bench-transfers bench-apply bench-backup bench-startup bench-log bench-replication soak simulate fuzz-build fuzz test-fuzz \
+	bench-transfers bench-apply bench-backup bench-startup bench-log bench-raft-shape bench-replication soak simulate fuzz-build fuzz test-fuzz \
 	format tidy clean
 
 all: build
@@ -189,6 +189,17 @@ bench-log: build-bench
 	@cmake -S bench/replication -B $(REPLICATION_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(REPLICATION_BUILD) --target raft_spike
 	python3 bench/log_candidates.py --build $(RELEASE) --replication_build $(REPLICATION_BUILD)
+
+# Issue 32's first deliverable (docs/replication.md, "The shape"): one Raft group per cluster
+# against one per partition, on traces of ledgerd's own log entries, three replicas in network
+# namespaces. About 10 minutes; as root.
+bench-raft-shape: build-bench
+	bash scripts/install-deps.sh --replication-spike
+	@cmake -S bench/replication -B $(REPLICATION_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(REPLICATION_BUILD) --target shape_bench delay_proxy
+	bash bench/replication/make_traces.sh $(RELEASE) $(REPLICATION_BUILD)/traces
+	python3 bench/replication/run_shape.py --build $(REPLICATION_BUILD) \
+	  --traces unary=$(REPLICATION_BUILD)/traces/unary.trace,apply=$(REPLICATION_BUILD)/traces/apply.trace
 
 bench-replication:
 	bash scripts/install-deps.sh --replication-spike

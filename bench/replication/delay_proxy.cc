@@ -3,7 +3,10 @@
 // sch_netem (this project's machines), so that the replication spike of issue 17 sees a network
 // round trip between replicas instead of loopback's few microseconds.
 //
-//   delay_proxy LISTEN_HOST:PORT TARGET_HOST:PORT DELAY_US
+//   delay_proxy LISTEN_HOST:PORT TARGET_HOST:PORT DELAY_US [COUNT]
+//
+// With COUNT (default 1) it relays COUNT consecutive ports: LISTEN PORT + i to TARGET PORT + i,
+// for a replica that runs one Raft group per partition, each on a port of its own (shape_bench).
 //
 // Each accepted connection opens one to the target and gets two directions; each direction is a
 // reader thread (timestamps chunks as they arrive) and a writer thread (sends each chunk once its
@@ -192,11 +195,25 @@ void Relay(int client, const Endpoint& target, int64_t delay_ns) {
 
 }  // namespace
 
+// Accepts on `listener` for ever, relaying each connection to `target`.
+void AcceptLoop(int listener, const Endpoint& target, int64_t delay_ns) {
+  while (true) {
+    const int client = accept(listener, nullptr, nullptr);
+    if (client < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      std::fprintf(stderr, "delay_proxy: accept: %s\n", std::strerror(errno));
+      std::exit(1);
+    }
+    std::thread([client, target, delay_ns] { Relay(client, target, delay_ns); }).detach();
+  }
+}
+
 int main(int argc, char** argv) {
   Endpoint listen_at;
   Endpoint target;
-  if (argc != 4 || !ParseEndpoint(argv[1], &listen_at) || !ParseEndpoint(argv[2], &target)) {
-    std::fprintf(stderr, "usage: delay_proxy LISTEN_HOST:PORT TARGET_HOST:PORT DELAY_US\n");
+  if ((argc != 4 && argc != 5) || !ParseEndpoint(argv[1], &listen_at) ||
+      !ParseEndpoint(argv[2], &target)) {
+    std::fprintf(stderr, "usage: delay_proxy LISTEN_HOST:PORT TARGET_HOST:PORT DELAY_US [COUNT]\n");
     return 2;
   }
   char* end = nullptr;
@@ -205,20 +222,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "delay_proxy: DELAY_US must be 0..10000000, got '%s'\n", argv[3]);
     return 2;
   }
-  signal(SIGPIPE, SIG_IGN);  // a vanished peer is a write error, not the end of the proxy
-  const int listener = ListenOn(listen_at);
-  if (listener < 0) {
-    std::fprintf(stderr, "delay_proxy: cannot listen on %s: %s\n", argv[1], std::strerror(errno));
-    return 1;
+  long count = 1;
+  if (argc == 5) {
+    count = std::strtol(argv[4], &end, 10);
+    if (*end != '\0' || count < 1 || count > 1024) {
+      std::fprintf(stderr, "delay_proxy: COUNT must be 1..1024, got '%s'\n", argv[4]);
+      return 2;
+    }
   }
+  signal(SIGPIPE, SIG_IGN);  // a vanished peer is a write error, not the end of the proxy
   const int64_t delay_ns = int64_t{delay_us} * 1000;
-  while (true) {
-    const int client = accept(listener, nullptr, nullptr);
-    if (client < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      std::fprintf(stderr, "delay_proxy: accept: %s\n", std::strerror(errno));
+  std::vector<std::thread> acceptors;
+  for (long i = 0; i < count; ++i) {
+    Endpoint from = listen_at;
+    Endpoint to = target;
+    from.port = std::to_string(std::stol(listen_at.port) + i);
+    to.port = std::to_string(std::stol(target.port) + i);
+    const int listener = ListenOn(from);
+    if (listener < 0) {
+      std::fprintf(stderr, "delay_proxy: cannot listen on %s:%s: %s\n", from.host.c_str(),
+                   from.port.c_str(), std::strerror(errno));
       return 1;
     }
-    std::thread([client, target, delay_ns] { Relay(client, target, delay_ns); }).detach();
+    acceptors.emplace_back(AcceptLoop, listener, to, delay_ns);
   }
+  for (std::thread& acceptor : acceptors) acceptor.join();
+  return 0;
 }

@@ -5,8 +5,10 @@
 #
 #   netns.sh up                                   lrep-r1..3 = 10.99.0.1..3, lrep-c = 10.99.0.100
 #                                                 (refused while any lrep-* namespace exists)
-#   netns.sh proxy I PUBLIC_PORT LOCAL_PORT [US]  in lrep-rI: 10.99.0.I:PUBLIC -> 127.0.0.1:LOCAL,
-#                                                 US microseconds each way (default 500)
+#   netns.sh proxy I PUBLIC_PORT LOCAL_PORT [US] [COUNT]
+#                                                 in lrep-rI: 10.99.0.I:PUBLIC -> 127.0.0.1:LOCAL,
+#                                                 US microseconds each way (default 500); COUNT
+#                                                 consecutive ports from each (default 1)
 #   netns.sh down                                 stop the proxies, delete the namespaces
 #
 # Why a proxy and not `tc netem delay 0.5ms`: the kernel here is built without sch_netem
@@ -52,7 +54,7 @@ up() {
 }
 
 proxy() {
-  local index="$1" public_port="$2" local_port="$3" delay_us="${4:-500}"
+  local index="$1" public_port="$2" local_port="$3" delay_us="${4:-500}" count="${5:-1}"
   if [[ ! "$index" =~ ^[123]$ ]]; then
     echo "netns.sh: replica index must be 1, 2 or 3, got '$index'" >&2
     exit 2
@@ -63,7 +65,7 @@ proxy() {
   fi
   local pid_file="$RUN_DIR/proxy-$index-$public_port.pid"
   ip netns exec "lrep-r$index" "$BUILD/delay_proxy" "10.99.0.$index:$public_port" \
-    "127.0.0.1:$local_port" "$delay_us" >>"$RUN_DIR/proxy-$index-$public_port.log" 2>&1 &
+    "127.0.0.1:$local_port" "$delay_us" "$count" >>"$RUN_DIR/proxy-$index-$public_port.log" 2>&1 &
   echo $! >"$pid_file"
   # Wait until it listens, so that callers can connect at once.
   for _ in $(seq 1 100); do
@@ -100,7 +102,7 @@ case "${1:-}" in
     echo "netns: down"
     ;;
   *)
-    echo "usage: netns.sh up | proxy I PUBLIC_PORT LOCAL_PORT [DELAY_US] | down" >&2
+    echo "usage: netns.sh up | proxy I PUBLIC_PORT LOCAL_PORT [DELAY_US] [COUNT] | down" >&2
     exit 2
     ;;
 esac
