@@ -187,7 +187,7 @@ absl::Status DataDirectoryGuard::Check() {
   if (!lost()) {
     std::string loss = FindLoss();
     if (loss.empty()) return absl::OkStatus();
-    absl::MutexLock lock(&mu_);
+    ::ledger::MutexLock lock(&mu_);
     if (!lost()) {
       loss_ = absl::UnavailableError(absl::StrCat(
           "data directory ", dir_, " ", loss,
@@ -196,7 +196,7 @@ absl::Status DataDirectoryGuard::Check() {
     }
     return loss_;
   }
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   return loss_;
 }
 

@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/annotated_mutex.h"
 
 namespace ledger::storage {
 
@@ -64,7 +64,7 @@ class DataDirectoryGuard {
   const int fd_;
   const dev_t device_;
   const ino_t inode_;
-  absl::Mutex mu_;
+  ::ledger::Mutex mu_;
   absl::Status loss_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> lost_{false};
 };

@@ -387,7 +387,7 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
   active_path_ = path;
   active_size_ = size;
   write_offset_ = kSegmentHeaderBytes;
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   if (!segments_.empty() && segments_.back().first_position == first) {
     // The segment appended to held no entry (an entry too large for it came first): the new one
     // took its name, and replaces it here too. Two records of one file would let DropBefore
@@ -404,7 +404,7 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
 absl::Status LocalLog::PrepareSpare() {
   int64_t size = 0;
   {
-    absl::MutexLock lock(&spare_mu_);
+    ::ledger::MutexLock lock(&spare_mu_);
     if (spare_ != Spare::kNone) return absl::OkStatus();
     spare_ = Spare::kMaking;
     size = options_.segment_bytes;
@@ -420,7 +420,7 @@ absl::Status LocalLog::PrepareSpare() {
   if (made.ok() && fdatasync(fd) != 0) made = ErrnoStatus(errno, "syncing", spare);
   if (fd >= 0) close(fd);
   if (!made.ok()) unlink(spare.c_str());
-  absl::MutexLock lock(&spare_mu_);
+  ::ledger::MutexLock lock(&spare_mu_);
   spare_ = made.ok() ? Spare::kReady : Spare::kNone;
   spare_size_ = size;
   return made;
@@ -429,7 +429,7 @@ absl::Status LocalLog::PrepareSpare() {
 int LocalLog::TakeSpare(uint64_t first, int64_t size, const std::string& path,
                         absl::Status& failure) {
   {
-    absl::MutexLock lock(&spare_mu_);
+    ::ledger::MutexLock lock(&spare_mu_);
     if (spare_ != Spare::kReady || spare_size_ < size) return -1;
     spare_ = Spare::kTaking;
   }
@@ -448,7 +448,7 @@ int LocalLog::TakeSpare(uint64_t first, int64_t size, const std::string& path,
     failure = ErrnoStatus(errno, "naming", path);
   }
   if (failure.ok()) failure = SyncDirectory(options_.dir);
-  absl::MutexLock lock(&spare_mu_);
+  ::ledger::MutexLock lock(&spare_mu_);
   spare_ = Spare::kNone;
   if (!failure.ok()) {
     if (fd >= 0) close(fd);
@@ -466,7 +466,7 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
   }
   uint64_t position = 0;
   {
-    absl::MutexLock lock(&mu_);
+    ::ledger::MutexLock lock(&mu_);
     if (!poison_.ok()) return poison_;
     position = last_position_ + 1;
   }
@@ -507,7 +507,7 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
     written = Fault("sync");
     if (written.ok() && fdatasync(active_fd_) != 0) written = ErrnoStatus(errno, "syncing", path);
   }
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   if (!written.ok()) {
     poison_ = absl::UnavailableError(absl::StrCat(
         "the log could not be written (", written.message(),
@@ -534,13 +534,13 @@ absl::Status LocalLog::Repair() {
     zeroed = ErrnoStatus(errno, "syncing", active_path_);
   }
   if (!zeroed.ok()) return zeroed;
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   poison_ = absl::OkStatus();
   return absl::OkStatus();
 }
 
 absl::Status LocalLog::poisoned() const {
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   return poison_;
 }
 
@@ -554,7 +554,7 @@ absl::Status LocalLog::ReadFrom(
   int64_t active_end = 0;
   std::pair<uint64_t, int64_t> mark = {0, 0};
   {
-    absl::MutexLock lock(&mu_);
+    ::ledger::MutexLock lock(&mu_);
     segments = segments_;
     last = last_position_;
     active_end = active_end_;
@@ -603,7 +603,7 @@ absl::Status LocalLog::ReadFrom(
 absl::StatusOr<int> LocalLog::DropBefore(uint64_t position) {
   std::vector<std::string> doomed;
   {
-    absl::MutexLock lock(&mu_);
+    ::ledger::MutexLock lock(&mu_);
     size_t keep_from = 0;
     while (keep_from + 1 < segments_.size() &&
            segments_[keep_from + 1].first_position <= position) {
@@ -623,29 +623,29 @@ absl::StatusOr<int> LocalLog::DropBefore(uint64_t position) {
 }
 
 uint64_t LocalLog::first_position() const {
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   return first_position_;
 }
 
 uint64_t LocalLog::last_position() const {
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   return last_position_;
 }
 
 std::vector<std::string> LocalLog::SegmentPaths() const {
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   std::vector<std::string> paths;
   for (const Segment& segment : segments_) paths.push_back(segment.path);
   return paths;
 }
 
 size_t LocalLog::SegmentCount() const {
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   return segments_.size();
 }
 
 int64_t LocalLog::DiskBytes() const {
-  absl::MutexLock lock(&mu_);
+  ::ledger::MutexLock lock(&mu_);
   int64_t bytes = 0;
   for (const Segment& segment : segments_) bytes += segment.size;
   return bytes;

@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "base/annotated_mutex.h"
 #include "storage/replicated_log.h"
 
 namespace ledger::storage {
@@ -105,8 +105,8 @@ class LocalLog final : public ReplicatedLog {
   // Stops at `read`'s first error and returns it.
   absl::Status ReadFrom(
       uint64_t from,
-      const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const
-      override ABSL_LOCKS_EXCLUDED(mu_);
+      const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read)
+      const override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Deletes the segments whose every entry is below `position` (never the one being written).
   // Returns how many were deleted.
@@ -139,7 +139,7 @@ class LocalLog final : public ReplicatedLog {
       ABSL_LOCKS_EXCLUDED(spare_mu_);
 
   const LocalLogOptions options_;
-  mutable absl::Mutex mu_;
+  mutable ::ledger::Mutex mu_;
   std::vector<Segment> segments_ ABSL_GUARDED_BY(mu_);
   uint64_t first_position_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t last_position_ ABSL_GUARDED_BY(mu_) = 0;
@@ -161,7 +161,7 @@ class LocalLog final : public ReplicatedLog {
 
   // The spare segment: PrepareSpare makes it, TakeSpare renames it into the log.
   enum class Spare : uint8_t { kNone, kMaking, kReady, kTaking };
-  absl::Mutex spare_mu_;
+  ::ledger::Mutex spare_mu_;
   Spare spare_ ABSL_GUARDED_BY(spare_mu_) = Spare::kNone;
   int64_t spare_size_ ABSL_GUARDED_BY(spare_mu_) = 0;
 };
