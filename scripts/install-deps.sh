@@ -25,6 +25,8 @@ build_packages=(
   libjemalloc-dev
   # crc32 for the log benchmark (bench/log_bench.cc); librocksdb-dev pulls it in as well.
   zlib1g-dev
+  # The replicated log (storage/raft_log.cc, issue 32): canonical's libraft 0.15 and its libuv I/O.
+  libraft-dev libuv1-dev
 )
 
 # What the rest of make test, the benchmarks and the developer targets add.

@@ -4,7 +4,8 @@
 //  - LocalLog (storage/local_log.h): this machine's disk, the single-node default;
 //  - SimLog (sim/sim_log.h): the simulator's, in memory, which fails writes and syncs and tears
 //    the unfinished tail at seeded moments;
-//  - RaftLog (issue 32): committed on a majority of three replicas.
+//  - RaftLog (storage/raft_log.h, issue 32): committed on a majority of three replicas, through
+//    libraft; not used by ledgerd yet.
 //
 // Appends are synchronous: Append returns once the entry is committed (LocalLog: written and
 // synced), and the journal thread that called it then releases the group's answers in order.

@@ -1,0 +1,536 @@
+#include "storage/raft_log.h"
+
+// libraft 0.15's headers lack extern "C" guards, so C++ must add them or fail to link.
+extern "C" {
+#include <raft.h>
+#include <raft/uv.h>
+}
+#include <uv.h>
+
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/annotated_mutex.h"
+#include "base/check.h"
+#include "storage/local_log.h"
+
+namespace ledger::storage {
+
+namespace {
+
+// One Append: the caller waits on `done` for `result`, set on the loop thread.
+struct Proposal {
+  struct raft_apply req {};  // "struct": the function raft_apply hides the type's name in C++.
+  RaftLog::Replica* replica = nullptr;
+  std::string payload;
+  // std::mutex-based (base/annotated_mutex.h), not absl's: ThreadSanitizer must see the hand-off.
+  Mutex mu;
+  std::condition_variable decided_cv;
+  bool decided ABSL_GUARDED_BY(mu) = false;
+  absl::StatusOr<uint64_t> result ABSL_GUARDED_BY(mu) = absl::UnknownError("not decided");
+
+  void Decide(absl::StatusOr<uint64_t> outcome) {
+    MutexLock lock(&mu);
+    result = std::move(outcome);
+    decided = true;
+    decided_cv.notify_one();
+  }
+  absl::StatusOr<uint64_t> Wait() {
+    MutexLock lock(&mu);
+    while (!decided) mu.Wait(decided_cv);
+    return result;
+  }
+};
+
+// libraft 0.15 writes an entry padded to a multiple of 8 bytes but reads its segments back as if
+// nothing were padded (uvLoadEntriesBatch sums the unpadded lengths), so a log holding one entry
+// of any other length cannot be loaded again: raft_start fails with "short read". Every entry is
+// therefore a multiple of 8 bytes already: the payload, zeros, and a last byte saying how many
+// bytes (1 to 8) follow the payload.
+size_t PaddedLength(size_t payload) { return (payload + 1 + 7) / 8 * 8; }
+
+void Pad(absl::string_view payload, char* out, size_t padded) {
+  std::memcpy(out, payload.data(), payload.size());
+  std::memset(out + payload.size(), 0, padded - payload.size());
+  out[padded - 1] = static_cast<char>(padded - payload.size());
+}
+
+// The payload of a padded entry, or nullopt when it is not one.
+std::optional<absl::string_view> Unpad(const raft_buffer& buf) {
+  if (buf.len == 0 || buf.len % 8 != 0) return std::nullopt;
+  const auto* bytes = static_cast<const char*>(buf.base);
+  const auto tail = static_cast<size_t>(static_cast<unsigned char>(bytes[buf.len - 1]));
+  if (tail < 1 || tail > 8) return std::nullopt;
+  return absl::string_view(bytes, buf.len - tail);
+}
+
+absl::Status RaftError(absl::string_view what, int rv) {
+  return absl::InternalError(absl::StrCat(what, ": ", raft_strerror(rv)));
+}
+
+}  // namespace
+
+struct RaftLog::Replica {
+  RaftLogOptions options;
+  std::unique_ptr<LocalLog> mirror;
+
+  // The loop thread's own: libuv and libraft state.
+  uv_loop_t loop{};
+  uv_async_t wake{};
+  uv_check_t check{};
+  raft_uv_transport transport{};
+  raft_io io{};
+  raft_fsm fsm{};
+  struct raft raft {};
+  std::thread thread;
+
+  // std::mutex-based (base/annotated_mutex.h), so that ThreadSanitizer sees what it guards.
+  mutable Mutex mu;
+
+  // The loop thread's own: committed entries not in the mirror yet (its writes failed), their
+  // payload bytes, the Appends waiting for theirs, and the timer that tries again.
+  static constexpr int64_t kMaxUnmirroredBytes = int64_t{64} << 20;
+  static constexpr uint64_t kMirrorRetryMs = 50;
+  std::deque<std::pair<uint64_t, std::string>> unmirrored;
+  int64_t unmirrored_bytes = 0;
+  std::map<uint64_t, Proposal*> awaiting_mirror;
+  uv_timer_t retry{};
+  std::deque<Proposal*> queued ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  absl::Status poison ABSL_GUARDED_BY(mu);
+  RaftStatus status ABSL_GUARDED_BY(mu);
+
+  // Loop thread: proposes what Append queued, or refuses it.
+  void OnWake() {
+    std::deque<Proposal*> proposals;
+    bool stop = false;
+    {
+      MutexLock lock(&mu);
+      proposals.swap(queued);
+      stop = stopping;
+    }
+    for (Proposal* p : proposals) {
+      if (stop) {
+        Finish(p, absl::UnavailableError("the replica is stopping; nothing was proposed"));
+      } else {
+        Propose(p);
+      }
+    }
+    if (stop) {
+      uv_check_stop(&check);
+      uv_timer_stop(&retry);
+      // Committed (libraft said so) but not mirrored here: the entry is durable on a majority,
+      // and this replica's libraft log replays it into the mirror at the next start.
+      for (auto& [index, proposal] : awaiting_mirror) Finish(proposal, index);
+      awaiting_mirror.clear();
+      raft_close(&raft, [](struct raft* r) {
+        auto* self = static_cast<Replica*>(r->data);
+        raft_uv_close(&self->io);
+        raft_uv_tcp_close(&self->transport);
+        uv_close(reinterpret_cast<uv_handle_t*>(&self->wake), nullptr);
+        uv_close(reinterpret_cast<uv_handle_t*>(&self->check), nullptr);
+        uv_close(reinterpret_cast<uv_handle_t*>(&self->retry), nullptr);
+      });
+    }
+  }
+
+  void Propose(Proposal* p) {
+    if (raft_state(&raft) != RAFT_LEADER) {
+      Finish(p, NotLeader());
+      return;
+    }
+    raft_buffer buf;
+    buf.len = PaddedLength(p->payload.size());
+    buf.base = raft_malloc(buf.len);  // raft_apply takes it, so it must come from raft_malloc.
+    if (buf.base == nullptr) {
+      Finish(p, absl::ResourceExhaustedError("out of memory for a Raft entry"));
+      return;
+    }
+    Pad(p->payload, static_cast<char*>(buf.base), buf.len);
+    p->req.data = p;
+    p->replica = this;
+    const int rv = raft_apply(
+        &raft, &p->req, &buf, 1, [](struct raft_apply* req, int status, void* /*result*/) {
+          auto* proposal = static_cast<Proposal*>(req->data);
+          Replica* self = proposal->replica;
+          if (status == 0) {
+            // Committed; returned once it is in this replica's mirror too.
+            if (self->mirror->last_position() >= req->index) {
+              self->Finish(proposal, req->index);
+            } else {
+              self->awaiting_mirror.emplace(req->index, proposal);
+            }
+          } else {
+            self->Finish(proposal,
+                         absl::UnavailableError(absl::StrCat(
+                             "leadership was lost before the entry was known to be committed (",
+                             raft_strerror(status), "): its outcome is unknown")));
+          }
+        });
+    if (rv != 0) {
+      raft_free(buf.base);
+      Finish(p, rv == RAFT_NOTLEADER ? NotLeader() : RaftError("raft_apply", rv));
+    }
+  }
+
+  absl::Status NotLeader() {
+    raft_id id = 0;
+    const char* address = nullptr;
+    raft_leader(&raft, &id, &address);
+    if (id == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", options.node_id, " is not the leader, and no leader is known"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", options.node_id, " is not the leader; the leader is node ", id, " at ", address));
+  }
+
+  void Finish(Proposal* p, absl::StatusOr<uint64_t> result) { p->Decide(std::move(result)); }
+
+  // Loop thread, from the FSM: the committed entry at `index`, into the mirror.
+  int Commit(raft_index index, absl::string_view payload) {
+    const uint64_t last_known =
+        unmirrored.empty() ? mirror->last_position() : unmirrored.back().first;
+    if (index <= last_known) return 0;  // Replayed after a restart: mirrored already.
+    if (unmirrored_bytes > kMaxUnmirroredBytes) {
+      // The mirror has been failing for a while: hold further entries back in libraft, which
+      // applies them again with its next commit (an FSM error leaves last_applied as it was).
+      return RAFT_IOERR;
+    }
+    // Raft's own entries (configuration, barriers) never reach the FSM; they fill their index.
+    for (uint64_t position = last_known + 1; position < index; ++position) {
+      unmirrored.emplace_back(position, std::string());
+    }
+    unmirrored.emplace_back(index, std::string(payload));
+    unmirrored_bytes += static_cast<int64_t>(payload.size());
+    FlushUnmirrored();
+    return 0;
+  }
+
+  // Loop thread: writes what is committed but not mirrored yet, in order, and releases the
+  // Appends that waited for it. A failed write (a full disk, a failed sync) poisons the mirror:
+  // it is repaired and tried again on a timer, so that the replica catches up without waiting
+  // for the next commit.
+  void FlushUnmirrored() {
+    while (!unmirrored.empty()) {
+      if (!mirror->poisoned().ok() && !mirror->Repair().ok()) break;
+      const auto& [position, payload] = unmirrored.front();
+      absl::StatusOr<uint64_t> appended = mirror->Append(payload);
+      if (!appended.ok()) break;
+      LEDGER_CHECK(*appended == position);
+      if (options.on_committed) options.on_committed(position, payload);
+      unmirrored_bytes -= static_cast<int64_t>(payload.size());
+      unmirrored.pop_front();
+    }
+    const uint64_t mirrored = mirror->last_position();
+    while (!awaiting_mirror.empty() && awaiting_mirror.begin()->first <= mirrored) {
+      Finish(awaiting_mirror.begin()->second, awaiting_mirror.begin()->first);
+      awaiting_mirror.erase(awaiting_mirror.begin());
+    }
+    if (!unmirrored.empty() && !uv_is_active(reinterpret_cast<uv_handle_t*>(&retry))) {
+      uv_timer_start(
+          &retry, [](uv_timer_t* timer) { static_cast<Replica*>(timer->data)->FlushUnmirrored(); },
+          kMirrorRetryMs, 0);
+    }
+  }
+
+  // Loop thread, once per iteration: what Status() reports.
+  void Refresh() {
+    raft_id id = 0;
+    const char* address = nullptr;
+    raft_leader(&raft, &id, &address);
+    MutexLock lock(&mu);
+    status.leader = raft_state(&raft) == RAFT_LEADER;
+    status.term = raft.current_term;
+    status.leader_id = id;
+    status.leader_address = address == nullptr ? "" : address;
+    status.commit_position = raft.commit_index;
+    status.applied_position = raft.last_applied;
+  }
+};
+
+absl::StatusOr<std::vector<RaftPeer>> ParseRaftPeers(absl::string_view text) {
+  std::vector<RaftPeer> peers;
+  absl::flat_hash_set<uint64_t> ids;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> parts =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    RaftPeer peer;
+    if (!absl::SimpleAtoi(parts.first, &peer.id) || peer.id == 0 || parts.second.empty() ||
+        parts.second.find(':') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a peer is ID=HOST:PORT with an ID above 0, not '", item, "'"));
+    }
+    if (!ids.insert(peer.id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("peer id ", peer.id, " appears twice"));
+    }
+    peer.address = std::string(parts.second);
+    peers.push_back(std::move(peer));
+  }
+  if (peers.empty()) return absl::InvalidArgumentError("no peers");
+  return peers;
+}
+
+absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
+  if (options.node_id == 0) return absl::InvalidArgumentError("the node id must be above 0");
+  std::string self_address;
+  absl::flat_hash_set<uint64_t> ids;
+  for (const RaftPeer& peer : options.peers) {
+    if (peer.id == 0 || !ids.insert(peer.id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("peer ids must be above 0 and distinct; ", peer.id, " is not"));
+    }
+    if (peer.id == options.node_id) self_address = peer.address;
+  }
+  if (self_address.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", options.node_id, " is not among the peers"));
+  }
+  if (options.bind_address.empty()) options.bind_address = self_address;
+
+  // A peer that goes away mid-write must be a failed write, not the end of the process.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto replica = std::make_unique<Replica>();
+  Replica& r = *replica;
+  r.options = std::move(options);
+  bool mirror_created = false;
+  {
+    std::error_code error;
+    if (!std::filesystem::exists(r.options.log_dir, error)) {
+      // A new replica: its mirror starts at Raft's first index.
+      if (absl::Status created =
+              LocalLog::Create(r.options.log_dir, 1, r.options.log_segment_bytes);
+          !created.ok()) {
+        return created;
+      }
+      mirror_created = true;
+    }
+    LocalLogOptions mirror_options;
+    mirror_options.dir = r.options.log_dir;
+    mirror_options.segment_bytes = r.options.log_segment_bytes;
+    mirror_options.fault = r.options.mirror_fault;
+    absl::StatusOr<std::unique_ptr<LocalLog>> mirror = LocalLog::Open(mirror_options);
+    if (!mirror.ok()) return mirror.status();
+    r.mirror = std::move(*mirror);
+    std::filesystem::create_directories(r.options.raft_dir, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrCat("creating ", r.options.raft_dir, ": ", error.message()));
+    }
+  }
+
+  if (int rv = uv_loop_init(&r.loop); rv != 0) {
+    return absl::InternalError(absl::StrCat("uv_loop_init: ", uv_strerror(rv)));
+  }
+  if (int rv = raft_uv_tcp_init(&r.transport, &r.loop); rv != 0) {
+    uv_loop_close(&r.loop);
+    return RaftError("raft_uv_tcp_init", rv);
+  }
+  // raft/uv.h: the bind address goes between raft_uv_tcp_init and raft_init.
+  if (int rv = raft_uv_tcp_set_bind_address(&r.transport, r.options.bind_address.c_str());
+      rv != 0) {
+    raft_uv_tcp_close(&r.transport);
+    uv_loop_close(&r.loop);
+    return RaftError(absl::StrCat("binding ", r.options.bind_address), rv);
+  }
+  if (int rv = raft_uv_init(&r.io, &r.loop, r.options.raft_dir.c_str(), &r.transport); rv != 0) {
+    raft_uv_tcp_close(&r.transport);
+    uv_loop_close(&r.loop);
+    return absl::InternalError(absl::StrCat("raft_uv_init(", r.options.raft_dir,
+                                            "): ", raft_strerror(rv), ": ", r.io.errmsg));
+  }
+  // Until the loop thread runs, a failure must undo what was set up, in the order libraft
+  // wants: raft_close (which closes the I/O) and then the I/O's and transport's memory.
+  bool raft_initialized = false;
+  const auto abandon = [&r, &raft_initialized](absl::Status failure) {
+    if (raft_initialized) {
+      raft_close(&r.raft, [](struct raft* raft) {
+        auto* self = static_cast<Replica*>(raft->data);
+        raft_uv_close(&self->io);
+        raft_uv_tcp_close(&self->transport);
+      });
+      uv_run(&r.loop, UV_RUN_DEFAULT);
+    } else {
+      raft_uv_close(&r.io);
+      raft_uv_tcp_close(&r.transport);
+    }
+    uv_loop_close(&r.loop);
+    return failure;
+  };
+  r.fsm.version = 1;
+  r.fsm.data = &r;
+  r.fsm.apply = [](raft_fsm* fsm, const raft_buffer* buf, void** result) {
+    auto* self = static_cast<Replica*>(fsm->data);
+    *result = nullptr;
+    const std::optional<absl::string_view> payload = Unpad(*buf);
+    if (!payload.has_value()) return RAFT_MALFORMED;
+    // libraft applies in index order and sets last_applied after each entry (replication.c,
+    // replicationApply), so the entry being applied is the one after it.
+    return self->Commit(self->raft.last_applied + 1, *payload);
+  };
+  // A snapshot is a manifest: the index it covers, which the mirror holds durably already (it
+  // syncs every entry). libraft takes the buffers and raft_free()s them.
+  r.fsm.snapshot = [](raft_fsm* fsm, raft_buffer* bufs[], unsigned* n_bufs) {
+    auto* self = static_cast<Replica*>(fsm->data);
+    // Not while committed entries wait for the mirror: a snapshot lets libraft drop entries the
+    // mirror does not have yet. libraft tries again at its next apply.
+    if (!self->unmirrored.empty()) return RAFT_BUSY;
+    *bufs = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
+    if (*bufs == nullptr) return RAFT_NOMEM;
+    (*bufs)[0].len = sizeof(uint64_t);
+    (*bufs)[0].base = raft_malloc(sizeof(uint64_t));
+    if ((*bufs)[0].base == nullptr) {
+      raft_free(*bufs);
+      return RAFT_NOMEM;
+    }
+    const uint64_t index = self->raft.last_applied;
+    std::memcpy((*bufs)[0].base, &index, sizeof index);
+    *n_bufs = 1;
+    return 0;
+  };
+  // On a restart, libraft restores this node's own last snapshot, which its mirror covers. A
+  // snapshot from the leader for entries this node never mirrored cannot be restored yet.
+  r.fsm.restore = [](raft_fsm* fsm, raft_buffer* buf) {
+    auto* self = static_cast<Replica*>(fsm->data);
+    uint64_t index = 0;
+    if (buf->len != sizeof index) return RAFT_MALFORMED;
+    std::memcpy(&index, buf->base, sizeof index);
+    if (self->mirror->last_position() < index) return RAFT_CORRUPT;
+    raft_free(buf->base);
+    return 0;
+  };
+  if (int rv = raft_init(&r.raft, &r.io, &r.fsm, r.options.node_id, self_address.c_str());
+      rv != 0) {
+    return abandon(absl::InternalError(absl::StrCat("raft_init: ", raft_errmsg(&r.raft))));
+  }
+  raft_initialized = true;
+  r.raft.data = &r;
+
+  raft_configuration configuration;
+  raft_configuration_init(&configuration);
+  for (const RaftPeer& peer : r.options.peers) {
+    if (int rv = raft_configuration_add(&configuration, peer.id, peer.address.c_str(), RAFT_VOTER);
+        rv != 0) {
+      raft_configuration_close(&configuration);
+      return abandon(RaftError("raft_configuration_add", rv));
+    }
+  }
+  // On a directory that holds Raft state already this is RAFT_CANTBOOTSTRAP: the restart of a
+  // replica, which keeps its log and configuration.
+  const int bootstrapped = raft_bootstrap(&r.raft, &configuration);
+  raft_configuration_close(&configuration);
+  if (bootstrapped != 0 && bootstrapped != RAFT_CANTBOOTSTRAP) {
+    return abandon(RaftError("raft_bootstrap", bootstrapped));
+  }
+  if (bootstrapped == RAFT_CANTBOOTSTRAP && mirror_created) {
+    // Positions would no longer match Raft's indexes.
+    return abandon(absl::DataLossError(
+        absl::StrCat("the mirror of committed entries (", r.options.log_dir, ") is missing while ",
+                     r.options.raft_dir, " holds a Raft log; restore both from a backup")));
+  }
+  raft_set_election_timeout(
+      &r.raft, static_cast<unsigned>(absl::ToInt64Milliseconds(r.options.election_timeout)));
+  raft_set_heartbeat_timeout(
+      &r.raft, static_cast<unsigned>(absl::ToInt64Milliseconds(r.options.heartbeat_interval)));
+  raft_set_snapshot_threshold(&r.raft, r.options.snapshot_threshold);
+  // Pre-vote (Raft thesis 9.6): a replica cut off for a while cannot depose a healthy leader
+  // with a higher term when it returns.
+  raft_set_pre_vote(&r.raft, r.options.pre_vote);
+  if (int rv = raft_start(&r.raft); rv != 0) {
+    return abandon(absl::InternalError(absl::StrCat("raft_start: ", raft_errmsg(&r.raft))));
+  }
+
+  uv_async_init(&r.loop, &r.wake,
+                [](uv_async_t* handle) { static_cast<Replica*>(handle->data)->OnWake(); });
+  r.wake.data = &r;
+  uv_timer_init(&r.loop, &r.retry);
+  r.retry.data = &r;
+  uv_check_init(&r.loop, &r.check);
+  r.check.data = &r;
+  uv_check_start(&r.check,
+                 [](uv_check_t* handle) { static_cast<Replica*>(handle->data)->Refresh(); });
+  r.thread = std::thread([&r] {
+    pthread_setname_np(pthread_self(), "ledger-raft");
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&r.loop);
+  });
+  return std::unique_ptr<RaftLog>(new RaftLog(std::move(replica)));
+}
+
+RaftLog::RaftLog(std::unique_ptr<Replica> replica) : replica_(std::move(replica)) {}
+
+RaftLog::~RaftLog() {
+  {
+    MutexLock lock(&replica_->mu);
+    replica_->stopping = true;
+  }
+  uv_async_send(&replica_->wake);
+  replica_->thread.join();
+}
+
+absl::StatusOr<uint64_t> RaftLog::Append(absl::string_view payload) {
+  Replica& r = *replica_;
+  Proposal proposal;
+  {
+    MutexLock lock(&r.mu);
+    if (!r.poison.ok()) return r.poison;
+    if (r.stopping) return absl::UnavailableError("the replica is stopping");
+    proposal.payload = std::string(payload);
+    r.queued.push_back(&proposal);
+  }
+  uv_async_send(&r.wake);
+  absl::StatusOr<uint64_t> result = proposal.Wait();
+  if (absl::IsUnavailable(result.status())) {
+    MutexLock lock(&r.mu);
+    if (r.poison.ok()) r.poison = result.status();
+  }
+  return result;
+}
+
+absl::Status RaftLog::Repair() {
+  MutexLock lock(&replica_->mu);
+  replica_->poison = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status RaftLog::poisoned() const {
+  MutexLock lock(&replica_->mu);
+  return replica_->poison;
+}
+
+absl::Status RaftLog::ReadFrom(
+    uint64_t from,
+    const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const {
+  return replica_->mirror->ReadFrom(from, read);
+}
+
+absl::StatusOr<int> RaftLog::DropBefore(uint64_t position) {
+  return replica_->mirror->DropBefore(position);
+}
+
+uint64_t RaftLog::first_position() const { return replica_->mirror->first_position(); }
+uint64_t RaftLog::last_position() const { return replica_->mirror->last_position(); }
+absl::Status RaftLog::PrepareAhead() { return replica_->mirror->PrepareAhead(); }
+std::vector<std::string> RaftLog::SegmentPaths() const { return replica_->mirror->SegmentPaths(); }
+size_t RaftLog::SegmentCount() const { return replica_->mirror->SegmentCount(); }
+int64_t RaftLog::DiskBytes() const { return replica_->mirror->DiskBytes(); }
+
+RaftStatus RaftLog::Status() const {
+  MutexLock lock(&replica_->mu);
+  return replica_->status;
+}
+
+}  // namespace ledger::storage

@@ -1,0 +1,367 @@
+// RaftLog (storage/raft_log.h): three real libraft replicas in this process, on loopback ports,
+// each with its own directories. What a commit means (every replica mirrors the entry at the
+// same position, in order, once), what a follower and a cut-off leader answer, and what
+// restarts keep.
+#include "storage/raft_log.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/annotated_mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/scratch_dir.h"
+#include "tests/wait_until.h"
+
+namespace ledger::storage {
+namespace {
+
+using ::ledger::testing_util::ScratchDir;
+using ::ledger::testing_util::WaitUntil;
+using ::testing::HasSubstr;
+
+// A loopback port nobody listens on now (the kernel's choice; released for the replica to take).
+int UnusedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// What one replica's on_committed saw, by position.
+class Committed {
+ public:
+  void Add(uint64_t position, absl::string_view payload) {
+    MutexLock lock(&mu_);
+    ++calls_[position];
+    payloads_[position] = std::string(payload);
+  }
+  std::map<uint64_t, std::string> payloads() const {
+    MutexLock lock(&mu_);
+    return payloads_;
+  }
+  int calls(uint64_t position) const {
+    MutexLock lock(&mu_);
+    auto it = calls_.find(position);
+    return it == calls_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable Mutex mu_;  // std::mutex-based, so that ThreadSanitizer sees it (base/annotated_mutex.h).
+  std::map<uint64_t, std::string> payloads_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, int> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+class RaftLogTest : public ::testing::Test {
+ protected:
+  RaftLogTest() {
+    for (int i = 0; i < 3; ++i) {
+      peers_.push_back(
+          RaftPeer{static_cast<uint64_t>(i) + 1, absl::StrCat("127.0.0.1:", UnusedPort())});
+    }
+  }
+  ~RaftLogTest() override {
+    for (auto& replica : replicas_) replica.reset();
+  }
+
+  RaftLogOptions OptionsFor(int i) {
+    RaftLogOptions options;
+    options.node_id = static_cast<uint64_t>(i) + 1;
+    options.peers = peers_;
+    options.raft_dir = dir_.Sub(absl::StrCat("raft", i + 1));
+    options.log_dir = dir_.Sub(absl::StrCat("log", i + 1));
+    options.log_segment_bytes = 1 << 20;
+    // Short timeouts keep the elections of these tests quick; the production defaults are
+    // 300 and 50 ms.
+    options.election_timeout = absl::Milliseconds(150);
+    options.heartbeat_interval = absl::Milliseconds(30);
+    options.on_committed = [this, i](uint64_t position, absl::string_view payload) {
+      committed_[i].Add(position, payload);
+    };
+    options.mirror_fault = [this, i](absl::string_view step) {
+      if (step == "sync" && mirror_fails_[i].load()) {
+        return absl::InternalError("injected: the mirror's fdatasync failed");
+      }
+      return absl::OkStatus();
+    };
+    return options;
+  }
+
+  void Start(int i) {
+    absl::StatusOr<std::unique_ptr<RaftLog>> log = RaftLog::Open(OptionsFor(i));
+    ASSERT_TRUE(log.ok()) << log.status();
+    replicas_[i] = std::move(*log);
+  }
+  void StartAll() {
+    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(Start(i));
+  }
+
+  // The index of the running replica that leads, once exactly one running replica says it does.
+  int WaitForLeader() {
+    int leader = -1;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          int leaders = 0;
+          for (int i = 0; i < 3; ++i) {
+            if (replicas_[i] != nullptr && replicas_[i]->Status().leader) {
+              leader = i;
+              ++leaders;
+            }
+          }
+          return leaders == 1;
+        },
+        "one replica leads"));
+    return leader;
+  }
+
+  // Appends on the leader, retrying while a new one is being elected.
+  uint64_t AppendOnLeader(absl::string_view payload) {
+    absl::StatusOr<uint64_t> position = absl::UnknownError("never tried");
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          const int leader = WaitForLeader();
+          if (leader < 0) return false;
+          position = replicas_[leader]->Append(payload);
+          return position.ok();
+        },
+        absl::StrCat("the leader commits '", payload, "'")));
+    return position.value_or(0);
+  }
+
+  void WaitForMirrored(int i, uint64_t position) {
+    ASSERT_TRUE(WaitUntil([&] { return replicas_[i]->last_position() >= position; },
+                          absl::StrCat("replica ", i + 1, " mirrors position ", position)));
+  }
+
+  std::map<uint64_t, std::string> MirrorOf(int i) {
+    std::map<uint64_t, std::string> entries;
+    EXPECT_TRUE(replicas_[i]
+                    ->ReadFrom(replicas_[i]->first_position(),
+                               [&](uint64_t position, absl::string_view payload) {
+                                 entries[position] = std::string(payload);
+                                 return absl::OkStatus();
+                               })
+                    .ok());
+    return entries;
+  }
+
+  ScratchDir dir_;
+  std::vector<RaftPeer> peers_;
+  std::array<Committed, 3> committed_;
+  std::array<std::atomic<bool>, 3> mirror_fails_{};
+  std::array<std::unique_ptr<RaftLog>, 3> replicas_;
+};
+
+TEST(RaftPeersTest, ParsesIdsAndAddresses) {
+  absl::StatusOr<std::vector<RaftPeer>> peers =
+      ParseRaftPeers("1=10.0.0.1:7001,2=10.0.0.2:7002,3=host-c:7003");
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  ASSERT_EQ(peers->size(), 3u);
+  EXPECT_EQ((*peers)[2].id, 3u);
+  EXPECT_EQ((*peers)[2].address, "host-c:7003");
+}
+
+TEST(RaftPeersTest, RefusesMalformedZeroAndRepeatedIds) {
+  EXPECT_THAT(ParseRaftPeers("1=10.0.0.1:7001,0=10.0.0.2:7002").status().message(),
+              HasSubstr("'0=10.0.0.2:7002'"));
+  EXPECT_THAT(ParseRaftPeers("1=10.0.0.1").status().message(), HasSubstr("ID=HOST:PORT"));
+  EXPECT_THAT(ParseRaftPeers("x=10.0.0.1:1").status().message(), HasSubstr("ID=HOST:PORT"));
+  EXPECT_THAT(ParseRaftPeers("2=a:1,2=b:2").status().message(), HasSubstr("appears twice"));
+  EXPECT_EQ(ParseRaftPeers("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RaftLogTest, RefusesANodeThatIsNotAPeer) {
+  RaftLogOptions options = OptionsFor(0);
+  options.node_id = 4;
+  absl::StatusOr<std::unique_ptr<RaftLog>> log = RaftLog::Open(options);
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(log.status().message(), HasSubstr("node 4 is not among the peers"));
+}
+
+TEST_F(RaftLogTest, EveryReplicaMirrorsEveryCommittedEntryAtTheSamePositionOnce) {
+  StartAll();
+  std::vector<uint64_t> positions;
+  for (int n = 0; n < 20; ++n) positions.push_back(AppendOnLeader(absl::StrCat("entry ", n)));
+  for (size_t n = 1; n < positions.size(); ++n) EXPECT_GT(positions[n], positions[n - 1]);
+
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, positions.back()));
+  const std::map<uint64_t, std::string> first = MirrorOf(0);
+  // Positions are Raft indexes, from 1 without a gap; Raft's own entries are empty payloads.
+  ASSERT_EQ(first.begin()->first, 1u);
+  EXPECT_EQ(first.rbegin()->first, first.size());
+  for (int n = 0; n < 20; ++n) EXPECT_EQ(first.at(positions[n]), absl::StrCat("entry ", n));
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(MirrorOf(i), first) << "replica " << i + 1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(committed_[i].payloads(), first) << "replica " << i + 1;
+    for (uint64_t position : positions) EXPECT_EQ(committed_[i].calls(position), 1);
+  }
+}
+
+TEST_F(RaftLogTest, AFollowerRefusesToProposeAndNamesTheLeader) {
+  StartAll();
+  AppendOnLeader("first");
+  const int leader = WaitForLeader();
+  const int follower = (leader + 1) % 3;
+  const uint64_t before = replicas_[follower]->last_position();
+  absl::StatusOr<uint64_t> refused = replicas_[follower]->Append("not here");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  // The leader it names, with its address (normally `leader`; an election in between may have
+  // moved it, never to the follower itself).
+  int named = 0;
+  for (const RaftPeer& peer : peers_) {
+    if (absl::StrContains(refused.status().message(),
+                          absl::StrCat("the leader is node ", peer.id, " at ", peer.address))) {
+      EXPECT_NE(peer.id, static_cast<uint64_t>(follower) + 1);
+      ++named;
+    }
+  }
+  EXPECT_EQ(named, 1) << refused.status();
+  // Nothing was proposed, and the follower may go on asking.
+  EXPECT_TRUE(replicas_[follower]->poisoned().ok());
+  const uint64_t next = AppendOnLeader("second");
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(follower, next));
+  for (const auto& [position, payload] : MirrorOf(follower)) {
+    if (position > before) {
+      EXPECT_NE(payload, "not here");
+    }
+  }
+}
+
+TEST_F(RaftLogTest, AFollowerWhoseMirrorCannotBeWrittenCatchesUpOnceItCan) {
+  StartAll();
+  AppendOnLeader("before");
+  const int leader = WaitForLeader();
+  const int failing = (leader + 1) % 3;
+  const int healthy = (leader + 2) % 3;
+  const uint64_t held_back = replicas_[failing]->last_position();
+  mirror_fails_[failing] = true;
+
+  // The leader and the healthy follower are a majority: the entries commit without it.
+  uint64_t last = 0;
+  for (int n = 0; n < 5; ++n) last = AppendOnLeader(absl::StrCat("while failing ", n));
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(healthy, last));
+  EXPECT_LT(replicas_[failing]->last_position(), last);
+  EXPECT_LE(replicas_[failing]->last_position(), held_back);
+  EXPECT_EQ(committed_[failing].calls(last), 0);
+
+  mirror_fails_[failing] = false;
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(failing, last));
+  EXPECT_EQ(MirrorOf(failing), MirrorOf(healthy));
+  EXPECT_EQ(committed_[failing].payloads(), committed_[healthy].payloads());
+  for (const auto& [position, payload] : MirrorOf(failing)) {
+    EXPECT_EQ(committed_[failing].calls(position), 1) << "position " << position;
+  }
+}
+
+TEST_F(RaftLogTest, TheLeadersAppendWaitsUntilItsOwnMirrorHoldsTheEntry) {
+  StartAll();
+  AppendOnLeader("before");
+  const int leader = WaitForLeader();
+  mirror_fails_[leader] = true;
+  std::atomic<bool> returned{false};
+  absl::StatusOr<uint64_t> position = absl::UnknownError("not returned");
+  std::thread append([&] {
+    position = replicas_[leader]->Append("held");
+    returned = true;
+  });
+  // Committed on a majority (the followers mirror it), but not yet in the leader's mirror.
+  const int follower = (leader + 1) % 3;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::map<uint64_t, std::string> mirror = MirrorOf(follower);
+        return !mirror.empty() && mirror.rbegin()->second == "held";
+      },
+      "a follower mirrors the entry"));
+  EXPECT_FALSE(returned.load());
+
+  mirror_fails_[leader] = false;
+  append.join();
+  ASSERT_TRUE(position.ok()) << position.status();
+  EXPECT_EQ(MirrorOf(leader).at(*position), "held");
+  EXPECT_EQ(MirrorOf(follower).at(*position), "held");
+  EXPECT_EQ(committed_[leader].calls(*position), 1);
+}
+
+TEST_F(RaftLogTest, ANewLeaderTakesOverAndTheOldOneCatchesUpWhenItReturns) {
+  StartAll();
+  const uint64_t before = AppendOnLeader("before");
+  const int old_leader = WaitForLeader();
+  replicas_[old_leader].reset();  // Stopped: the others stop hearing from it.
+
+  const uint64_t after = AppendOnLeader("after");
+  EXPECT_GT(after, before);
+  EXPECT_NE(WaitForLeader(), old_leader);
+
+  const int calls_before = committed_[old_leader].calls(before);
+  ASSERT_NO_FATAL_FAILURE(Start(old_leader));
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(old_leader, after));
+  const int other = (old_leader + 1) % 3;
+  EXPECT_EQ(MirrorOf(old_leader), MirrorOf(other));
+  EXPECT_EQ(MirrorOf(old_leader).at(after), "after");
+  // What it had mirrored before it stopped is not handed out again.
+  EXPECT_EQ(committed_[old_leader].calls(before), calls_before);
+  EXPECT_EQ(committed_[old_leader].calls(after), 1);
+}
+
+TEST_F(RaftLogTest, ARestartOfEveryReplicaKeepsTheLogAndGoesOnFromIt) {
+  StartAll();
+  uint64_t last = 0;
+  for (int n = 0; n < 5; ++n) last = AppendOnLeader(absl::StrCat("kept ", n));
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
+  const std::map<uint64_t, std::string> before = MirrorOf(0);
+  for (auto& replica : replicas_) replica.reset();
+
+  StartAll();
+  const uint64_t next = AppendOnLeader("after the restart");
+  EXPECT_GT(next, last);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, next));
+    std::map<uint64_t, std::string> mirror = MirrorOf(i);
+    EXPECT_EQ(mirror.at(next), "after the restart");
+    mirror.erase(mirror.upper_bound(last), mirror.end());
+    EXPECT_EQ(mirror, before) << "replica " << i + 1;
+    EXPECT_EQ(committed_[i].calls(last), 1) << "replica " << i + 1;
+  }
+}
+
+TEST_F(RaftLogTest, ALeaderCutOffFromBothFollowersAnswersOutcomeUnknownAndPoisonsTheLog) {
+  StartAll();
+  AppendOnLeader("committed");
+  const int leader = WaitForLeader();
+  for (int i = 0; i < 3; ++i) {
+    if (i != leader) replicas_[i].reset();
+  }
+  // No quorum can store it: the leader steps down after an election timeout without hearing
+  // from a majority, and the entry's fate is not this node's to know.
+  absl::StatusOr<uint64_t> lost = replicas_[leader]->Append("no quorum");
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(lost.status().message(), HasSubstr("outcome is unknown"));
+  EXPECT_EQ(replicas_[leader]->poisoned().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(replicas_[leader]->Append("refused").status(), replicas_[leader]->poisoned());
+
+  ASSERT_TRUE(replicas_[leader]->Repair().ok());
+  EXPECT_TRUE(replicas_[leader]->poisoned().ok());
+  absl::StatusOr<uint64_t> alone = replicas_[leader]->Append("still alone");
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(WaitUntil([&] { return !replicas_[leader]->Status().leader; },
+                        "the cut-off replica reports that it no longer leads"));
+}
+
+}  // namespace
+}  // namespace ledger::storage
