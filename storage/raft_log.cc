@@ -25,12 +25,13 @@ extern "C" {
 #include "base/annotated_mutex.h"
 #include "base/check.h"
 #include "storage/local_log.h"
+#include "storage/raft_nodelay.h"
 
 namespace ledger::storage {
 
 namespace {
 
-// One Append: the caller waits on `done` for `result`, set on the loop thread.
+// One Append: its caller waits (Wait) until the loop thread decides the result (Decide).
 struct Proposal {
   struct raft_apply req {};  // "struct": the function raft_apply hides the type's name in C++.
   RaftLog::Replica* replica = nullptr;
@@ -90,7 +91,8 @@ struct RaftLog::Replica {
   uv_loop_t loop{};
   uv_async_t wake{};
   uv_check_t check{};
-  raft_uv_transport transport{};
+  NodelayTransport nodelay;
+  raft_uv_transport& transport = nodelay.transport;
   raft_io io{};
   raft_fsm fsm{};
   struct raft raft {};
@@ -339,6 +341,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     uv_loop_close(&r.loop);
     return RaftError("raft_uv_tcp_init", rv);
   }
+  TurnNagleOff(r.nodelay);
   // raft/uv.h: the bind address goes between raft_uv_tcp_init and raft_init.
   if (int rv = raft_uv_tcp_set_bind_address(&r.transport, r.options.bind_address.c_str());
       rv != 0) {

@@ -5,6 +5,7 @@
 #include "storage/raft_log.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,6 +243,41 @@ TEST_F(RaftLogTest, AFollowerRefusesToProposeAndNamesTheLeader) {
       EXPECT_NE(payload, "not here");
     }
   }
+}
+
+// libraft 0.15 leaves Nagle's algorithm on (storage/raft_nodelay.h): every connection between
+// the replicas must have it off, or pipelined entries wait up to 40 ms for delayed ACKs.
+TEST_F(RaftLogTest, EveryConnectionBetweenReplicasHasNagleOff) {
+  StartAll();
+  for (int n = 0; n < 3; ++n) AppendOnLeader(absl::StrCat("entry ", n));
+  std::set<int> ports;
+  for (const RaftPeer& peer : peers_) {
+    ports.insert(std::stoi(peer.address.substr(peer.address.rfind(':') + 1)));
+  }
+  int connections = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in local{};
+    sockaddr_in remote{};
+    socklen_t local_length = sizeof local;
+    socklen_t remote_length = sizeof remote;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_length) != 0 ||
+        local.sin_family != AF_INET) {
+      continue;  // Not a connected IPv4 socket.
+    }
+    if (ports.count(ntohs(local.sin_port)) == 0 && ports.count(ntohs(remote.sin_port)) == 0) {
+      continue;  // Not between the replicas.
+    }
+    int nodelay = 0;
+    socklen_t length = sizeof nodelay;
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &length), 0);
+    EXPECT_EQ(nodelay, 1) << "fd " << fd << ", ports " << ntohs(local.sin_port) << " -> "
+                          << ntohs(remote.sin_port);
+    ++connections;
+  }
+  // Each replica connects to the two others and accepts their connections: both ends of each
+  // are in this process.
+  EXPECT_GE(connections, 6);
 }
 
 TEST_F(RaftLogTest, AFollowerWhoseMirrorCannotBeWrittenCatchesUpOnceItCan) {
