@@ -47,7 +47,14 @@ extern "C" {
 #include <string_view>
 #include <vector>
 
+#include "bench/replication/spike_util.h"
+
 namespace {
+
+using spike::Die;
+using spike::Emit;
+using spike::NowNs;
+using spike::ParseNumber;
 
 // One journal operation, a deposit, as it would travel inside a replicated batch. The exact
 // fields matter less than the size: 48 bytes, so an entry of K operations is K*48 bytes.
@@ -75,39 +82,11 @@ struct Options {
   unsigned snapshot_threshold = 1024;
 };
 
-[[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "raft_spike: %s\n", message.c_str());
-  std::exit(2);
-}
-
-int64_t NowNs(clockid_t clock) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 int64_t CpuMs() {
   rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   auto ms = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000 + tv.tv_usec / 1000; };
   return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
-
-// Lines go to a file or a pipe the driver reads while we run, so flush each one.
-template <typename... Args>
-void Emit(const char* format, Args... args) {
-  std::printf(format, args...);
-  std::fflush(stdout);
-}
-
-template <typename T>
-T ParseNumber(std::string_view flag, std::string_view text) {
-  T value{};
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
-    Die("bad value for " + std::string(flag) + ": " + std::string(text));
-  }
-  return value;
 }
 
 // "1=10.99.0.1:7001,2=10.99.0.2:7002,3=10.99.0.3:7003"

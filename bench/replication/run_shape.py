@@ -9,7 +9,8 @@ markdown tables on stdout (progress on stderr):
   1. throughput and latency per trace and window: group commits/s, operations/s, p50/p99/max of
      a group commit (proposal to the last part applied on the leader), CPU of the replicas and of
      the relays per operation, snapshots taken and elections during the measured window (every
-     group is led by replica 1 before it starts, so any election in it is spurious);
+     group is led by replica 1 before it starts, so any election in it is spurious), and the
+     group commits that failed because a group's leadership moved (summed over the repeats);
   2. failover: replicas propose on the groups they lead (leaders spread as elections put them);
      the one leading the most groups is killed with SIGKILL; time from the kill to the first
      commit of the new leader of each group it led: the first, the median and the last of them
@@ -300,15 +301,15 @@ def main():
           f"{args.checkpoint_mb} MiB per snapshot across the groups)\n")
     print("| trace | window | groups | group commits/s | ops/s | Raft entries per commit | "
           "p50 ms | p99 ms | max ms | replicas % CPU | relays % CPU | replica CPU us/op | "
-          "snapshots | elections |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "snapshots | elections | commits failed |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (name, window, groups), rs in sorted(rows.items()):
         print(f"| {name} | {window} | {groups} | {med(rs, 'commits_per_s'):,.0f} | "
               f"{med(rs, 'ops_per_s'):,.0f} | {med(rs, 'entries_per_commit'):.1f} | "
               f"{med(rs, 'p50_ms'):.2f} | {med(rs, 'p99_ms'):.2f} | {med(rs, 'max_ms'):.1f} | "
               f"{med(rs, 'replicas_pct'):.0f} | {med(rs, 'proxies_pct'):.0f} | "
               f"{med(rs, 'replica_us_per_op'):.2f} | {sum(r['snapshots'] for r in rs)} | "
-              f"{sum(r['elections'] for r in rs)} |")
+              f"{sum(r['elections'] for r in rs)} | {sum(r['failed'] for r in rs)} |")
     print(f"\n## Failover: SIGKILL of the replica leading the most groups ({args.failovers} kills)\n")
     print("| groups | groups it led | first group back, ms | median group, ms | last group, ms "
           "(median / worst) |")

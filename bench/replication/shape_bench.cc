@@ -59,34 +59,15 @@ extern "C" {
 #include <string_view>
 #include <vector>
 
+#include "bench/replication/spike_util.h"
+#include "storage/raft_nodelay.h"
+
 namespace {
 
-[[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "shape_bench: %s\n", message.c_str());
-  std::exit(2);
-}
-
-int64_t NowNs(clockid_t clock) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-template <typename... Args>
-void Emit(const char* format, Args... args) {
-  std::printf(format, args...);
-  std::fflush(stdout);
-}
-
-template <typename T>
-T ParseNumber(std::string_view flag, std::string_view text) {
-  T value{};
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
-    Die("bad value for " + std::string(flag) + ": " + std::string(text));
-  }
-  return value;
-}
+using spike::Die;
+using spike::Emit;
+using spike::NowNs;
+using spike::ParseNumber;
 
 struct Peer {
   raft_id id;
@@ -231,7 +212,9 @@ struct Group {
   Node* node = nullptr;
   unsigned index = 0;
   std::string dir;
-  raft_uv_transport transport{};
+  // libraft's TCP transport with Nagle's algorithm off, as RaftLog runs it.
+  ledger::storage::NodelayTransport nodelay;
+  raft_uv_transport& transport = nodelay.transport;
   raft_io io{};
   raft_fsm fsm{};
   raft raft_{};
@@ -351,6 +334,7 @@ class Node {
     mkdir(group.dir.c_str(), 0755);
     const std::string bind = o_.bind_host + ":" + std::to_string(o_.local_port_base + g);
     Check(raft_uv_tcp_init(&group.transport, &loop_), "raft_uv_tcp_init");
+    ledger::storage::TurnNagleOff(group.nodelay);
     Check(raft_uv_tcp_set_bind_address(&group.transport, bind.c_str()), "bind address");
     Check(raft_uv_init(&group.io, &loop_, group.dir.c_str(), &group.transport), "raft_uv_init");
     group.fsm.version = 2;
