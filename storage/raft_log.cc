@@ -373,6 +373,11 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     uv_loop_close(&r.loop);
     return failure;
   };
+  // A snapshot is an 8-byte manifest: compressing it (libraft's default, LZ4 on libuv's pool)
+  // buys nothing.
+  if (int rv = raft_uv_set_snapshot_compression(&r.io, false); rv != 0) {
+    return abandon(RaftError("raft_uv_set_snapshot_compression", rv));
+  }
   r.fsm.version = 1;
   r.fsm.data = &r;
   r.fsm.apply = [](raft_fsm* fsm, const raft_buffer* buf, void** result) {
@@ -449,6 +454,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   raft_set_heartbeat_timeout(
       &r.raft, static_cast<unsigned>(absl::ToInt64Milliseconds(r.options.heartbeat_interval)));
   raft_set_snapshot_threshold(&r.raft, r.options.snapshot_threshold);
+  raft_set_snapshot_trailing(&r.raft, r.options.snapshot_trailing);
   // Pre-vote (Raft thesis 9.6): a replica cut off for a while cannot depose a healthy leader
   // with a higher term when it returns.
   raft_set_pre_vote(&r.raft, r.options.pre_vote);

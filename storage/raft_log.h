@@ -65,6 +65,9 @@ struct RaftLogOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(50);
   bool pre_vote = true;
   unsigned snapshot_threshold = 1024;
+  // Entries libraft keeps behind a snapshot (its default, 128): a follower further behind than
+  // that needs the leader's snapshot, which this version cannot restore yet.
+  unsigned snapshot_trailing = 128;
   // Called on the loop thread for every entry committed after this node started, in order,
   // once it is in the mirror: (position, payload), an empty payload for Raft's own entries.
   std::function<void(uint64_t position, absl::string_view payload)> on_committed;

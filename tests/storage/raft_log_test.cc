@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -89,6 +90,8 @@ class RaftLogTest : public ::testing::Test {
     options.raft_dir = dir_.Sub(absl::StrCat("raft", i + 1));
     options.log_dir = dir_.Sub(absl::StrCat("log", i + 1));
     options.log_segment_bytes = 1 << 20;
+    options.snapshot_threshold = snapshot_threshold_;
+    options.snapshot_trailing = snapshot_trailing_;
     // Short timeouts keep the elections of these tests quick; the production defaults are
     // 300 and 50 ms.
     options.election_timeout = absl::Milliseconds(150);
@@ -167,6 +170,8 @@ class RaftLogTest : public ::testing::Test {
   std::vector<RaftPeer> peers_;
   std::array<Committed, 3> committed_;
   std::array<std::atomic<bool>, 3> mirror_fails_{};
+  unsigned snapshot_threshold_ = 1024;
+  unsigned snapshot_trailing_ = 128;
   std::array<std::unique_ptr<RaftLog>, 3> replicas_;
 };
 
@@ -275,9 +280,9 @@ TEST_F(RaftLogTest, EveryConnectionBetweenReplicasHasNagleOff) {
                           << ntohs(remote.sin_port);
     ++connections;
   }
-  // Each replica connects to the two others and accepts their connections: both ends of each
-  // are in this process.
-  EXPECT_GE(connections, 6);
+  // At least the leader's connection to each follower, both ends of it in this process (the
+  // others are made as replicas first need them: a follower's to the leader, a candidate's).
+  EXPECT_GE(connections, 4);
 }
 
 TEST_F(RaftLogTest, AFollowerWhoseMirrorCannotBeWrittenCatchesUpOnceItCan) {
@@ -374,6 +379,56 @@ TEST_F(RaftLogTest, ARestartOfEveryReplicaKeepsTheLogAndGoesOnFromIt) {
     mirror.erase(mirror.upper_bound(last), mirror.end());
     EXPECT_EQ(mirror, before) << "replica " << i + 1;
     EXPECT_EQ(committed_[i].calls(last), 1) << "replica " << i + 1;
+  }
+}
+
+TEST_F(RaftLogTest, SnapshotsEveryFewEntriesKeepEveryReplicaWhole) {
+  snapshot_threshold_ = 4;
+  StartAll();
+  uint64_t last = 0;
+  for (int n = 0; n < 40; ++n) last = AppendOnLeader(absl::StrCat("snapshotted ", n));
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
+  const std::map<uint64_t, std::string> before = MirrorOf(0);
+  for (auto& replica : replicas_) replica.reset();
+
+  // Each restores its own last snapshot (covered by its mirror) and replays the rest.
+  StartAll();
+  const uint64_t next = AppendOnLeader("after");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, next));
+    std::map<uint64_t, std::string> mirror = MirrorOf(i);
+    mirror.erase(next);
+    EXPECT_EQ(mirror, before) << "replica " << i + 1;
+  }
+}
+
+TEST_F(RaftLogTest, AFollowerBehindTheLeadersSnapshotStaysBehindAndTheOthersGoOn) {
+  snapshot_threshold_ = 4;
+  snapshot_trailing_ = 2;
+  StartAll();
+  AppendOnLeader("first");
+  const int leader = WaitForLeader();
+  const int behind = (leader + 1) % 3;
+  const int other = (leader + 2) % 3;
+  replicas_[behind].reset();
+  uint64_t last = 0;
+  for (int n = 0; n < 40; ++n) last = AppendOnLeader(absl::StrCat("while away ", n));
+
+  // The entries it missed are behind the leader's snapshot: catching up needs the snapshot's
+  // checkpoint, which this version cannot fetch, so its mirror stays where it was.
+  // (It may still mirror what its own libraft log holds from before it stopped.)
+  ASSERT_NO_FATAL_FAILURE(Start(behind));
+  const uint64_t next = AppendOnLeader("after its return");
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(other, next));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(replicas_[behind]->last_position(), last);
+  EXPECT_EQ(committed_[behind].calls(next), 0);
+  EXPECT_FALSE(replicas_[behind]->Status().leader);
+  // What it did mirror is the cluster's log, position by position: no gap was filled.
+  const std::map<uint64_t, std::string> whole = MirrorOf(other);
+  for (const auto& [position, payload] : MirrorOf(behind)) {
+    ASSERT_EQ(whole.count(position), 1u) << "position " << position;
+    EXPECT_EQ(payload, whole.at(position)) << "position " << position;
   }
 }
 
