@@ -65,7 +65,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEDGER_SANITIZER=thread \
 	  -DLEDGER_SHARD_ONLY=ON >/dev/null
 	@$(TIMED) "tsan build" cmake --build $(TSAN) -j $(JOBS)
-	@cd $(TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	@cd $(TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan_suppressions.txt \
 	  $(TIMED) "tsan tests" ctest --output-on-failure -j $(TEST_JOBS) \
 	  --output-junit ctest-junit.xml
 
