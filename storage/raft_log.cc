@@ -125,7 +125,7 @@ struct RaftLog::Replica {
     }
     for (Proposal* p : proposals) {
       if (stop) {
-        Finish(p, absl::UnavailableError("the replica is stopping; nothing was proposed"));
+        p->Decide(absl::UnavailableError("the replica is stopping; nothing was proposed"));
       } else {
         Propose(p);
       }
@@ -135,7 +135,7 @@ struct RaftLog::Replica {
       uv_timer_stop(&retry);
       // Committed (libraft said so) but not mirrored here: the entry is durable on a majority,
       // and this replica's libraft log replays it into the mirror at the next start.
-      for (auto& [index, proposal] : awaiting_mirror) Finish(proposal, index);
+      for (auto& [index, proposal] : awaiting_mirror) proposal->Decide(index);
       awaiting_mirror.clear();
       raft_close(&raft, [](struct raft* r) {
         auto* self = static_cast<Replica*>(r->data);
@@ -150,14 +150,14 @@ struct RaftLog::Replica {
 
   void Propose(Proposal* p) {
     if (raft_state(&raft) != RAFT_LEADER) {
-      Finish(p, NotLeader());
+      p->Decide(NotLeader());
       return;
     }
     raft_buffer buf;
     buf.len = PaddedLength(p->payload.size());
     buf.base = raft_malloc(buf.len);  // raft_apply takes it, so it must come from raft_malloc.
     if (buf.base == nullptr) {
-      Finish(p, absl::ResourceExhaustedError("out of memory for a Raft entry"));
+      p->Decide(absl::ResourceExhaustedError("out of memory for a Raft entry"));
       return;
     }
     Pad(p->payload, static_cast<char*>(buf.base), buf.len);
@@ -170,20 +170,19 @@ struct RaftLog::Replica {
           if (status == 0) {
             // Committed; returned once it is in this replica's mirror too.
             if (self->mirror->last_position() >= req->index) {
-              self->Finish(proposal, req->index);
+              proposal->Decide(req->index);
             } else {
               self->awaiting_mirror.emplace(req->index, proposal);
             }
           } else {
-            self->Finish(proposal,
-                         absl::UnavailableError(absl::StrCat(
-                             "leadership was lost before the entry was known to be committed (",
+            proposal->Decide(absl::UnavailableError(
+                absl::StrCat("leadership was lost before the entry was known to be committed (",
                              raft_strerror(status), "): its outcome is unknown")));
           }
         });
     if (rv != 0) {
       raft_free(buf.base);
-      Finish(p, rv == RAFT_NOTLEADER ? NotLeader() : RaftError("raft_apply", rv));
+      p->Decide(rv == RAFT_NOTLEADER ? NotLeader() : RaftError("raft_apply", rv));
     }
   }
 
@@ -198,8 +197,6 @@ struct RaftLog::Replica {
     return absl::FailedPreconditionError(absl::StrCat(
         "node ", options.node_id, " is not the leader; the leader is node ", id, " at ", address));
   }
-
-  void Finish(Proposal* p, absl::StatusOr<uint64_t> result) { p->Decide(std::move(result)); }
 
   // Loop thread, from the FSM: the committed entry at `index`, into the mirror.
   int Commit(raft_index index, absl::string_view payload) {
@@ -238,7 +235,7 @@ struct RaftLog::Replica {
     }
     const uint64_t mirrored = mirror->last_position();
     while (!awaiting_mirror.empty() && awaiting_mirror.begin()->first <= mirrored) {
-      Finish(awaiting_mirror.begin()->second, awaiting_mirror.begin()->first);
+      awaiting_mirror.begin()->second->Decide(awaiting_mirror.begin()->first);
       awaiting_mirror.erase(awaiting_mirror.begin());
     }
     if (!unmirrored.empty() && !uv_is_active(reinterpret_cast<uv_handle_t*>(&retry))) {
@@ -263,9 +260,24 @@ struct RaftLog::Replica {
   }
 };
 
+namespace {
+
+// Every id above 0 and none twice: what libraft's configuration needs.
+absl::Status CheckPeerIds(const std::vector<RaftPeer>& peers) {
+  absl::flat_hash_set<uint64_t> ids;
+  for (const RaftPeer& peer : peers) {
+    if (peer.id == 0) return absl::InvalidArgumentError("peer ids start at 1; 0 is not one");
+    if (!ids.insert(peer.id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("peer id ", peer.id, " appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<RaftPeer>> ParseRaftPeers(absl::string_view text) {
   std::vector<RaftPeer> peers;
-  absl::flat_hash_set<uint64_t> ids;
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     const std::pair<absl::string_view, absl::string_view> parts =
         absl::StrSplit(item, absl::MaxSplits('=', 1));
@@ -275,25 +287,19 @@ absl::StatusOr<std::vector<RaftPeer>> ParseRaftPeers(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("a peer is ID=HOST:PORT with an ID above 0, not '", item, "'"));
     }
-    if (!ids.insert(peer.id).second) {
-      return absl::InvalidArgumentError(absl::StrCat("peer id ", peer.id, " appears twice"));
-    }
     peer.address = std::string(parts.second);
     peers.push_back(std::move(peer));
   }
   if (peers.empty()) return absl::InvalidArgumentError("no peers");
+  if (absl::Status ids = CheckPeerIds(peers); !ids.ok()) return ids;
   return peers;
 }
 
 absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   if (options.node_id == 0) return absl::InvalidArgumentError("the node id must be above 0");
+  if (absl::Status ids = CheckPeerIds(options.peers); !ids.ok()) return ids;
   std::string self_address;
-  absl::flat_hash_set<uint64_t> ids;
   for (const RaftPeer& peer : options.peers) {
-    if (peer.id == 0 || !ids.insert(peer.id).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("peer ids must be above 0 and distinct; ", peer.id, " is not"));
-    }
     if (peer.id == options.node_id) self_address = peer.address;
   }
   if (self_address.empty()) {

@@ -1555,12 +1555,12 @@ absl::StatusOr<RocksDbStore::DefaultRead> RocksDbStore::GetDefault(const std::st
   // and RocksDB second finds every acknowledged one. Waiting held a shard's transfer lookups
   // behind each checkpoint, as it did its request_id lookups (FindRequests). Listings of pending
   // transfers, which read RocksDB alone, still wait.
-  // A closed store reopens on its next read: that is disk work, for a thread that may block.
   if (std::optional<std::optional<std::string>> unapplied =
           unapplied_.Find(LogFamily::kDefault, key);
       unapplied.has_value()) {
     return DefaultRead{.answered = true, .value = *std::move(unapplied)};
   }
+  // A closed store reopens on its next read: that is disk work, for a thread that may block.
   if (memory_only && closed_.load(std::memory_order_acquire)) return DefaultRead{.answered = false};
   absl::Status status = ReadWith(
       [&](Handles& handles) {

@@ -154,6 +154,26 @@ class RaftLogTest : public ::testing::Test {
                           absl::StrCat("replica ", i + 1, " mirrors position ", position)));
   }
 
+  // Appends `count` entries named `prefix` N, waits until every replica mirrors them, restarts
+  // all three and commits `after`, waiting until every replica mirrors that too.
+  struct Restart {
+    std::map<uint64_t, std::string> before;  // Replica 1's mirror before the restart.
+    uint64_t last = 0;                       // The last position appended before it.
+    uint64_t next = 0;                       // The position of `after`.
+  };
+  Restart AppendThenRestartAll(int count, absl::string_view prefix, absl::string_view after) {
+    Restart restart;
+    for (int n = 0; n < count; ++n) restart.last = AppendOnLeader(absl::StrCat(prefix, n));
+    for (int i = 0; i < 3; ++i) WaitForMirrored(i, restart.last);
+    if (HasFatalFailure()) return restart;
+    restart.before = MirrorOf(0);
+    for (auto& replica : replicas_) replica.reset();
+    StartAll();
+    restart.next = AppendOnLeader(after);
+    for (int i = 0; i < 3; ++i) WaitForMirrored(i, restart.next);
+    return restart;
+  }
+
   std::map<uint64_t, std::string> MirrorOf(int i) {
     std::map<uint64_t, std::string> entries;
     EXPECT_TRUE(replicas_[i]
@@ -363,17 +383,11 @@ TEST_F(RaftLogTest, ANewLeaderTakesOverAndTheOldOneCatchesUpWhenItReturns) {
 
 TEST_F(RaftLogTest, ARestartOfEveryReplicaKeepsTheLogAndGoesOnFromIt) {
   StartAll();
-  uint64_t last = 0;
-  for (int n = 0; n < 5; ++n) last = AppendOnLeader(absl::StrCat("kept ", n));
-  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
-  const std::map<uint64_t, std::string> before = MirrorOf(0);
-  for (auto& replica : replicas_) replica.reset();
-
-  StartAll();
-  const uint64_t next = AppendOnLeader("after the restart");
+  Restart restart;
+  ASSERT_NO_FATAL_FAILURE(restart = AppendThenRestartAll(5, "kept ", "after the restart"));
+  const auto& [before, last, next] = restart;
   EXPECT_GT(next, last);
   for (int i = 0; i < 3; ++i) {
-    ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, next));
     std::map<uint64_t, std::string> mirror = MirrorOf(i);
     EXPECT_EQ(mirror.at(next), "after the restart");
     mirror.erase(mirror.upper_bound(last), mirror.end());
@@ -385,17 +399,11 @@ TEST_F(RaftLogTest, ARestartOfEveryReplicaKeepsTheLogAndGoesOnFromIt) {
 TEST_F(RaftLogTest, SnapshotsEveryFewEntriesKeepEveryReplicaWhole) {
   snapshot_threshold_ = 4;
   StartAll();
-  uint64_t last = 0;
-  for (int n = 0; n < 40; ++n) last = AppendOnLeader(absl::StrCat("snapshotted ", n));
-  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
-  const std::map<uint64_t, std::string> before = MirrorOf(0);
-  for (auto& replica : replicas_) replica.reset();
-
   // Each restores its own last snapshot (covered by its mirror) and replays the rest.
-  StartAll();
-  const uint64_t next = AppendOnLeader("after");
+  Restart restart;
+  ASSERT_NO_FATAL_FAILURE(restart = AppendThenRestartAll(40, "snapshotted ", "after"));
+  const auto& [before, last, next] = restart;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, next));
     std::map<uint64_t, std::string> mirror = MirrorOf(i);
     mirror.erase(next);
     EXPECT_EQ(mirror, before) << "replica " << i + 1;
