@@ -49,7 +49,8 @@ class LogEntryBuilder {
 };
 
 // Calls `change` for every change of `payload`, in order; DataLoss naming what is wrong when the
-// payload is not a well-formed entry (nothing after the malformed part is read).
+// payload is not a well-formed entry (nothing after the malformed part is read). An empty payload
+// (a replicated log's own entry) has no change.
 absl::Status ForEachLogChange(absl::string_view payload,
                               const std::function<void(const LogChange& change)>& change);
 

@@ -34,7 +34,10 @@ namespace {
 // One Append: its caller waits (Wait) until the loop thread decides the result (Decide).
 struct Proposal {
   struct raft_apply req {};  // "struct": the function raft_apply hides the type's name in C++.
+  struct raft_barrier barrier_req {};
   RaftLog::Replica* replica = nullptr;
+  // A barrier (RaftLog::Barrier) rather than an entry.
+  bool barrier = false;
   std::string payload;
   // std::mutex-based (base/annotated_mutex.h), not absl's: ThreadSanitizer must see the hand-off.
   Mutex mu;
@@ -148,9 +151,38 @@ struct RaftLog::Replica {
     }
   }
 
+  // Loop thread: `proposal` is decided at `index` once the mirror holds it.
+  void DecideWhenMirrored(Proposal* proposal, uint64_t index) {
+    if (mirror->last_position() >= index) {
+      proposal->Decide(index);
+    } else {
+      awaiting_mirror.emplace(index, proposal);
+    }
+  }
+
   void Propose(Proposal* p) {
     if (raft_state(&raft) != RAFT_LEADER) {
       p->Decide(NotLeader());
+      return;
+    }
+    p->replica = this;
+    if (p->barrier) {
+      p->barrier_req.data = p;
+      const int rv = raft_barrier(&raft, &p->barrier_req, [](struct raft_barrier* req, int status) {
+        auto* proposal = static_cast<Proposal*>(req->data);
+        Replica* self = proposal->replica;
+        if (status != 0) {
+          proposal->Decide(absl::UnavailableError(absl::StrCat(
+              "leadership was lost before the barrier committed (", raft_strerror(status), ")")));
+          return;
+        }
+        // Everything before the barrier is applied, so mirrored or queued for the mirror; the
+        // barrier's own index is filled now rather than with the next entry, so that the
+        // mirror (and what on_committed told) reaches it.
+        self->FillTo(req->index);
+        self->DecideWhenMirrored(proposal, req->index);
+      });
+      if (rv != 0) p->Decide(rv == RAFT_NOTLEADER ? NotLeader() : RaftError("raft_barrier", rv));
       return;
     }
     raft_buffer buf;
@@ -162,18 +194,13 @@ struct RaftLog::Replica {
     }
     Pad(p->payload, static_cast<char*>(buf.base), buf.len);
     p->req.data = p;
-    p->replica = this;
     const int rv = raft_apply(
         &raft, &p->req, &buf, 1, [](struct raft_apply* req, int status, void* /*result*/) {
           auto* proposal = static_cast<Proposal*>(req->data);
           Replica* self = proposal->replica;
           if (status == 0) {
             // Committed; returned once it is in this replica's mirror too.
-            if (self->mirror->last_position() >= req->index) {
-              proposal->Decide(req->index);
-            } else {
-              self->awaiting_mirror.emplace(req->index, proposal);
-            }
+            self->DecideWhenMirrored(proposal, req->index);
           } else {
             proposal->Decide(absl::UnavailableError(
                 absl::StrCat("leadership was lost before the entry was known to be committed (",
@@ -198,10 +225,23 @@ struct RaftLog::Replica {
         "node ", options.node_id, " is not the leader; the leader is node ", id, " at ", address));
   }
 
+  // Loop thread: the newest position mirrored or queued for the mirror.
+  uint64_t LastKnown() const {
+    return unmirrored.empty() ? mirror->last_position() : unmirrored.back().first;
+  }
+
+  // Loop thread: Raft's own entries up to `index` (which never reach the FSM) fill their
+  // positions in the mirror with empty payloads.
+  void FillTo(uint64_t index) {
+    for (uint64_t position = LastKnown() + 1; position <= index; ++position) {
+      unmirrored.emplace_back(position, std::string());
+    }
+    FlushUnmirrored();
+  }
+
   // Loop thread, from the FSM: the committed entry at `index`, into the mirror.
   int Commit(raft_index index, absl::string_view payload) {
-    const uint64_t last_known =
-        unmirrored.empty() ? mirror->last_position() : unmirrored.back().first;
+    const uint64_t last_known = LastKnown();
     if (index <= last_known) return 0;  // Replayed after a restart: mirrored already.
     if (unmirrored_bytes > kMaxUnmirroredBytes) {
       // The mirror has been failing for a while: hold further entries back in libraft, which
@@ -513,6 +553,19 @@ absl::StatusOr<uint64_t> RaftLog::Append(absl::string_view payload) {
     if (r.poison.ok()) r.poison = result.status();
   }
   return result;
+}
+
+absl::StatusOr<uint64_t> RaftLog::Barrier() {
+  Replica& r = *replica_;
+  Proposal proposal;
+  proposal.barrier = true;
+  {
+    MutexLock lock(&r.mu);
+    if (r.stopping) return absl::UnavailableError("the replica is stopping");
+    r.queued.push_back(&proposal);
+  }
+  uv_async_send(&r.wake);
+  return proposal.Wait();
 }
 
 absl::Status RaftLog::Repair() {

@@ -98,6 +98,12 @@ class RaftLog final : public ReplicatedLog {
   RaftLog& operator=(const RaftLog&) = delete;
 
   absl::StatusOr<uint64_t> Append(absl::string_view payload) override;
+  // On the leader: commits a barrier (an entry of Raft's own) and returns its position once
+  // every entry before it is committed and mirrored here, and on_committed has seen them: what a
+  // new leader waits for before it decides anything (docs/replication.md 9.1). On a follower
+  // FailedPrecondition naming the leader, as Append; Unavailable when leadership is lost before
+  // the barrier commits. Never poisons the log.
+  absl::StatusOr<uint64_t> Barrier();
   // Lifts the poison of a lost leadership. The entry's fate is the cluster's: if the new leader
   // kept it, it arrives through `on_committed` like any other.
   absl::Status Repair() override;

@@ -25,27 +25,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/scratch_dir.h"
+#include "tests/unused_port.h"
 #include "tests/wait_until.h"
 
 namespace ledger::storage {
 namespace {
 
 using ::ledger::testing_util::ScratchDir;
+using ::ledger::testing_util::UnusedPort;
 using ::ledger::testing_util::WaitUntil;
 using ::testing::HasSubstr;
-
-// A loopback port nobody listens on now (the kernel's choice; released for the replica to take).
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // What one replica's on_committed saw, by position.
 class Committed {
@@ -268,6 +257,33 @@ TEST_F(RaftLogTest, AFollowerRefusesToProposeAndNamesTheLeader) {
       EXPECT_NE(payload, "not here");
     }
   }
+}
+
+TEST_F(RaftLogTest, ABarrierOnTheLeaderReturnsOnceEveryEntryBeforeItIsCommittedHere) {
+  StartAll();
+  const uint64_t last_entry = AppendOnLeader("before the barrier");
+  const int leader = WaitForLeader();
+  absl::StatusOr<uint64_t> barrier = replicas_[leader]->Barrier();
+  ASSERT_TRUE(barrier.ok()) << barrier.status();
+  EXPECT_GT(*barrier, last_entry);
+  // On the leader, at once: the barrier's own position is mirrored (empty) and on_committed has
+  // seen everything up to it, without waiting for another entry.
+  EXPECT_EQ(replicas_[leader]->last_position(), *barrier);
+  const std::map<uint64_t, std::string> seen = committed_[leader].payloads();
+  EXPECT_EQ(seen.rbegin()->first, *barrier);
+  EXPECT_EQ(seen.at(*barrier), "");
+  EXPECT_EQ(seen.at(last_entry), "before the barrier");
+  // The next entry follows the barrier, and a follower fills the barrier's position as it
+  // mirrors that entry.
+  const uint64_t after = AppendOnLeader("after the barrier");
+  EXPECT_EQ(after, *barrier + 1);
+  const int follower = (leader + 1) % 3;
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(follower, after));
+  EXPECT_EQ(MirrorOf(follower).at(*barrier), "");
+  // A follower proposes no barrier, and a barrier never poisons the log.
+  absl::StatusOr<uint64_t> refused = replicas_[follower]->Barrier();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(replicas_[follower]->poisoned().ok());
 }
 
 // libraft 0.15 leaves Nagle's algorithm on (storage/raft_nodelay.h): every connection between
