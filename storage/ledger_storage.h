@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shard/ledger_store.h"
+#include "storage/raft_log.h"
 
 namespace ledger::storage {
 
@@ -62,10 +63,10 @@ struct HistoryPage {
 
 // The log's progress, for the metrics (ledger_log_*).
 struct LogProgress {
-  uint64_t position = 0;          // The newest entry appended (acknowledged).
-  uint64_t applied_position = 0;  // The newest the derived state has reached.
-  int64_t disk_bytes = 0;         // What the log's segments take on disk.
-  uint64_t checkpoints = 0;       // Checkpoints since the store was opened.
+  uint64_t position = 0;             // The newest entry appended (acknowledged).
+  uint64_t applied_position = 0;     // The newest the derived state has reached.
+  int64_t disk_bytes = 0;            // What the log's segments take on disk.
+  uint64_t checkpoints = 0;          // Checkpoints since the store was opened.
   uint64_t checkpoint_failures = 0;  // Checkpoints that failed since then.
 };
 
@@ -97,6 +98,16 @@ class LedgerStorage : public LedgerStore {
   virtual absl::Status CheckDataDirectory() = 0;
   // The id `ledgerd init` gave this ledger.
   virtual const std::string& ledger_id() const = 0;
+
+  // A replica of a cluster (StoreOptions::cluster): what it knows of the cluster now; nullopt on
+  // a single node. Any thread.
+  virtual std::optional<RaftStatus> replica_status() const { return std::nullopt; }
+  // A replica that has just become the leader: commits a barrier and waits until the derived
+  // state has applied everything committed before it, so that ForEachAccount and
+  // ForEachPendingTransfer then load the cluster's state (docs/replication.md 9.1). A follower
+  // gets FailedPrecondition; a leadership lost meanwhile, Unavailable. OK at once on a single
+  // node.
+  virtual absl::Status CatchUpAsLeader() { return absl::OkStatus(); }
 };
 
 }  // namespace ledger::storage

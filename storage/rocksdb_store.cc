@@ -266,6 +266,41 @@ struct RocksDbStore::Handles {
   }
 };
 
+// A replica's committed entries, from RaftLog's loop thread (on_committed) to the store. RaftLog
+// runs from before the store exists, so what it commits until then waits here; Attach hands
+// over those after what the store's start-up read from the mirror, and from then on each goes
+// to FollowCommitted as it comes. Detach (the store's destructor) stops that before the members
+// FollowCommitted writes to go.
+struct RocksDbStore::CommitFeed {
+  absl::Mutex mu;
+  RocksDbStore* store ABSL_GUARDED_BY(mu) = nullptr;
+  bool detached ABSL_GUARDED_BY(mu) = false;
+  std::vector<Unapplied> early ABSL_GUARDED_BY(mu);
+
+  void Deliver(uint64_t position, absl::string_view payload) {
+    absl::MutexLock lock(&mu);
+    if (store != nullptr) {
+      store->FollowCommitted(position, payload);
+    } else if (!detached) {
+      early.push_back(Unapplied{.position = position, .payload = std::string(payload)});
+    }
+  }
+  void Attach(RocksDbStore* to, uint64_t replayed) {
+    absl::MutexLock lock(&mu);
+    for (const Unapplied& entry : early) {
+      if (entry.position > replayed) to->FollowCommitted(entry.position, entry.payload);
+    }
+    early.clear();
+    store = to;
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu);
+    store = nullptr;
+    detached = true;
+    early.clear();
+  }
+};
+
 absl::StatusOr<std::string> RocksDbStore::Init(const StoreOptions& options) {
   if (absl::Status prepared = PrepareDirectoryForInit(options.data_dir); !prepared.ok()) {
     return prepared;
@@ -307,26 +342,75 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
   // A checkpoint's table that a crash left before RocksDB ingested it: the log still has it.
   std::filesystem::remove_all(absl::StrCat(options.data_dir, "/", kCheckpointStagingDirectory),
                               no_staging);
-  LocalLogOptions log_options{.dir = LogDirectory(options.data_dir),
-                              .segment_bytes = options.log_segment_bytes,
-                              .sync = options.durability == Durability::kSync,
-                              .fault = hooks.log_fault};
-  LogRecovery recovery;
-  absl::StatusOr<std::unique_ptr<LocalLog>> log = LocalLog::Open(log_options, &recovery);
-  if (!log.ok()) {
-    return RefusalFrom(options.data_dir, log.status());
+  const std::string raft_dir = options.cluster.has_value() && !options.cluster->raft_dir.empty()
+                                   ? options.cluster->raft_dir
+                                   : absl::StrCat(options.data_dir, "/", kRaftDirectory);
+  std::error_code no_raft_dir;
+  const bool is_replica = !std::filesystem::is_empty(raft_dir, no_raft_dir) && !no_raft_dir;
+  if (is_replica && !options.cluster.has_value()) {
+    return absl::FailedPreconditionError(
+        Refusal(options.data_dir, absl::StrCat("it is a cluster replica's (it holds ", raft_dir,
+                                               "): start it with --node_id and --peers")));
   }
-  if (recovery.torn_bytes > 0) {
-    std::cerr << "ledgerd: the log ended in an entry cut short by a crash (never acknowledged), "
-              << recovery.torn_at << "; it was dropped and the " << recovery.entries
-              << " entries before it are kept\n";
+  std::unique_ptr<ReplicatedLog> log;
+  RaftLog* raft = nullptr;
+  auto feed = std::make_shared<CommitFeed>();
+  if (options.cluster.has_value()) {
+    if (!is_replica) {
+      // A new replica. Its positions will be Raft's indexes, so a log a single node wrote (its
+      // own positions) cannot become one.
+      LocalLogOptions existing_options;
+      existing_options.dir = LogDirectory(options.data_dir);
+      existing_options.segment_bytes = options.log_segment_bytes;
+      absl::StatusOr<std::unique_ptr<LocalLog>> existing = LocalLog::Open(existing_options);
+      if (!existing.ok()) return RefusalFrom(options.data_dir, existing.status());
+      if ((*existing)->last_position() > 0) {
+        return absl::FailedPreconditionError(Refusal(
+            options.data_dir,
+            absl::StrCat("it holds a single node's ledger (", (*existing)->last_position(),
+                         " log entries); a cluster replica starts from a new one (ledgerd init)")));
+      }
+    }
+    const ClusterOptions& cluster = *options.cluster;
+    absl::StatusOr<std::unique_ptr<RaftLog>> opened = RaftLog::Open(RaftLogOptions{
+        .node_id = cluster.node_id,
+        .peers = cluster.peers,
+        .bind_address = cluster.bind_address,
+        .raft_dir = raft_dir,
+        .log_dir = LogDirectory(options.data_dir),
+        .log_segment_bytes = options.log_segment_bytes,
+        .election_timeout = cluster.election_timeout,
+        .heartbeat_interval = cluster.heartbeat_interval,
+        .on_committed = [feed](uint64_t position,
+                               absl::string_view payload) { feed->Deliver(position, payload); },
+        .mirror_fault = hooks.log_fault});
+    if (!opened.ok()) return RefusalFrom(options.data_dir, opened.status());
+    raft = opened->get();
+    log = *std::move(opened);
+  } else {
+    LocalLogOptions log_options{.dir = LogDirectory(options.data_dir),
+                                .segment_bytes = options.log_segment_bytes,
+                                .sync = options.durability == Durability::kSync,
+                                .fault = hooks.log_fault};
+    LogRecovery recovery;
+    absl::StatusOr<std::unique_ptr<LocalLog>> local = LocalLog::Open(log_options, &recovery);
+    if (!local.ok()) {
+      return RefusalFrom(options.data_dir, local.status());
+    }
+    if (recovery.torn_bytes > 0) {
+      std::cerr << "ledgerd: the log ended in an entry cut short by a crash (never acknowledged), "
+                << recovery.torn_at << "; it was dropped and the " << recovery.entries
+                << " entries before it are kept\n";
+    }
+    log = *std::move(local);
   }
-  absl::StatusOr<uint64_t> applied = ReplayStart(**handles, **log);
+  absl::StatusOr<uint64_t> applied = ReplayStart(**handles, *log);
   if (!applied.ok()) {
     return RefusalFrom(options.data_dir, applied.status());
   }
-  auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore(
-      options, std::move(hooks), *std::move(guard), *std::move(handles), *std::move(log)));
+  auto store = std::unique_ptr<RocksDbStore>(
+      new RocksDbStore(options, std::move(hooks), *std::move(guard), *std::move(handles),
+                       std::move(log), raft, feed));
   {
     absl::MutexLock lock(&store->apply_mu_);
     store->applied_ = *applied;
@@ -335,6 +419,8 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
     return RefusalFrom(options.data_dir, caught_up);
   }
   store->appended_.store(store->applied_position(), std::memory_order_release);
+  // A replica: what was committed while the mirror was read above follows it, once.
+  feed->Attach(store.get(), store->applied_position());
   store->applier_ = std::thread([raw = store.get()] { raw->RunApplier(); });
   return store;
 }
@@ -647,15 +733,20 @@ absl::Status RocksDbStore::CatchUpWithLog() {
 
 RocksDbStore::RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
                            std::unique_ptr<DataDirectoryGuard> guard,
-                           std::unique_ptr<Handles> handles, std::unique_ptr<ReplicatedLog> log)
+                           std::unique_ptr<Handles> handles, std::unique_ptr<ReplicatedLog> log,
+                           RaftLog* raft, std::shared_ptr<CommitFeed> commit_feed)
     : options_(options),
       hooks_(std::move(hooks)),
       guard_(std::move(guard)),
       ledger_id_(handles->ledger_id),
       handles_(std::move(handles)),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      raft_(raft),
+      commit_feed_(std::move(commit_feed)) {}
 
 RocksDbStore::~RocksDbStore() {
+  // A replica's loop thread runs until log_ goes, after the members it feeds.
+  commit_feed_->Detach();
   {
     absl::MutexLock lock(&apply_mu_);
     applier_stopping_ = true;
@@ -973,6 +1064,8 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
   }
   absl::StatusOr<uint64_t> position = log_->Append(payload);
   if (!position.ok()) return position.status();
+  // A replica's entry reached the applier through FollowCommitted before Append returned.
+  if (raft_ != nullptr) return absl::OkStatus();
   absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
     if (change.family == LogFamily::kRequests) {
       recent_requests_.Add(change.key, change.value);
@@ -986,6 +1079,39 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
   unapplied_bytes_ += static_cast<int64_t>(payload.size());
   unapplied_entries_.push_back(Unapplied{.position = *position, .payload = std::move(payload)});
   return absl::OkStatus();
+}
+
+void RocksDbStore::FollowCommitted(uint64_t position, absl::string_view payload) {
+  absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
+    if (change.family == LogFamily::kRequests) {
+      recent_requests_.Add(change.key, change.value);
+    } else if (UnappliedRecords::Keeps(change.family)) {
+      unapplied_.Add(position, change.family, change.key, change.value);
+    }
+  });
+  if (!listed.ok()) {
+    // Committed on a majority, so the applier meets it too and keeps failing on it: said here,
+    // where the position is known.
+    std::cerr << "ledgerd: the committed log entry at position " << position
+              << " is malformed: " << listed.message() << "\n";
+  }
+  appended_.store(position, std::memory_order_release);
+  absl::MutexLock lock(&apply_mu_);
+  unapplied_bytes_ += static_cast<int64_t>(payload.size());
+  unapplied_entries_.push_back(Unapplied{.position = position, .payload = std::string(payload)});
+}
+
+std::optional<RaftStatus> RocksDbStore::replica_status() const {
+  if (raft_ == nullptr) return std::nullopt;
+  return raft_->Status();
+}
+
+absl::Status RocksDbStore::CatchUpAsLeader() {
+  if (raft_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<uint64_t> barrier = raft_->Barrier();
+  if (!barrier.ok()) return barrier.status();
+  // FollowCommitted has queued everything up to the barrier (appended_ >= *barrier).
+  return AwaitApplied();
 }
 
 void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
@@ -1385,6 +1511,10 @@ absl::StatusOr<MemoryLookup> RocksDbStore::LookUpRequest(absl::string_view accou
 
 absl::Status RocksDbStore::ForEachAccount(
     const std::function<void(std::string account_id, const AccountState& state)>& load) {
+  // No checkpoint meanwhile: one moves the states kept in memory aside (neither in
+  // dirty_accounts_ nor in the tables until it ends). At start-up none runs yet; a replica that
+  // becomes the leader loads while its applier may be checkpointing.
+  absl::MutexLock checkpoint_lock(&checkpoint_mu_);
   return ReadWith([&](Handles& handles) {
     rocksdb::ReadOptions read_options;
     read_options.verify_checksums = true;

@@ -24,6 +24,7 @@
 #include "storage/data_directory.h"
 #include "storage/ledger_storage.h"
 #include "storage/local_log.h"
+#include "storage/raft_log.h"
 #include "storage/recent_journal.h"
 #include "storage/recent_requests.h"
 #include "storage/replicated_log.h"
@@ -68,8 +69,30 @@ inline constexpr int64_t kMemtableBytes = int64_t{64} << 20;
 inline constexpr int64_t kBlockCacheBytes = int64_t{32} << 20;
 inline constexpr int64_t kRecentRecordsCheckpointBytes = int64_t{16} << 20;
 
+// A replica of a three-node cluster (issue 32): the store's log is a RaftLog, and an entry is
+// committed once a majority of the replicas hold it.
+struct ClusterOptions {
+  uint64_t node_id = 0;
+  // Every member, this node included, at the address the replicas reach each other on.
+  std::vector<RaftPeer> peers;
+  // Where this node listens for the others; empty: its own address in `peers`.
+  std::string bind_address;
+  // libraft's log, term and vote; empty: kRaftDirectory inside the data directory.
+  std::string raft_dir;
+  absl::Duration election_timeout = absl::Milliseconds(300);
+  absl::Duration heartbeat_interval = absl::Milliseconds(50);
+};
+
+// libraft's directory inside a replica's data directory. Its presence is what marks the data
+// directory as a replica's: a single node refuses to open it, and a replica refuses a single
+// node's ledger.
+inline constexpr absl::string_view kRaftDirectory = "raft";
+
 struct StoreOptions {
   std::string data_dir = "./data";
+  // Set: this store is a replica of a cluster. Durability is then the cluster's (libraft syncs
+  // every entry on a majority before it commits), whatever `durability` says.
+  std::optional<ClusterOptions> cluster;
   Durability durability = Durability::kSync;  // kSync or kAsync.
   // Idempotency records older than this are purged when RocksDB compacts them.
   absl::Duration idempotency_ttl = absl::Hours(24);
@@ -238,10 +261,14 @@ class RocksDbStore final : public LedgerStorage {
   // The random id `ledgerd init` gave this ledger.
   const std::string& ledger_id() const override { return ledger_id_; }
 
+  std::optional<RaftStatus> replica_status() const override;
+  absl::Status CatchUpAsLeader() override;
+
  private:
   // Encoded account states by account key.
   using AccountStates = absl::flat_hash_map<std::string, std::string>;
   struct Handles;
+  struct CommitFeed;
   // A durable log entry waiting for the applier.
   struct Unapplied {
     uint64_t position = 0;
@@ -249,7 +276,8 @@ class RocksDbStore final : public LedgerStorage {
   };
   RocksDbStore(const StoreOptions& options, StoreTestHooks hooks,
                std::unique_ptr<DataDirectoryGuard> guard, std::unique_ptr<Handles> handles,
-               std::unique_ptr<ReplicatedLog> log);
+               std::unique_ptr<ReplicatedLog> log, RaftLog* raft,
+               std::shared_ptr<CommitFeed> commit_feed);
 
   // Opens the database; with `create`, makes a new one in a directory already checked to be
   // empty, and writes its format marker. `format_version` receives the directory's version;
@@ -311,6 +339,10 @@ class RocksDbStore final : public LedgerStorage {
   // The log position before which checkpoints may delete segments: a staged backup's copy needs
   // the entries after its applied position.
   uint64_t DropLimit(uint64_t applied) const;
+  // A replica: `payload`, committed at `position` (by this node's WriteGroup or by another
+  // leader's), goes to the applier, with its records where WriteGroup puts them on a single
+  // node. On RaftLog's loop thread, in position order.
+  void FollowCommitted(uint64_t position, absl::string_view payload);
   // The log entry of a group.
   std::string EncodeGroup(absl::Span<const BatchWrite* const> batches);
   // The applier thread: writes durable entries to RocksDB in large batches, without its WAL.
@@ -371,6 +403,10 @@ class RocksDbStore final : public LedgerStorage {
   // (the applier does not write them); the journal entries the applier reached since the last
   // checkpoint (which writes them).
   const std::unique_ptr<ReplicatedLog> log_;
+  // The same log when it is a replica's RaftLog; null on a single node.
+  RaftLog* const raft_;
+  // A replica's committed entries, from RaftLog's loop thread to FollowCommitted.
+  const std::shared_ptr<CommitFeed> commit_feed_;
   UnappliedRecords unapplied_;
   RecentRequests recent_requests_;
   RecentJournal recent_journal_;
