@@ -24,6 +24,45 @@ void SetServing(grpc::Server& server, bool serving) {
   health->SetServingStatus(kServiceName, serving);
 }
 
+// Hands every account, and every transfer left pending, that `store` holds to the shards of
+// `router` (not started yet); returns how many accounts.
+absl::StatusOr<int64_t> LoadShards(storage::LedgerStorage& store, Router& router,
+                                   const std::string& data_dir) {
+  int64_t accounts = 0;
+  absl::Status loaded =
+      store.ForEachAccount([&](std::string account_id, const AccountState& state) {
+        router.LoadAccount(std::move(account_id), state);
+        ++accounts;
+      });
+  if (!loaded.ok()) {
+    // DataLoss (an account that disagrees with its journal) stays DataLoss: corrupt data.
+    return absl::Status(loaded.code() == absl::StatusCode::kDataLoss
+                            ? absl::StatusCode::kDataLoss
+                            : absl::StatusCode::kFailedPrecondition,
+                        absl::StrCat("cannot load the accounts from data directory ", data_dir,
+                                     ": ", loaded.message(), ". Refusing to start without them"));
+  }
+  // Transfers whose debit is durable and whose end is not: each goes back to its source's
+  // shard, and the coordinator sends its credit again once started (see
+  // docs/architecture.md, "Transfers"); GetTransfer shows them PENDING until then.
+  int64_t resumed = 0;
+  absl::Status pending =
+      store.ForEachPendingTransfer([&](std::string transfer_id, const TransferRecord& record) {
+        router.LoadPendingTransfer(std::move(transfer_id), record);
+        ++resumed;
+      });
+  if (!pending.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot load the pending transfers from data directory ", data_dir, ": ",
+                     pending.message(), ". Refusing to start without them"));
+  }
+  if (resumed > 0) {
+    std::cerr << "ledgerd: resuming " << resumed
+              << " pending transfer(s) found in the data directory\n";
+  }
+  return accounts;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOptions& options) {
@@ -73,42 +112,16 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Create(router_options, hooks.router);
   if (!router.ok()) return router.status();
 
-  // Recovery: every account goes to the shard that owns it under this run's shard count.
+  // Recovery: every account goes to the shard that owns it under this run's shard count. A
+  // cluster replica loads them only once it leads (FollowLeadership).
+  const bool replica = options.storage.cluster.has_value();
   int64_t recovered = 0;
   absl::Duration recovery_time;
-  if (store != nullptr) {
+  if (store != nullptr && !replica) {
     const absl::Time recovery_start = absl::Now();
-    absl::Status loaded =
-        store->ForEachAccount([&](std::string account_id, const AccountState& state) {
-          (*router)->LoadAccount(std::move(account_id), state);
-          ++recovered;
-        });
-    if (!loaded.ok()) {
-      // DataLoss (an account that disagrees with its journal) stays DataLoss: corrupt data.
-      return absl::Status(
-          loaded.code() == absl::StatusCode::kDataLoss ? absl::StatusCode::kDataLoss
-                                                       : absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("cannot load the accounts from data directory ", options.storage.data_dir,
-                       ": ", loaded.message(), ". Refusing to start without them"));
-    }
-    // Transfers whose debit is durable and whose end is not: each goes back to its source's
-    // shard, and the coordinator sends its credit again once started (see
-    // docs/architecture.md, "Transfers"); GetTransfer shows them PENDING until then.
-    int64_t resumed = 0;
-    absl::Status pending =
-        store->ForEachPendingTransfer([&](std::string transfer_id, const TransferRecord& record) {
-          (*router)->LoadPendingTransfer(std::move(transfer_id), record);
-          ++resumed;
-        });
-    if (!pending.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot load the pending transfers from data directory ", options.storage.data_dir, ": ",
-          pending.message(), ". Refusing to start without them"));
-    }
-    if (resumed > 0) {
-      std::cerr << "ledgerd: resuming " << resumed
-                << " pending transfer(s) found in the data directory\n";
-    }
+    absl::StatusOr<int64_t> loaded = LoadShards(*store, **router, options.storage.data_dir);
+    if (!loaded.ok()) return loaded.status();
+    recovered = *loaded;
     recovery_time = absl::Now() - recovery_start;
     metrics->SetRecoverySeconds(absl::ToDoubleSeconds(recovery_time));
   }
@@ -133,13 +146,21 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
                       .checkpoint_failures = log.checkpoint_failures};
     });
   }
+  std::unique_ptr<Leadership> leadership;
+  if (replica) {
+    leadership = std::make_unique<Leadership>(options.storage.cluster->node_id,
+                                              options.peer_client_addresses, store.get());
+  }
   const ServiceOptions service_options{
       .overdraft_limit = options.router.shard.policy.overdraft_limit,
       .require_request_id = options.require_request_id,
-      .fair_share_by = options.fair_share_by};
+      .fair_share_by = options.fair_share_by,
+      .leadership = leadership.get()};
   std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
                                                         *std::move(router), options.shutdown_grace,
                                                         options.max_in_flight, service_options));
+  server->leadership_ = std::move(leadership);
+  server->store_data_dir_ = options.storage.data_dir;
   server->metrics_->AttachAdmission(&server->admission_);
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
@@ -191,7 +212,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   builder.RegisterService(server->admin_service_.get());
   builder.RegisterService(&server->reflection_);  // Not gRPC's plugin: see reflection_service.h.
 
-  server->router_->Start();
+  if (!replica) server->router_->Start();
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr) {
     server->Shutdown();
@@ -200,6 +221,11 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   }
   server->acceptor_->Start(std::move(handoff));
   SetServing(*server->server_, true);
+  if (replica) {
+    // The ledger service is SERVING only on the replica that serves it: the leader.
+    server->server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
+    server->leadership_thread_ = std::thread([raw = server.get()] { raw->FollowLeadership(); });
+  }
   if (server->store_ != nullptr) {
     server->watcher_ = std::thread([raw = server.get()] { raw->WatchDataDirectory(); });
   }
@@ -231,12 +257,59 @@ void LedgerServer::WatchDataDirectory() {
   }
 }
 
+void LedgerServer::FollowLeadership() {
+  const uint64_t node_id = leadership_->node_id();
+  bool leading = false;
+  uint64_t term = 0;
+  while (!stop_watching_.WaitForNotificationWithTimeout(kLeadershipPollInterval)) {
+    const std::optional<storage::RaftStatus> status = store_->replica_status();
+    if (leading) {
+      if (status->leader && status->term == term) continue;
+      // Whatever was decided on top of the lost term fails as a failed write does (outcome
+      // unknown); the shards' state may be ahead of the cluster's from here on, so it is not
+      // kept: the process starts again as a follower (ledgerd.cc).
+      leadership_->set_serving(false);
+      server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
+      std::cerr << "ledgerd: node " << node_id << " no longer leads the cluster (it led term "
+                << term << "; now term " << status->term
+                << "); ledger calls are refused NOT_LEADER, and ledgerd restarts as a follower\n";
+      demoted_.Notify();
+      return;
+    }
+    if (!status->leader) continue;
+    const absl::Time since = absl::Now();
+    if (absl::Status caught_up = store_->CatchUpAsLeader(); !caught_up.ok()) {
+      std::cerr << "ledgerd: node " << node_id << " leads but cannot catch up yet ("
+                << caught_up.message() << "); trying again\n";
+      continue;
+    }
+    absl::StatusOr<int64_t> loaded = LoadShards(*store_, *router_, store_data_dir_);
+    if (!loaded.ok()) {
+      // Some accounts may be in the shards already: never serve from a partial load.
+      std::cerr << "ledgerd: node " << node_id << " leads but " << loaded.status().message()
+                << "; ledgerd restarts as a follower\n";
+      demoted_.Notify();
+      return;
+    }
+    recovered_accounts_.store(*loaded, std::memory_order_relaxed);
+    router_->Start();
+    term = status->term;
+    leading = true;
+    leadership_->set_serving(true);
+    server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+    std::cerr << "ledgerd: node " << node_id << " leads the cluster in term " << term
+              << " and serves: caught up and loaded " << *loaded << " accounts in "
+              << absl::FormatDuration(absl::Now() - since) << "\n";
+  }
+}
+
 void LedgerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   const absl::Time grace_deadline = absl::Now() + shutdown_grace_;
   stop_watching_.Notify();
   if (watcher_.joinable()) watcher_.join();
+  if (leadership_thread_.joinable()) leadership_thread_.join();
   if (server_ != nullptr) SetServing(*server_, false);
   // Clients first: no new connection (ours is the only listener; gRPC frees what the acceptor
   // hands connections to when it stops listening, so the acceptor stops before that), and every

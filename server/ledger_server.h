@@ -3,6 +3,7 @@
 #ifndef LEDGER_SERVER_LEDGER_SERVER_H_
 #define LEDGER_SERVER_LEDGER_SERVER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "metrics/metrics_endpoint.h"
 #include "server/backup_service.h"
 #include "server/connection_acceptor.h"
+#include "server/leadership.h"
 #include "server/ledger_service.h"
 #include "server/reflection_service.h"
 #include "server/transport_limits.h"
@@ -63,6 +65,9 @@ struct ServerOptions {
   // (connection_acceptor.h). 0: DefaultMaxConnections of the open-file limit at start. Within
   // kMaxConnectionsBound.
   int64_t max_connections = 0;
+  // A cluster replica (storage.cluster set): each member's id to the gRPC address its clients
+  // call it at, which a follower names in its NOT_LEADER refusals (--peer_clients). May be empty.
+  std::map<uint64_t, std::string> peer_client_addresses;
 };
 
 // Where tests (and ledgerd's fault-injection flags) reach inside the server's router and store:
@@ -88,6 +93,8 @@ inline constexpr absl::Duration kConnectionPollInterval = absl::Milliseconds(5);
 
 // How often a durable server checks that its data directory is still in place.
 inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
+// How often a cluster replica asks whether it leads: part of a failover's time.
+inline constexpr absl::Duration kLeadershipPollInterval = absl::Milliseconds(5);
 
 // Thread-safe: port() from any thread; Shutdown from one controlling thread. Shutdown is
 // mandatory before destruction.
@@ -116,13 +123,17 @@ class LedgerServer {
   // Null with durability kNone.
   storage::LedgerStorage* store() const { return store_.get(); }
   // What start-up loaded from the data directory.
-  int64_t recovered_accounts() const { return recovered_accounts_; }
+  int64_t recovered_accounts() const { return recovered_accounts_.load(std::memory_order_relaxed); }
   absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
   const AdmissionControl& admission() const { return admission_; }
   const ServerTransportSecurity& transport_security() const { return *transport_security_; }
   // What the accept loop has done (ledger_connections*).
   ConnectionCounts connections() const { return acceptor_->counts(); }
+  // A cluster replica: notified once it has stopped leading (or could not load what it leads),
+  // after which it serves nothing; ledgerd then starts again as a follower. Never on a single
+  // node.
+  const absl::Notification& demoted() const { return demoted_; }
 
   // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; stop
   // accepting (new connections are refused) and send every connection a GOAWAY (see
@@ -146,6 +157,11 @@ class LedgerServer {
   // kDataDirectoryCheckInterval, and the first time it is gone turns health NOT_SERVING, sets
   // ledger_data_directory_lost and logs why. (The store itself refuses the writes.)
   void WatchDataDirectory();
+  // A cluster replica: runs on leadership_thread_ until Shutdown. Once this replica leads, it
+  // catches up (LedgerStorage::CatchUpAsLeader), loads the shards from the store, starts them
+  // and serves; once it no longer leads the term it loaded in, it stops serving and notifies
+  // demoted().
+  void FollowLeadership();
 
   // Shared with the metrics endpoint, which holds it weakly while serving scrapes.
   const std::shared_ptr<LedgerMetrics> metrics_;
@@ -153,7 +169,7 @@ class LedgerServer {
   // Declared before the router, which writes to it until it stops.
   const std::unique_ptr<storage::LedgerStorage> store_;
   const std::unique_ptr<Router> router_;
-  int64_t recovered_accounts_ = 0;
+  std::atomic<int64_t> recovered_accounts_{0};
   absl::Duration recovery_time_;
   const absl::Duration shutdown_grace_;
   AdmissionControl admission_;
@@ -167,6 +183,11 @@ class LedgerServer {
   int port_ = 0;
   absl::Notification stop_watching_;
   std::thread watcher_;
+  // A cluster replica's: null on a single node.
+  std::unique_ptr<Leadership> leadership_;
+  std::thread leadership_thread_;
+  absl::Notification demoted_;
+  std::string store_data_dir_;
   bool shut_down_ = false;
 };
 

@@ -157,6 +157,15 @@ AdmissionControl::Admission LedgerService::Admit(const grpc::CallbackServerConte
   return admission_->TryAdmit(ClientKeyOf(context, options_.fair_share_by));
 }
 
+grpc::ServerUnaryReactor* LedgerService::RefuseUnlessLeading(grpc::CallbackServerContext* context,
+                                                             RpcMethod method) {
+  if (options_.leadership == nullptr || options_.leadership->serving()) return nullptr;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  metrics_->RecordRequest(method, static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+  reactor->Finish(options_.leadership->Refusal());
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* LedgerService::RefuseUnadmitted(
     grpc::CallbackServerContext* context, RpcMethod method,
     const AdmissionControl::Admission& admission) {
@@ -210,6 +219,9 @@ grpc::ServerUnaryReactor* LedgerService::Balance(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request_bytes,
                                                  grpc::ByteBuffer* response_bytes) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnlessLeading(context, RpcMethod::kHistory)) {
+    return refused;
+  }
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kHistory, admission);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -278,6 +290,9 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* context, Op op,
                                                 const grpc::ByteBuffer& request_bytes,
                                                 grpc::ByteBuffer* response_bytes) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnlessLeading(context, MethodOf(op))) {
+    return refused;
+  }
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, MethodOf(op), admission);
   auto* call = new PendingCall<Request, Response>(context, response_bytes, metrics_, admission_,
@@ -306,6 +321,9 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
 grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request_bytes,
                                                   grpc::ByteBuffer* response_bytes) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnlessLeading(context, RpcMethod::kTransfer)) {
+    return refused;
+  }
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kTransfer, admission);
   auto* call = new PendingCall<v1::TransferRequest, v1::TransferResponse>(
@@ -331,6 +349,9 @@ grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* LedgerService::Apply(grpc::CallbackServerContext* context,
                                                const grpc::ByteBuffer* request_bytes,
                                                grpc::ByteBuffer* response_bytes) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnlessLeading(context, RpcMethod::kApply)) {
+    return refused;
+  }
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kApply, admission);
   return ApplyCall::Start(context, *request_bytes, response_bytes,
@@ -345,6 +366,9 @@ grpc::ServerUnaryReactor* LedgerService::Apply(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request_bytes,
                                                      grpc::ByteBuffer* response_bytes) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnlessLeading(context, RpcMethod::kGetTransfer)) {
+    return refused;
+  }
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kGetTransfer, admission);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

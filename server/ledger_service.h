@@ -13,6 +13,7 @@
 #include "metrics/ledger_metrics.h"
 #include "server/call_answer.h"
 #include "server/client_identity.h"
+#include "server/leadership.h"
 #include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -38,6 +39,9 @@ struct ServiceOptions {
   bool require_request_id = false;
   // Who a client is, without a client certificate, for its share of --max_in_flight.
   FairShareBy fair_share_by = FairShareBy::kAddress;
+  // A cluster replica: ledger calls are served only while this says so (not owned; null on a
+  // single node).
+  const Leadership* leadership = nullptr;
 };
 
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
@@ -83,7 +87,11 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
                                    const grpc::ByteBuffer& request_bytes,
                                    grpc::ByteBuffer* response_bytes);
-  // The first thing every handler does: admits the call for the server and its client.
+  // The first thing every handler does: on a cluster replica that does not serve (Leadership),
+  // refuses the call NOT_LEADER and returns its reactor; else null.
+  grpc::ServerUnaryReactor* RefuseUnlessLeading(grpc::CallbackServerContext* context,
+                                                RpcMethod method);
+  // The second: admits the call for the server and its client.
   AdmissionControl::Admission Admit(const grpc::CallbackServerContext& context);
   // Answers a call that was not admitted (the in-flight limit, or its client's fair share):
   // RESOURCE_EXHAUSTED with the reason and the pushback, and nothing of the request parsed or

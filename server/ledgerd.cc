@@ -181,6 +181,30 @@ ABSL_FLAG(absl::Duration, min_client_ping_interval,
           "clients may ping at most this often; the third ping sooner closes the connection "
           "(GOAWAY ENHANCE_YOUR_CALM)");
 
+ABSL_FLAG(uint64_t, node_id, 0,
+          "this replica's id in a cluster of three (docs/replication.md): 1, 2 or 3, as in "
+          "--peers. 0 (the default): a single node, no cluster");
+ABSL_FLAG(std::string, peers, "",
+          "with --node_id: every member of the cluster, this one included, as "
+          "ID=HOST:PORT,ID=HOST:PORT,ID=HOST:PORT, at the address the replicas reach each other "
+          "on (Raft, plaintext and unauthenticated: keep it on a private network). The same on "
+          "every member");
+ABSL_FLAG(std::string, peer_clients, "",
+          "with --node_id: each member's gRPC address as its clients reach it, "
+          "ID=HOST:PORT,...; a follower names the leader's in its NOT_LEADER refusals. Empty: "
+          "refusals name the leader's id only");
+ABSL_FLAG(std::string, raft_listen, "",
+          "with --node_id: where this replica listens for the others; empty: its own address in "
+          "--peers");
+ABSL_FLAG(std::string, raft_dir, "",
+          "with --node_id: the Raft log, term and vote; empty: DATA_DIR/raft");
+ABSL_FLAG(absl::Duration, election_timeout, absl::Milliseconds(300),
+          "with --node_id: how long a follower waits without hearing from a leader before it "
+          "stands for election (randomised up to twice this); the same on every member");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Milliseconds(50),
+          "with --node_id: how often the leader tells the followers it is there; at most a "
+          "third of --election_timeout");
+
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -263,6 +287,116 @@ std::string GrpcTransportWords(const ledger::ServerOptions& options, const std::
     return absl::StrCat(security, " beyond loopback (--plaintext_beyond_loopback)");
   }
   return security;
+}
+
+// Parses --peers or --peer_clients: ID=HOST:PORT,...; every address checked like --listen's.
+absl::StatusOr<std::vector<ledger::storage::RaftPeer>> ParsePeersFlag(absl::string_view flag,
+                                                                      absl::string_view text) {
+  absl::StatusOr<std::vector<ledger::storage::RaftPeer>> peers =
+      ledger::storage::ParseRaftPeers(text);
+  if (!peers.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", peers.status().message()));
+  }
+  for (ledger::storage::RaftPeer& peer : *peers) {
+    absl::StatusOr<ledger::cli::HostPort> address =
+        ledger::cli::ParseHostPort(absl::StrCat(flag, " (node ", peer.id, ")"), peer.address,
+                                   ledger::cli::AddressUse::kConnect, 7001);
+    if (!address.ok()) return address.status();
+    peer.address = address->ToString();
+  }
+  return peers;
+}
+
+// Reads the cluster flags (--node_id and the rest) into `options`; nothing without --node_id.
+absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
+  const uint64_t node_id = absl::GetFlag(FLAGS_node_id);
+  const std::string peers_flag = absl::GetFlag(FLAGS_peers);
+  if (node_id == 0) {
+    for (const auto& [flag, set] : {std::pair<const char*, bool>{"--peers", !peers_flag.empty()},
+                                    {"--peer_clients", !absl::GetFlag(FLAGS_peer_clients).empty()},
+                                    {"--raft_listen", !absl::GetFlag(FLAGS_raft_listen).empty()},
+                                    {"--raft_dir", !absl::GetFlag(FLAGS_raft_dir).empty()}}) {
+      if (set) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " is for a cluster replica: give --node_id too"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (options.storage.durability == ledger::storage::Durability::kNone) {
+    return absl::InvalidArgumentError(
+        "--node_id: a cluster replica keeps its ledger on disk; --durability=none keeps none");
+  }
+  if (peers_flag.empty()) {
+    return absl::InvalidArgumentError(
+        "--node_id needs --peers: every member of the cluster, ID=HOST:PORT,...");
+  }
+  absl::StatusOr<std::vector<ledger::storage::RaftPeer>> peers =
+      ParsePeersFlag("--peers", peers_flag);
+  if (!peers.ok()) return peers.status();
+  if (peers->size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--peers names ", peers->size(), " members; a cluster has three (docs/replication.md)"));
+  }
+  ledger::storage::ClusterOptions cluster;
+  cluster.node_id = node_id;
+  bool listed = false;
+  for (const ledger::storage::RaftPeer& peer : *peers) {
+    listed = listed || peer.id == node_id;
+    absl::StatusOr<ledger::cli::HostPort> address = ledger::cli::ParseHostPort(
+        "--peers", peer.address, ledger::cli::AddressUse::kConnect, 7001);
+    if (address.ok() && !address->IsLoopback() && !absl::GetFlag(FLAGS_plaintext_beyond_loopback)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--peers: node ", peer.id, " at ", peer.address,
+          " is beyond this machine, and Raft's traffic is plaintext and unauthenticated (libraft "
+          "0.15 has no TLS): keep the replicas on a private network and say "
+          "--plaintext_beyond_loopback to mean it"));
+    }
+  }
+  if (!listed) {
+    return absl::InvalidArgumentError(absl::StrCat("--node_id=", node_id, " is not among --peers"));
+  }
+  cluster.peers = *std::move(peers);
+  const std::string peer_clients = absl::GetFlag(FLAGS_peer_clients);
+  if (!peer_clients.empty()) {
+    absl::StatusOr<std::vector<ledger::storage::RaftPeer>> clients =
+        ParsePeersFlag("--peer_clients", peer_clients);
+    if (!clients.ok()) return clients.status();
+    for (const ledger::storage::RaftPeer& client : *clients) {
+      const bool member = std::any_of(
+          cluster.peers.begin(), cluster.peers.end(),
+          [&client](const ledger::storage::RaftPeer& peer) { return peer.id == client.id; });
+      if (!member) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--peer_clients names node ", client.id, ", which is not in --peers"));
+      }
+      options.peer_client_addresses[client.id] = client.address;
+    }
+  }
+  const std::string raft_listen = absl::GetFlag(FLAGS_raft_listen);
+  if (!raft_listen.empty()) {
+    absl::StatusOr<ledger::cli::HostPort> bind = ledger::cli::ParseHostPort(
+        "--raft_listen", raft_listen, ledger::cli::AddressUse::kListen, 7001);
+    if (!bind.ok()) return bind.status();
+    cluster.bind_address = bind->ToString();
+  }
+  cluster.raft_dir = absl::GetFlag(FLAGS_raft_dir);
+  cluster.election_timeout = absl::GetFlag(FLAGS_election_timeout);
+  cluster.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  if (cluster.election_timeout < absl::Milliseconds(50) ||
+      cluster.election_timeout > absl::Seconds(60)) {
+    return absl::InvalidArgumentError(absl::StrCat("--election_timeout must be 50ms to 60s; got ",
+                                                   absl::FormatDuration(cluster.election_timeout)));
+  }
+  if (cluster.heartbeat_interval < absl::Milliseconds(5) ||
+      cluster.heartbeat_interval * 3 > cluster.election_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--heartbeat_interval must be at least 5ms and at most a third of --election_timeout (",
+        absl::FormatDuration(cluster.election_timeout), "); got ",
+        absl::FormatDuration(cluster.heartbeat_interval)));
+  }
+  options.storage.cluster = std::move(cluster);
+  return absl::OkStatus();
 }
 
 // Reads the flags into options; InvalidArgument names the flag that is out of range.
@@ -372,6 +506,7 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   absl::StatusOr<ledger::TransportLimits> transport = TransportLimitsFromFlags();
   if (!transport.ok()) return transport.status();
   options.transport = *transport;
+  if (absl::Status cluster = ClusterOptionsFromFlags(options); !cluster.ok()) return cluster;
   return options;
 }
 
@@ -591,12 +726,20 @@ absl::Status WritePortsFile(const std::string& path, const std::string& json) {
 // Exit status when the accept loop stopped taking connections: a supervisor restarts ledgerd.
 constexpr int kExitListenerLost = 3;
 
-// Returns once SIGINT/SIGTERM arrived (false) or no connection has been accepted on `server`'s
-// port for kListenerStuckFor while some waited (true; see ListenerWatchdog). Then the caller drains
-// as on SIGTERM: health turns NOT_SERVING at once on the connections that still work, and the
-// process exits so that a supervisor starts a fresh listener, instead of answering SERVING while no
-// new client can connect.
-bool WaitForShutdownOrLostListener(SignalWatcher& signals, const ledger::LedgerServer& server) {
+// Why WaitForStop returned.
+enum class StopCause {
+  kSignal,        // SIGINT, SIGTERM or SIGHUP: drain and exit.
+  kListenerLost,  // The gRPC port stopped accepting connections: drain, exit kExitListenerLost.
+  kDemoted,       // A cluster replica stopped leading: drain, start again as a follower.
+};
+
+// Returns once SIGINT/SIGTERM arrived, once no connection has been accepted on `server`'s port
+// for kListenerStuckFor while some waited (see ListenerWatchdog), or once a cluster replica
+// stopped leading. Then the caller drains as on SIGTERM: on a lost listener, health turns
+// NOT_SERVING at once on the connections that still work, and the process exits so that a
+// supervisor starts a fresh listener, instead of answering SERVING while no new client can
+// connect.
+StopCause WaitForStop(SignalWatcher& signals, const ledger::LedgerServer& server) {
   std::atomic<bool> lost{false};
   absl::StatusOr<std::unique_ptr<ledger::ListenerWatchdog>> watchdog =
       ledger::ListenerWatchdog::Start(
@@ -611,10 +754,20 @@ bool WaitForShutdownOrLostListener(SignalWatcher& signals, const ledger::LedgerS
           },
           [&server] { return server.connections().accepted; });
   if (!watchdog.ok()) std::cerr << "ledgerd: " << watchdog.status().message() << "\n";
-  while (!signals.shutdown_requested().WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
-    if (lost.load()) return true;
+  while (!signals.shutdown_requested().WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
+    if (lost.load()) return StopCause::kListenerLost;
+    if (server.demoted().HasBeenNotified()) return StopCause::kDemoted;
   }
-  return false;
+  return StopCause::kSignal;
+}
+
+// A demoted replica starts again as a follower: the same program with the same arguments, in
+// the same process (its pid, so what supervises it sees no exit). Everything it held is closed
+// by then; what is left open is close-on-exec. Returns only when exec fails.
+void StartAgainAsFollower(char** argv) {
+  std::cerr << "ledgerd: starting again as a follower" << std::endl;
+  execv("/proc/self/exe", argv);
+  std::cerr << "ledgerd: cannot start again (" << strerror(errno) << "); exiting\n";
 }
 
 }  // namespace
@@ -718,7 +871,12 @@ int main(int argc, char** argv) {
               << " client connections (--max_connections)\n";
   }
   const ledger::storage::Durability durability = options->storage.durability;
-  if (durability != ledger::storage::Durability::kNone) {
+  if (options->storage.cluster.has_value()) {
+    std::cerr << "ledgerd: node " << options->storage.cluster->node_id
+              << " of a cluster of three, replica of ledger " << (*server)->store()->ledger_id()
+              << " in " << options->storage.data_dir
+              << "; it serves ledger calls once it leads (followers refuse them NOT_LEADER)\n";
+  } else if (durability != ledger::storage::Durability::kNone) {
     std::cerr << "ledgerd: recovered " << (*server)->recovered_accounts() << " accounts of ledger "
               << (*server)->store()->ledger_id() << " from " << options->storage.data_dir << " in "
               << absl::FormatDuration((*server)->recovery_time()) << "\n";
@@ -758,13 +916,19 @@ int main(int argc, char** argv) {
     }
   }
 
-  const bool listener_lost = WaitForShutdownOrLostListener(signals, **server);
+  const StopCause cause = WaitForStop(signals, **server);
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
+  if (cause == StopCause::kDemoted) {
+    server->reset();  // The store and its replica closed: the next start opens them.
+    std::cerr << "ledgerd: drained in " << absl::FormatDuration(absl::Now() - stop_started) << "\n";
+    StartAgainAsFollower(argv);
+    return EXIT_FAILURE;
+  }
   // Once drained, just before the exit: while the file is there, the process it names runs (or
   // was killed, and left it).
   if (!ports_file.empty()) unlink(ports_file.c_str());
   std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
             << "\n";
-  return listener_lost ? kExitListenerLost : EXIT_SUCCESS;
+  return cause == StopCause::kListenerLost ? kExitListenerLost : EXIT_SUCCESS;
 }
