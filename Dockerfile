@@ -29,7 +29,8 @@ RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends \
        libabsl20220623 libbz2-1.0 libc-ares2 libc6 libcivetweb1 libgcc-s1 libgflags2.2 \
        libgrpc++1.51 libgrpc29 libjemalloc2 liblz4-1 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
-       libprotobuf32 libre2-9 librocksdb7.8 libsnappy1v5 libssl3 libstdc++6 libzstd1 zlib1g \
+       libprotobuf32 libraft2 libre2-9 librocksdb7.8 libsnappy1v5 libssl3 libstdc++6 libuv1 libzstd1 \
+       zlib1g \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data --create-home ledger
 COPY --from=build /src/build/server/ledgerd /src/build/client/ledgerctl \
