@@ -15,6 +15,9 @@ CallOutcome FromReason(CallOutcome outcome) {
     case v1::FAIR_SHARE:
     case v1::SHUTTING_DOWN:
     case v1::STORAGE_READ_FAILED:
+    // A cluster's follower (or a leader still catching up): the leader its metadata names, or
+    // this one after RetryInfo's delay, may take the same call.
+    case v1::NOT_LEADER:
     // The shard skipped it (the caller was gone): the same call may succeed with a longer
     // deadline.
     case v1::CALLER_GONE:

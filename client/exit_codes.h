@@ -15,8 +15,9 @@ enum ExitCode : int {
   kExitNotFound = 4,     // NOT_FOUND: the account has never received a deposit (or, for
                          // get-transfer, the server has no record of the transfer_id).
   kExitUnavailable = 5,  // Overloaded or unavailable (RESOURCE_EXHAUSTED, UNAVAILABLE,
-                         // DEADLINE_EXCEEDED), or not SERVING: retry later, with a back-off (a
-                         // write or transfer with the same request_id or transfer_id).
+                         // DEADLINE_EXCEEDED; a cluster without a leader found: UNAVAILABLE,
+                         // NOT_LEADER), or not SERVING: retry later, with a back-off (a write or
+                         // transfer with the same request_id or transfer_id).
 };
 
 // The exit code for a call that ended with `code`.

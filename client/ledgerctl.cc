@@ -14,6 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
@@ -26,23 +28,26 @@
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, target, ledger::ctl::kDefaultTarget,
-          "HOST:PORT of ledgerd's gRPC endpoint; :PORT is localhost, [::1]:PORT an IPv6 address");
+          "HOST:PORT of ledgerd's gRPC endpoint; :PORT is localhost, [::1]:PORT an IPv6 address. "
+          "For a cluster, its members comma-separated (HOST:PORT,HOST:PORT,...): calls go to the "
+          "first and follow the leader (see above); health and backup ask the first only");
 ABSL_FLAG(bool, json, false,
           "print results as one JSON object per line (protobuf's JSON mapping with the proto "
           "field names: int64 values as strings); errors and retry notes go to stderr as JSON "
           "too, {\"code\":..., \"message\":...}. apply prints JSON Lines with or without it");
 ABSL_FLAG(absl::Duration, deadline, absl::Seconds(5),
           "how long to wait for an answer, with a unit: 5s, 250ms, 1m; it bounds the whole "
-          "command, retries after a server's pushback included (apply: each Apply call, and the "
-          "longest pushback it waits for)");
+          "command, retries after a server's pushback and hops to a cluster's leader included "
+          "(apply: each Apply call, and the longest pushback it waits for)");
 ABSL_FLAG(int32_t, retries, 3,
           "every command but health: when the server refuses the call for overload "
           "(RESOURCE_EXHAUSTED, reason MAILBOX_FULL or IN_FLIGHT_LIMIT) and says when to come "
           "back (RetryInfo, or grpc-retry-pushback-ms), wait that long and send the same call "
           "again (same request_id or transfer_id), at most this many times (0 to 10; 0 never "
           "retries), and never past --deadline. Without that delay, no retry. apply: per batch, "
-          "and a batch whose call's outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED) or that "
-          "could not be sent is retried too (after the delay, or 100 ms doubling)");
+          "and a batch whose call's outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED), that no "
+          "leader took (NOT_LEADER) or that could not be sent is retried too (after the delay, "
+          "or 100 ms doubling)");
 ABSL_FLAG(int32_t, batch_size, 1000,
           "apply: operations per Apply call (1 to 8192, the server's limit per call)");
 ABSL_FLAG(std::string, request_id, "",
@@ -111,9 +116,11 @@ constexpr char kUsage[] =
     "     record of that transfer_id (history and get-transfer on a server with\n"
     "     --durability=none are FAILED_PRECONDITION: 3)\n"
     "  5  overloaded (RESOURCE_EXHAUSTED: nothing was applied; retry after a back-off),\n"
-    "     outcome unknown (UNAVAILABLE, DEADLINE_EXCEEDED: a deposit, withdraw or transfer may\n"
-    "     have been applied; retry with the same --request_id or --transfer_id, which applies it\n"
-    "     at most once, or ask get-transfer), or health is not SERVING\n"
+    "     no leader (UNAVAILABLE with the reason NOT_LEADER, once following the leader gave up:\n"
+    "     nothing was applied; retry later), outcome unknown (UNAVAILABLE otherwise,\n"
+    "     DEADLINE_EXCEEDED: a deposit, withdraw or transfer may have been applied; retry with\n"
+    "     the same --request_id or --transfer_id, which applies it at most once, or ask\n"
+    "     get-transfer), or health is not SERVING\n"
     "get-transfer exits 0 for any state it reads: the state is in its output (`state` in JSON).\n"
     "apply exits with the worst of its operations' classes, and 2 when a line is not an\n"
     "operation (nothing was sent).\n"
@@ -126,10 +133,20 @@ constexpr char kUsage[] =
     "on stderr. ledgerctl decides by the reason of each error, never by its message.\n"
     "Exit 5 for RESOURCE_EXHAUSTED means the last attempt was shed too, or no retry was allowed.\n"
     "apply retries per batch: a call whose outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED),\n"
-    "that could not be sent, or that was refused for overload with a delay, is sent again whole,\n"
-    "and the operations shed inside an answered call (MAILBOX_FULL: their shard was full) are\n"
-    "sent again after its delay, all with the same ids and up to --retries times; --deadline\n"
-    "bounds each call.";
+    "that could not be sent, that no leader took (NOT_LEADER), or that was refused for overload\n"
+    "with a delay, is sent again whole, and the operations shed inside an answered call\n"
+    "(MAILBOX_FULL: their shard was full) are sent again after its delay, all with the same ids\n"
+    "and up to --retries times; --deadline bounds each call.\n"
+    "\n"
+    "A cluster: --target=HOST:PORT,HOST:PORT,... names its members. Only the leader serves\n"
+    "ledger calls; a follower refuses each UNAVAILABLE with the reason NOT_LEADER (nothing was\n"
+    "applied) and, when it knows one, the leader's address. ledgerctl then sends the same call,\n"
+    "with the same request_id or transfer_id, to that leader, or else to the next --target\n"
+    "address (after the refusal's RetryInfo delay, when it has one), passing over an address it\n"
+    "cannot connect to: at most 10 hops per call, and never past --deadline; each hop is\n"
+    "announced on stderr. A call still refused NOT_LEADER then exits 5 and is never reported as\n"
+    "an outcome unknown. apply sends its later calls to the leader it found. A write that cannot\n"
+    "connect to the first address tries the others in order.";
 
 // The commands, for "did you mean".
 const std::vector<std::string>& Commands() {
@@ -222,6 +239,19 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
   return options;
 }
 
+// --target's addresses: one, or a cluster's members separated by commas, each HOST:PORT as
+// ParseHostPort reads it (its words when one is wrong), in the order given.
+absl::StatusOr<std::vector<std::string>> ParseTargets(const std::string& flag) {
+  std::vector<std::string> targets;
+  for (absl::string_view text : absl::StrSplit(flag, ',')) {
+    absl::StatusOr<ledger::cli::HostPort> target =
+        ledger::cli::ParseHostPort("--target", text, ledger::cli::AddressUse::kConnect, 50051);
+    if (!target.ok()) return target.status();
+    targets.push_back(target->ToString());
+  }
+  return targets;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,19 +271,17 @@ int main(int argc, char** argv) {
   const std::string command = args[1];
   absl::StatusOr<ledger::ctl::LedgerctlOptions> options = OptionsFromFlags(command);
   if (!options.ok()) return ledger::ctl::UsageError(std::string(options.status().message()));
-  absl::StatusOr<ledger::cli::HostPort> target = ledger::cli::ParseHostPort(
-      "--target", options->target, ledger::cli::AddressUse::kConnect, 50051);
-  if (!target.ok()) ledger::cli::ExitUsage(program, target.status().message());
+  absl::StatusOr<std::vector<std::string>> targets = ParseTargets(options->target);
+  if (!targets.ok()) ledger::cli::ExitUsage(program, targets.status().message());
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ledger::NewChannelCredentials(options->tls);
   if (!credentials.ok()) {
     return ledger::ctl::UsageError(std::string(credentials.status().message()));
   }
-  auto channel = ledger::NewLedgerChannel(target->ToString(), options->tls, *credentials);
   // The command's one deadline starts here, before any call.
-  const ledger::ctl::LedgerctlSession session(*std::move(options), std::move(channel),
-                                              command_line);
-  using Command = int (*)(const ledger::ctl::LedgerctlSession&, const std::vector<char*>&);
+  ledger::ctl::LedgerctlSession session(*std::move(options), *std::move(targets),
+                                        *std::move(credentials), command_line);
+  using Command = int (*)(ledger::ctl::LedgerctlSession&, const std::vector<char*>&);
   const std::pair<const char*, Command> kCommands[] = {
       {"deposit", ledger::ctl::RunDeposit},   {"withdraw", ledger::ctl::RunWithdraw},
       {"balance", ledger::ctl::RunBalance},   {"history", ledger::ctl::RunHistory},

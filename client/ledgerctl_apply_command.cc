@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,7 +23,6 @@
 #include "client/json_line.h"
 #include "client/ledgerctl_commands.h"
 #include "client/ledgerctl_output.pb.h"
-#include "client/pushback.h"
 #include "client/request_id.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 
@@ -95,12 +95,11 @@ class ApplyTally {
 }  // namespace
 
 // apply: the operations of FILE in Apply calls of --batch_size, one JSON line per operation.
-int RunApply(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunApply(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 3) return UsageError("apply takes FILE (- for stdin)");
   absl::StatusOr<std::vector<ApplyInput>> inputs = ReadApplyFile(args[2]);
   if (!inputs.ok()) return UsageError(std::string(inputs.status().message()));
   AssignMissingIds(*inputs, NewRequestId);
-  v1::Ledger::Stub& stub = session.stub();
   const absl::Duration deadline = session.options().deadline;
   const ApplyBatchOptions options{
       .batch_size = session.options().batch_size,
@@ -111,18 +110,23 @@ int RunApply(const LedgerctlSession& session, const std::vector<char*>& args) {
   const ApplyBatchHooks hooks{
       .call =
           [&](const v1::ApplyRequest& request) {
+            // Each call its own --deadline: a file takes many.
             const absl::Time call_deadline = absl::Now() + deadline;
             ApplyCallOutcome outcome;
-            outcome.status = ConnectBefore(*session.channel(), session.options().target,
-                                           absl::ToChronoTime(call_deadline));
+            outcome.status = session.Connect(call_deadline);
             if (!outcome.status.ok()) {
               outcome.sent = false;
               return outcome;
             }
-            grpc::ClientContext context;  // Each call its own --deadline: a file takes many.
-            context.set_deadline(absl::ToChronoTime(call_deadline));
-            outcome.status = stub.Apply(&context, request, &outcome.response);
-            outcome.pushback = RetryPushback(context.GetServerTrailingMetadata());
+            // To the leader this session found last, and on to the one a refusal names.
+            LedgerctlSession::Answer answer = session.FollowLeader(
+                [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+                  outcome.response.Clear();  // Each address's answer alone.
+                  return stub.Apply(context, request, &outcome.response);
+                },
+                call_deadline);
+            outcome.status = std::move(answer.status);
+            outcome.pushback = answer.pushback;
             return outcome;
           },
       .wait = [](std::chrono::milliseconds wait) { std::this_thread::sleep_for(wait); },

@@ -178,7 +178,7 @@ void RemoveContents(const std::string& dir) {
 
 }  // namespace
 
-int RunBackup(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunBackup(LedgerctlSession& session, const std::vector<char*>& args) {
   const std::string& dir = session.options().backup_to;
   if (args.size() != 2)
     return UsageError("backup takes no arguments; name the directory with --to");

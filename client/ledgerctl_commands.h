@@ -14,15 +14,15 @@
 
 namespace ledger::ctl {
 
-int RunDeposit(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunWithdraw(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunTransfer(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunBalance(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunHistory(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunGetTransfer(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunHealth(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunApply(const LedgerctlSession& session, const std::vector<char*>& args);
-int RunBackup(const LedgerctlSession& session, const std::vector<char*>& args);
+int RunDeposit(LedgerctlSession& session, const std::vector<char*>& args);
+int RunWithdraw(LedgerctlSession& session, const std::vector<char*>& args);
+int RunTransfer(LedgerctlSession& session, const std::vector<char*>& args);
+int RunBalance(LedgerctlSession& session, const std::vector<char*>& args);
+int RunHistory(LedgerctlSession& session, const std::vector<char*>& args);
+int RunGetTransfer(LedgerctlSession& session, const std::vector<char*>& args);
+int RunHealth(LedgerctlSession& session, const std::vector<char*>& args);
+int RunApply(LedgerctlSession& session, const std::vector<char*>& args);
+int RunBackup(LedgerctlSession& session, const std::vector<char*>& args);
 
 }  // namespace ledger::ctl
 

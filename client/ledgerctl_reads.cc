@@ -144,14 +144,15 @@ void PrintHistoryJson(const std::string& account_id, const v1::HistoryResponse& 
 
 }  // namespace
 
-int RunGetTransfer(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunGetTransfer(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 3) return UsageError("get-transfer takes ID (a transfer_id)");
   v1::GetTransferRequest request;
   request.set_transfer_id(args[2]);
   v1::GetTransferResponse response;
-  v1::Ledger::Stub& stub = session.stub();
-  const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub.GetTransfer(context, request, &response); });
+  const grpc::Status status =
+      session.CallHonouringPushback([&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+        return stub.GetTransfer(context, request, &response);
+      });
   if (!status.ok()) return session.Failed(status);
   if (session.options().json) {
     PrintTransferStateJson(response);
@@ -161,28 +162,30 @@ int RunGetTransfer(const LedgerctlSession& session, const std::vector<char*>& ar
   return kExitOk;
 }
 
-int RunBalance(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunBalance(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 3) return UsageError("balance takes ACCOUNT");
   v1::BalanceRequest request;
   request.set_account_id(args[2]);
   v1::BalanceResponse response;
-  v1::Ledger::Stub& stub = session.stub();
-  const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub.Balance(context, request, &response); });
+  const grpc::Status status =
+      session.CallHonouringPushback([&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+        return stub.Balance(context, request, &response);
+      });
   if (!status.ok()) return session.Failed(status);
   return session.PrintBalance(request.account_id(), response.balance());
 }
 
-int RunHistory(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunHistory(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 3) return UsageError("history takes ACCOUNT");
   v1::HistoryRequest request;
   request.set_account_id(args[2]);
   request.set_page_size(session.options().page_size);
   request.set_page_token(session.options().page_token);
   v1::HistoryResponse response;
-  v1::Ledger::Stub& stub = session.stub();
-  const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub.History(context, request, &response); });
+  const grpc::Status status =
+      session.CallHonouringPushback([&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+        return stub.History(context, request, &response);
+      });
   if (!status.ok()) return session.Failed(status);
   auto time_of = [](const v1::HistoryEntry& entry) { return FormatTimestamp(entry.time()); };
   if (session.options().json) {
@@ -204,7 +207,7 @@ int RunHistory(const LedgerctlSession& session, const std::vector<char*>& args) 
   return kExitOk;
 }
 
-int RunHealth(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunHealth(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 2) return UsageError("health takes no arguments");
   grpc::health::v1::HealthCheckRequest request;  // "": the server as a whole.
   grpc::health::v1::HealthCheckResponse response;

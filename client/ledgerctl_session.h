@@ -1,13 +1,18 @@
 // Defines `LedgerctlOptions`, what ledgerctl's flags say, and `LedgerctlSession`, what every
-// ledgerctl command shares: the channel, the command's one deadline, how errors and retry notes
-// are printed (text, or JSON with --json), the retry of a call refused for overload, and the
+// ledgerctl command shares: the channels to --target's addresses, the command's one deadline, how
+// errors and retry notes are printed (text, or JSON with --json), the following of a cluster's
+// leader (a call refused NOT_LEADER is sent again, the same request, to the leader the refusal
+// names or to the next --target address), the retry of a call refused for overload, and the
 // command lines ledgerctl prints to settle an unknown outcome. The commands themselves are in
 // client/ledgerctl_commands.h; the flags stay in client/ledgerctl.cc, which fills the options.
 #ifndef LEDGER_CLIENT_LEDGERCTL_SESSION_H_
 #define LEDGER_CLIENT_LEDGERCTL_SESSION_H_
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,9 +33,15 @@ inline constexpr char kDefaultTarget[] = "localhost:50051";
 // longer than a person at a terminal should wait through.
 inline constexpr int32_t kMaxRetries = 10;
 
+// The most times one call is sent on after a NOT_LEADER refusal (to the leader the refusal names,
+// or to the next --target address), each within --deadline: a cluster that has not shown its
+// leader after this many redirections is electing one, or its members disagree about who leads.
+inline constexpr int kMaxLeaderHops = 10;
+
 // What the flags say (client/ledgerctl.cc, client/tls_flags.h), checked.
 struct LedgerctlOptions {
-  std::string target = kDefaultTarget;  // As given: printed back in settling commands.
+  // As given (one address, or a cluster's comma-separated): printed back in settling commands.
+  std::string target = kDefaultTarget;
   bool json = false;
   absl::Duration deadline = absl::Seconds(5);  // Bounds the whole command (apply: each call).
   int32_t retries = 3;                         // 0 to kMaxRetries.
@@ -53,15 +64,30 @@ std::string ShellQuoted(const std::string& word);
 // Not thread-safe: one command runs on one thread.
 class LedgerctlSession {
  public:
-  // `command_line`: argv, for the retry commands printed after an unknown outcome. The
-  // command's deadline starts now.
-  LedgerctlSession(LedgerctlOptions options, std::shared_ptr<grpc::Channel> channel,
+  // One attempt of a ledger call: made on `stub` with `context` (its deadline set), the same
+  // request every time it is made.
+  using Attempt = std::function<grpc::Status(v1::Ledger::Stub&, grpc::ClientContext*)>;
+
+  // What the last attempt of a call came back with.
+  struct Answer {
+    grpc::Status status;
+    // The server's grpc-retry-pushback-ms, when it sent a valid one (client/pushback.h).
+    std::optional<std::chrono::milliseconds> pushback;
+  };
+
+  // `targets`: --target's addresses (HOST:PORT, parsed), at least one; calls go to the first
+  // until one finds the leader elsewhere. Channels, to them and to the leaders refusals name, are
+  // made with `credentials` when first used. `command_line`: argv, for the retry commands printed
+  // after an unknown outcome. The command's deadline starts now.
+  LedgerctlSession(LedgerctlOptions options, std::vector<std::string> targets,
+                   std::shared_ptr<grpc::ChannelCredentials> credentials,
                    std::vector<std::string> command_line);
 
   const LedgerctlOptions& options() const { return options_; }
-  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
-  // The ledger.v1.Ledger stub on channel(), made once for every call of the command.
-  v1::Ledger::Stub& stub() const { return *stub_; }
+  // Where calls go now: the first --target address, or the leader a call found since.
+  const std::string& address() const { return address_; }
+  // The channel to address().
+  const std::shared_ptr<grpc::Channel>& channel() { return RouteTo(address_).channel; }
   // When the command must have its answer: --deadline from the session's start, shared by
   // every retry.
   absl::Time deadline() const { return deadline_; }
@@ -76,19 +102,30 @@ class LedgerctlSession {
   void RetryNote(bool shed, const std::string& text, int64_t retry_in_ms, int attempt,
                  int attempts) const;
 
-  // Runs `attempt` (one call on the context it is given) and, while the server refuses it for
-  // overload (client/call_outcome.h) and says how long to wait, waits that long and runs it
-  // again: at most --retries more times, and only when the retry can start before the deadline.
-  // Returns the last attempt's status. The caller's request (and its id) is the same for every
-  // attempt, so a write stays one operation, applied at most once; a shed attempt applied
-  // nothing.
-  grpc::Status CallHonouringPushback(
-      const std::function<grpc::Status(grpc::ClientContext*)>& attempt) const;
+  // Sends `attempt` to address(), and while the answer is a NOT_LEADER refusal (nothing was
+  // applied), sends it again: to the refusal's leader_address when it names one, else to the next
+  // --target address, after the refusal's RetryInfo delay when it has one. Each such address is
+  // connected first; one that cannot be is passed over for the next --target address. At most
+  // kMaxLeaderHops times, and only while the next send can start before `deadline`; each is
+  // announced on stderr. The address that answered otherwise becomes address(), for the calls
+  // that follow. Returns the last answer: a NOT_LEADER refusal when no leader was found.
+  Answer FollowLeader(const Attempt& attempt, absl::Time deadline);
 
-  // Connects the channel before a write is sent (client/channel_credentials.h), so that a write
-  // that could not be sent is known to have applied nothing; when it cannot, says so and
-  // returns the exit code of the failure.
-  std::optional<int> RefuseUnconnected(const std::string& operation) const;
+  // Runs `attempt` through FollowLeader and, while the server refuses it for overload
+  // (client/call_outcome.h) and says how long to wait, waits that long and runs it again: at
+  // most --retries more times, and only when the retry can start before the deadline. Returns
+  // the last attempt's status. The caller's request (and its id) is the same for every attempt
+  // and every address, so a write stays one operation, applied at most once; a shed attempt and
+  // a NOT_LEADER refusal applied nothing.
+  grpc::Status CallHonouringPushback(const Attempt& attempt);
+
+  // Connects the channel to address() (client/channel_credentials.h), or else to the other
+  // --target addresses in order, the first connected becoming address(); OK, or the last
+  // failure. A write sent only once this is OK is known to have applied nothing when it fails.
+  grpc::Status Connect(absl::Time deadline);
+  // Connect before a write is sent, by the command's deadline; when it fails, says so and returns
+  // the exit code of the failure.
+  std::optional<int> RefuseUnconnected(const std::string& operation);
 
   // The command line that retries this call safely: the same arguments with --ID_FLAG=ID
   // (request_id or transfer_id), and without --deadline (often what ran out).
@@ -97,13 +134,29 @@ class LedgerctlSession {
   std::string GetTransferCommand(const std::string& transfer_id) const;
 
  private:
+  // A channel and its stub, made once per address.
+  struct Route {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Ledger::Stub> stub;
+  };
+
+  Route& RouteTo(const std::string& address);
+  // One attempt at address(), with `deadline`.
+  Answer Send(const Attempt& attempt, absl::Time deadline);
+  // Moves address() to the --target address after the last one used, and returns it.
+  const std::string& NextTarget();
+  void HopNote(const std::string& text, int64_t wait_ms, int hop, const std::string& next) const;
   void ShedNote(const std::string& text, int64_t retry_in_ms, int attempt, int attempts) const;
 
   const LedgerctlOptions options_;
-  const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<v1::Ledger::Stub> stub_;
+  const std::vector<std::string> targets_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const std::vector<std::string> command_line_;
   const absl::Time deadline_;
+  // One per address used: --target's, and the leaders that refusals named (a cluster's members).
+  std::map<std::string, Route> routes_;
+  std::string address_;      // Where calls go now.
+  size_t target_index_ = 0;  // Of the --target address last used.
 };
 
 }  // namespace ledger::ctl

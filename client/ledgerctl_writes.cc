@@ -31,7 +31,7 @@ void ExplainWriteFailure(const LedgerctlSession& session, const grpc::Status& st
 }
 
 template <typename Request, typename Response, typename Call>
-int Mutate(const LedgerctlSession& session, const std::vector<char*>& args, Call call) {
+int Mutate(LedgerctlSession& session, const std::vector<char*>& args, Call call) {
   if (args.size() != 4) return UsageError(absl::StrCat(args[1], " takes ACCOUNT AMOUNT"));
   int64_t amount = 0;
   if (!absl::SimpleAtoi(args[3], &amount)) {
@@ -45,9 +45,10 @@ int Mutate(const LedgerctlSession& session, const std::vector<char*>& args, Call
   request.set_request_id(given_request_id.empty() ? NewRequestId() : given_request_id);
   Response response;
   if (std::optional<int> unsent = session.RefuseUnconnected(args[1])) return *unsent;
-  v1::Ledger::Stub& stub = session.stub();
-  const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return call(stub, context, request, &response); });
+  const grpc::Status status =
+      session.CallHonouringPushback([&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+        return call(stub, context, request, &response);
+      });
   if (!status.ok()) {
     const int exit_code = session.Failed(status);
     ExplainWriteFailure(session, status, args[1], request.request_id());
@@ -94,7 +95,7 @@ void ExplainTransferFailure(const LedgerctlSession& session, const grpc::Status&
 
 }  // namespace
 
-int RunTransfer(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunTransfer(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 5) return UsageError("transfer takes FROM TO AMOUNT");
   int64_t amount = 0;
   if (!absl::SimpleAtoi(args[4], &amount)) {
@@ -110,9 +111,10 @@ int RunTransfer(const LedgerctlSession& session, const std::vector<char*>& args)
   request.set_transfer_id(given_transfer_id.empty() ? NewRequestId() : given_transfer_id);
   v1::TransferResponse response;
   if (std::optional<int> unsent = session.RefuseUnconnected("transfer")) return *unsent;
-  v1::Ledger::Stub& stub = session.stub();
-  const grpc::Status status = session.CallHonouringPushback(
-      [&](grpc::ClientContext* context) { return stub.Transfer(context, request, &response); });
+  const grpc::Status status =
+      session.CallHonouringPushback([&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+        return stub.Transfer(context, request, &response);
+      });
   if (!status.ok()) {
     const int exit_code = session.Failed(status);
     ExplainTransferFailure(session, status, request);
@@ -139,14 +141,14 @@ int RunTransfer(const LedgerctlSession& session, const std::vector<char*>& args)
   return kExitOk;
 }
 
-int RunDeposit(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunDeposit(LedgerctlSession& session, const std::vector<char*>& args) {
   return Mutate<v1::DepositRequest, v1::DepositResponse>(
       session, args, [](auto& stub, auto* context, const auto& request, auto* response) {
         return stub.Deposit(context, request, response);
       });
 }
 
-int RunWithdraw(const LedgerctlSession& session, const std::vector<char*>& args) {
+int RunWithdraw(LedgerctlSession& session, const std::vector<char*>& args) {
   return Mutate<v1::WithdrawRequest, v1::WithdrawResponse>(
       session, args, [](auto& stub, auto* context, const auto& request, auto* response) {
         return stub.Withdraw(context, request, response);

@@ -44,6 +44,8 @@ TEST(ReadCallOutcomeTest, EveryReasonDecidesTheEffectAndTheAdvice) {
       {RESOURCE_EXHAUSTED, v1::PART_TOO_LARGE, CallEffect::kNotApplied, CallAdvice::kDone, false},
       {UNAVAILABLE, v1::SHUTTING_DOWN, CallEffect::kNotApplied, CallAdvice::kRetryAfterDelay,
        false},
+      // A cluster's follower: the leader it names may take the same call.
+      {UNAVAILABLE, v1::NOT_LEADER, CallEffect::kNotApplied, CallAdvice::kRetryAfterDelay, false},
       {UNAVAILABLE, v1::OUTCOME_UNKNOWN, CallEffect::kUnknown, CallAdvice::kRetrySameId, false},
       {UNAVAILABLE, v1::TRANSFER_PENDING, CallEffect::kPending, CallAdvice::kRetrySameId, false},
       {CANCELLED, v1::CALLER_GONE, CallEffect::kNotApplied, CallAdvice::kRetryAfterDelay, false},
