@@ -6,182 +6,26 @@
 // entry.
 #include <signal.h>
 
-#include <array>
-#include <chrono>
-#include <fstream>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "ledger/v1/ledger.grpc.pb.h"
 #include "proto/error_details.h"
-#include "storage/local_log.h"
-#include "tests/e2e/ledgerd_process.h"
-#include "tests/http_get.h"
-#include "tests/metrics_text.h"
-#include "tests/unused_port.h"
+#include "tests/e2e/ledgerd_cluster.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_util::HttpGet;
-using testing_util::LedgerdProcess;
-using testing_util::SampleValue;
-using testing_util::UnusedPort;
+using testing_util::LedgerdCluster;
+using testing_util::ProcessState;
 using testing_util::WaitUntil;
 
-// The state letter of /proc/PID/stat ('T' once stopped by a signal), or 0.
-char ProcessState(pid_t pid) {
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  std::getline(stat, line);
-  const size_t name_end = line.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= line.size() ? 0 : line[name_end + 2];
-}
-
-class ClusterTest : public ::testing::Test {
- protected:
-  ClusterTest() {
-    std::vector<std::string> peers;
-    std::vector<std::string> clients;
-    for (int i = 0; i < 3; ++i) {
-      grpc_ports_[i] = UnusedPort();
-      peers.push_back(absl::StrCat(i + 1, "=127.0.0.1:", UnusedPort()));
-      clients.push_back(absl::StrCat(i + 1, "=127.0.0.1:", grpc_ports_[i]));
-    }
-    for (int i = 0; i < 3; ++i) {
-      nodes_[i] = std::make_unique<LedgerdProcess>(std::vector<std::string>{
-          absl::StrCat("--node_id=", i + 1), "--peers=" + absl::StrJoin(peers, ","),
-          "--peer_clients=" + absl::StrJoin(clients, ","),
-          absl::StrCat("--listen=127.0.0.1:", grpc_ports_[i]),
-          // Fixed, so that a replica that starts again in its process keeps its address.
-          absl::StrCat("--metrics_listen=127.0.0.1:", UnusedPort()), "--shards=2",
-          "--shutdown_grace=2s"});
-      // Reconnects soon after a replica starts again (gRPC's first backoff is a second).
-      grpc::ChannelArguments args;
-      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-      stubs_[i] = v1::Ledger::NewStub(
-          grpc::CreateCustomChannel(Address(i), grpc::InsecureChannelCredentials(), args));
-    }
-  }
-
-  std::string Address(int i) const { return absl::StrCat("127.0.0.1:", grpc_ports_[i]); }
-
-  void StartAll() {
-    for (auto& node : nodes_) ASSERT_TRUE(node->Start());
-  }
-
-  grpc::Status Deposit(int i, const std::string& account, int64_t amount,
-                       const std::string& request_id, v1::DepositResponse* response) {
-    v1::DepositRequest request;
-    request.set_account_id(account);
-    request.set_amount(amount);
-    request.set_request_id(request_id);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    return stubs_[i]->Deposit(&context, request, response);
-  }
-
-  // `deadline` short for a probe, which a paused replica never answers.
-  grpc::Status Balance(int i, const std::string& account, int64_t* balance,
-                       std::chrono::milliseconds deadline = std::chrono::seconds(5)) {
-    v1::BalanceRequest request;
-    request.set_account_id(account);
-    v1::BalanceResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + deadline);
-    grpc::Status status = stubs_[i]->Balance(&context, request, &response);
-    *balance = response.balance();
-    return status;
-  }
-
-  // The replica that serves: the one whose Balance is not refused NOT_LEADER. -1 while none
-  // does.
-  int Serving() {
-    for (int i = 0; i < 3; ++i) {
-      if (!nodes_[i]->running()) continue;
-      int64_t balance = 0;
-      const grpc::Status status = Balance(i, "nobody", &balance, std::chrono::milliseconds(300));
-      if (status.error_code() == grpc::StatusCode::NOT_FOUND) return i;
-    }
-    return -1;
-  }
-  int WaitForServing() {
-    int leader = -1;
-    EXPECT_TRUE(WaitUntil([&] { return (leader = Serving()) >= 0; }, "a replica serves"));
-    return leader;
-  }
-
-  // Deposits through whichever replica serves, retrying (same request_id: at most once) while
-  // none does.
-  int64_t DepositOnLeader(const std::string& account, int64_t amount,
-                          const std::string& request_id) {
-    v1::DepositResponse response;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          const int leader = Serving();
-          return leader >= 0 && Deposit(leader, account, amount, request_id, &response).ok();
-        },
-        absl::StrCat("the leader applies ", request_id)));
-    return response.balance();
-  }
-
-  // Whether replica i comes to refuse a Deposit NOT_LEADER naming `leader`'s address (at once,
-  // or after it has heard from the leader).
-  bool RefusesNamingTheLeader(int i, int leader) {
-    return WaitUntil(
-        [&] {
-          v1::DepositResponse response;
-          const grpc::Status refused = Deposit(i, "acct", 1, "refused", &response);
-          const std::optional<ErrorDetails> details = DecodeErrorDetails(refused.error_details());
-          return refused.error_code() == grpc::StatusCode::UNAVAILABLE && details.has_value() &&
-                 details->reason == v1::NOT_LEADER &&
-                 MetadataValue(details->metadata, "leader_address") == Address(leader);
-        },
-        absl::StrCat("node ", i + 1, " refuses NOT_LEADER naming node ", leader + 1));
-  }
-
-  // ledger_log_position of replica i (the newest committed entry it has), from /metrics.
-  std::optional<double> LogPosition(int i) {
-    std::optional<testing_util::HttpResponse> scrape =
-        HttpGet(nodes_[i]->metrics_port(), "/metrics");
-    if (!scrape.has_value()) return std::nullopt;
-    return SampleValue(scrape->body, "ledger_log_position");
-  }
-
-  // Every committed entry replica i's log holds, by position (read once it has stopped).
-  std::map<uint64_t, std::string> LogOf(int i) {
-    storage::LocalLogOptions options;
-    options.dir = nodes_[i]->data_dir() + "/ledger_log";
-    absl::StatusOr<std::unique_ptr<storage::LocalLog>> log = storage::LocalLog::Open(options);
-    EXPECT_TRUE(log.ok()) << log.status();
-    std::map<uint64_t, std::string> entries;
-    if (!log.ok()) return entries;
-    EXPECT_TRUE((*log)
-                    ->ReadFrom((*log)->first_position(),
-                               [&](uint64_t position, absl::string_view payload) {
-                                 entries[position] = std::string(payload);
-                                 return absl::OkStatus();
-                               })
-                    .ok());
-    return entries;
-  }
-
-  std::array<int, 3> grpc_ports_{};
-  std::array<std::unique_ptr<LedgerdProcess>, 3> nodes_;
-  std::array<std::unique_ptr<v1::Ledger::Stub>, 3> stubs_;
-};
+class ClusterTest : public ::testing::Test, protected LedgerdCluster {};
 
 TEST_F(ClusterTest, AFollowerRefusesNotLeaderNamingTheLeadersAddressAndAppliesNothing) {
   ASSERT_NO_FATAL_FAILURE(StartAll());
