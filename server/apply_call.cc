@@ -19,6 +19,14 @@ google::protobuf::ArenaOptions CallArenaOptions() {
   return options;
 }
 
+// Whether the call reads a balance, which a cluster leader serves only after a read barrier.
+bool HasBalance(const v1::ApplyRequest& request) {
+  for (const v1::ApplyOperation& operation : request.operations()) {
+    if (operation.has_balance()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 ApplyCall::ApplyCall(grpc::CallbackServerContext* context, grpc::ByteBuffer* response_bytes,
@@ -41,6 +49,16 @@ grpc::ServerUnaryReactor* ApplyCall::Start(grpc::CallbackServerContext* context,
   if (valid.ok()) valid = ValidateApplySize(*call->request_);
   if (!valid.ok()) {
     call->Finish(valid);  // Nothing sent.
+    return reactor;
+  }
+  if (environment.read_barrier != nullptr && HasBalance(*call->request_)) {
+    environment.read_barrier->After([call](const absl::Status& confirmed) {
+      if (!confirmed.ok()) {
+        call->Finish(call->environment_.leadership->Refusal());  // Nothing sent.
+        return;
+      }
+      call->Dispatch();
+    });
     return reactor;
   }
   call->Dispatch();

@@ -18,6 +18,8 @@
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.pb.h"
 #include "metrics/ledger_metrics.h"
+#include "server/leadership.h"
+#include "server/read_barrier.h"
 #include "server/status_mapping.h"
 #include "shard/admission_control.h"
 #include "shard/message.h"
@@ -34,6 +36,10 @@ struct ApplyEnvironment {
   LedgerMetrics* metrics = nullptr;
   int64_t overdraft_limit = 0;
   bool require_request_id = false;
+  // A cluster leader's: a call with a Balance waits for a barrier (server/read_barrier.h), and is
+  // refused as `leadership` says when there is none. Both null on a single node.
+  ReadBarrier* read_barrier = nullptr;
+  const Leadership* leadership = nullptr;
 };
 
 // Thread contract: Start runs on the gRPC thread that admitted the call. Each operation's

@@ -39,8 +39,9 @@ grpc::Status Leadership::Refusal() const {
   if (leader == node_id_) {
     return ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::NOT_LEADER,
                        absl::StrCat("node ", node_id_,
-                                    " has just become the leader and is catching up; nothing was "
-                                    "applied, retry"),
+                                    " leads but cannot serve this call yet (it is catching up "
+                                    "after its election, or could not confirm that it still "
+                                    "leads); nothing was applied, retry"),
                        std::move(metadata), kNoLeaderRetryDelay);
   }
   return ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::NOT_LEADER,

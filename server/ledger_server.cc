@@ -147,19 +147,24 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
     });
   }
   std::unique_ptr<Leadership> leadership;
+  std::unique_ptr<ReadBarrier> read_barrier;
   if (replica) {
     leadership = std::make_unique<Leadership>(options.storage.cluster->node_id,
                                               options.peer_client_addresses, store.get());
+    read_barrier =
+        std::make_unique<ReadBarrier>([raw = store.get()] { return raw->ConfirmLeadership(); });
   }
   const ServiceOptions service_options{
       .overdraft_limit = options.router.shard.policy.overdraft_limit,
       .require_request_id = options.require_request_id,
       .fair_share_by = options.fair_share_by,
-      .leadership = leadership.get()};
+      .leadership = leadership.get(),
+      .read_barrier = read_barrier.get()};
   std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
                                                         *std::move(router), options.shutdown_grace,
                                                         options.max_in_flight, service_options));
   server->leadership_ = std::move(leadership);
+  server->read_barrier_ = std::move(read_barrier);
   server->store_data_dir_ = options.storage.data_dir;
   server->metrics_->AttachAdmission(&server->admission_);
   server->recovered_accounts_ = recovered;

@@ -185,6 +185,7 @@ class LedgerServer {
   std::thread watcher_;
   // A cluster replica's: null on a single node.
   std::unique_ptr<Leadership> leadership_;
+  std::unique_ptr<ReadBarrier> read_barrier_;
   std::thread leadership_thread_;
   absl::Notification demoted_;
   std::string store_data_dir_;

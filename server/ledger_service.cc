@@ -225,15 +225,23 @@ grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* co
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kHistory, admission);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  v1::HistoryRequest request;
-  grpc::Status status = ParseRequest(*request_bytes, request);
-  if (status.ok()) {
-    v1::HistoryResponse response;
-    status = ReadHistory(request, response);
-    if (status.ok()) SerializeResponse(response, *response_bytes);
+  auto serve = [this, request_bytes, response_bytes, reactor,
+                slot = admission.slot](const absl::Status& confirmed) {
+    v1::HistoryRequest request;
+    grpc::Status status =
+        confirmed.ok() ? ParseRequest(*request_bytes, request) : options_.leadership->Refusal();
+    if (status.ok()) {
+      v1::HistoryResponse response;
+      status = ReadHistory(request, response);
+      if (status.ok()) SerializeResponse(response, *response_bytes);
+    }
+    FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kHistory, /*shard=*/-1, slot, status);
+  };
+  if (options_.read_barrier != nullptr) {
+    options_.read_barrier->After(std::move(serve));
+  } else {
+    serve(absl::OkStatus());
   }
-  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kHistory, /*shard=*/-1, admission.slot,
-             status);
   return reactor;
 }
 
@@ -308,14 +316,30 @@ grpc::ServerUnaryReactor* LedgerService::Submit(grpc::CallbackServerContext* con
     call->Finish(valid);  // Nothing queued.
     return reactor;
   }
+  if (op == Op::kBalance && options_.read_barrier != nullptr) {
+    options_.read_barrier->After([this, call, op](const absl::Status& confirmed) {
+      if (!confirmed.ok()) {
+        call->Finish(options_.leadership->Refusal());  // Nothing queued.
+        return;
+      }
+      SendToShard(*call, op);
+    });
+    return reactor;
+  }
+  SendToShard(*call, op);
+  return reactor;
+}
+
+template <typename Call>
+void LedgerService::SendToShard(Call& call, Op op) {
+  CallFacts& facts = call.facts();
   facts.shard = router_->ShardFor(facts.account_id);
   facts.mailbox_capacity = router_->shard(facts.shard).mailbox_capacity();
-  Message message = MakeAccountCall(op, facts.account_id, facts.amount, facts.request_id, call);
-  call->set_handed_to_shard(true);
+  Message message = MakeAccountCall(op, facts.account_id, facts.amount, facts.request_id, &call);
+  call.set_handed_to_shard(true);
   const SendOutcome sent = router_->TrySend(facts.shard, std::move(message));
   // Accepted: the shard finishes the call, and `call` may already be gone.
-  if (sent != SendOutcome::kAccepted) AnswerUnsent(*call, sent, *admission_);
-  return reactor;
+  if (sent != SendOutcome::kAccepted) AnswerUnsent(call, sent, *admission_);
 }
 
 grpc::ServerUnaryReactor* LedgerService::Transfer(grpc::CallbackServerContext* context,
@@ -360,7 +384,9 @@ grpc::ServerUnaryReactor* LedgerService::Apply(grpc::CallbackServerContext* cont
                                            .client = admission.slot,
                                            .metrics = metrics_,
                                            .overdraft_limit = options_.overdraft_limit,
-                                           .require_request_id = options_.require_request_id});
+                                           .require_request_id = options_.require_request_id,
+                                           .read_barrier = options_.read_barrier,
+                                           .leadership = options_.leadership});
 }
 
 grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext* context,
@@ -372,15 +398,24 @@ grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext
   const AdmissionControl::Admission admission = Admit(*context);
   if (!admission.admitted) return RefuseUnadmitted(context, RpcMethod::kGetTransfer, admission);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  v1::GetTransferRequest request;
-  grpc::Status status = ParseRequest(*request_bytes, request);
-  if (status.ok()) {
-    v1::GetTransferResponse response;
-    status = ReadTransfer(request, response);
-    if (status.ok()) SerializeResponse(response, *response_bytes);
+  auto serve = [this, request_bytes, response_bytes, reactor,
+                slot = admission.slot](const absl::Status& confirmed) {
+    v1::GetTransferRequest request;
+    grpc::Status status =
+        confirmed.ok() ? ParseRequest(*request_bytes, request) : options_.leadership->Refusal();
+    if (status.ok()) {
+      v1::GetTransferResponse response;
+      status = ReadTransfer(request, response);
+      if (status.ok()) SerializeResponse(response, *response_bytes);
+    }
+    FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kGetTransfer, /*shard=*/-1, slot,
+               status);
+  };
+  if (options_.read_barrier != nullptr) {
+    options_.read_barrier->After(std::move(serve));
+  } else {
+    serve(absl::OkStatus());
   }
-  FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kGetTransfer, /*shard=*/-1,
-             admission.slot, status);
   return reactor;
 }
 

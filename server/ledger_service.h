@@ -14,6 +14,7 @@
 #include "server/call_answer.h"
 #include "server/client_identity.h"
 #include "server/leadership.h"
+#include "server/read_barrier.h"
 #include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -42,6 +43,8 @@ struct ServiceOptions {
   // A cluster replica: ledger calls are served only while this says so (not owned; null on a
   // single node).
   const Leadership* leadership = nullptr;
+  // With `leadership`: reads wait for it, so that a deposed leader serves none (not owned).
+  ReadBarrier* read_barrier = nullptr;
 };
 
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
@@ -87,6 +90,9 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, Op op,
                                    const grpc::ByteBuffer& request_bytes,
                                    grpc::ByteBuffer* response_bytes);
+  // Hands an admitted, valid account call to its shard, or answers it when the shard refuses.
+  template <typename Call>
+  void SendToShard(Call& call, Op op);
   // The first thing every handler does: on a cluster replica that does not serve (Leadership),
   // refuses the call NOT_LEADER and returns its reactor; else null.
   grpc::ServerUnaryReactor* RefuseUnlessLeading(grpc::CallbackServerContext* context,

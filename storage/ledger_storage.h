@@ -108,6 +108,10 @@ class LedgerStorage : public LedgerStore {
   // gets FailedPrecondition; a leadership lost meanwhile, Unavailable. OK at once on a single
   // node.
   virtual absl::Status CatchUpAsLeader() { return absl::OkStatus(); }
+  // A replica that leads: commits a barrier, proving that it still led the cluster once the call
+  // had begun (a read served after it is not stale); the barrier's error otherwise. OK at once on
+  // a single node.
+  virtual absl::Status ConfirmLeadership() { return absl::OkStatus(); }
 };
 
 }  // namespace ledger::storage

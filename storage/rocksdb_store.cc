@@ -1114,6 +1114,11 @@ absl::Status RocksDbStore::CatchUpAsLeader() {
   return AwaitApplied();
 }
 
+absl::Status RocksDbStore::ConfirmLeadership() {
+  if (raft_ == nullptr) return absl::OkStatus();
+  return raft_->Barrier().status();
+}
+
 void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
   handles_.reset();
   closed_.store(true, std::memory_order_release);

@@ -263,6 +263,7 @@ class RocksDbStore final : public LedgerStorage {
 
   std::optional<RaftStatus> replica_status() const override;
   absl::Status CatchUpAsLeader() override;
+  absl::Status ConfirmLeadership() override;
 
  private:
   // Encoded account states by account key.

@@ -115,5 +115,36 @@ TEST_F(ClusterTest, APausedLeaderStartsAgainAsAFollowerAndEveryLogEndsTheSame) {
   EXPECT_EQ(LogOf(2), first);
 }
 
+TEST_F(ClusterTest, ALeaderCutOffFromBothFollowersServesNoRead) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  EXPECT_EQ(DepositOnLeader("carol", 40, "c-1"), 40);
+  const int leader = WaitForServing();
+  int64_t balance = 0;
+  ASSERT_TRUE(Balance(leader, "carol", &balance).ok());
+  EXPECT_EQ(balance, 40);
+  // Both followers paused: the leader can no longer show that it leads, so it must not answer a
+  // read from what it holds (the others could be electing a leader that takes writes).
+  for (int i = 0; i < 3; ++i) {
+    if (i == leader) continue;
+    node(i).Signal(SIGSTOP);
+    ASSERT_TRUE(WaitUntil([&] { return ProcessState(node(i).pid()) == 'T'; }, "stopped"));
+  }
+  const grpc::Status refused = Balance(leader, "carol", &balance);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  const std::optional<ErrorDetails> details = DecodeErrorDetails(refused.error_details());
+  ASSERT_TRUE(details.has_value()) << refused.error_message();
+  EXPECT_EQ(details->reason, v1::NOT_LEADER);
+  for (int i = 0; i < 3; ++i) {
+    if (i != leader) node(i).Signal(SIGCONT);
+  }
+  // Healed: a leader (this one or another) serves the balance again, unchanged.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const int serving = Serving();
+        return serving >= 0 && Balance(serving, "carol", &balance).ok() && balance == 40;
+      },
+      "a leader serves the balance again"));
+}
+
 }  // namespace
 }  // namespace ledger
