@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -161,14 +162,28 @@ class BackupStream final : public grpc::ServerWriteReactor<v1::BackupChunk> {
 }  // namespace
 
 LedgerAdminService::LedgerAdminService(storage::LedgerStorage* store, bool authorized_by_policy,
-                                       std::string server_version)
+                                       std::string server_version,
+                                       std::vector<std::string> replica_hosts)
     : store_(store),
       authorized_by_policy_(authorized_by_policy),
+      replica_hosts_(std::move(replica_hosts)),
       server_version_(std::move(server_version)) {}
 
+bool LedgerAdminService::FromReplica(const std::string& peer) const {
+  // gRPC's peer: "ipv4:10.0.0.2:41234" or "ipv6:[fd00::2]:41234".
+  const size_t scheme = peer.find(':');
+  const size_t port = peer.rfind(':');
+  if (scheme == std::string::npos || port <= scheme) return false;
+  std::string host = peer.substr(scheme + 1, port - scheme - 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::find(replica_hosts_.begin(), replica_hosts_.end(), host) != replica_hosts_.end();
+}
+
 grpc::ServerWriteReactor<v1::BackupChunk>* LedgerAdminService::Backup(
-    grpc::CallbackServerContext* /*context*/, const v1::BackupRequest* /*request*/) {
-  if (!authorized_by_policy_) {
+    grpc::CallbackServerContext* context, const v1::BackupRequest* /*request*/) {
+  if (!authorized_by_policy_ && !FromReplica(context->peer())) {
     // With a policy, gRPC's authorization hook has already admitted the caller by name.
     return new RefusedBackup(grpc::Status(
         grpc::StatusCode::PERMISSION_DENIED,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger_admin.grpc.pb.h"
@@ -25,8 +26,11 @@ class LedgerAdminService final : public v1::LedgerAdmin::CallbackService {
   // `store` is null when the server keeps no journal (--durability=none); not owned, it must
   // outlive the gRPC server. `authorized_by_policy`: an authorization policy checks every call
   // (mutual TLS and --authz_policy_file), which is the only way an admin method is allowed.
+  // `replica_hosts`: a cluster replica's peers' IP addresses (--peers); without a policy, Backup is
+  // allowed from them alone, so that a replica that fell behind can fetch this one's state
+  // (server/state_transfer.h). Empty on a single node.
   LedgerAdminService(storage::LedgerStorage* store, bool authorized_by_policy,
-                     std::string server_version);
+                     std::string server_version, std::vector<std::string> replica_hosts = {});
 
   grpc::ServerWriteReactor<v1::BackupChunk>* Backup(grpc::CallbackServerContext* context,
                                                     const v1::BackupRequest* request) override;
@@ -46,9 +50,13 @@ class LedgerAdminService final : public v1::LedgerAdmin::CallbackService {
   };
 
  private:
+  // Whether gRPC's `peer` (of a call) is at one of replica_hosts_.
+  bool FromReplica(const std::string& peer) const;
+
   Counters counters_;
   storage::LedgerStorage* const store_;
   const bool authorized_by_policy_;
+  const std::vector<std::string> replica_hosts_;
   const std::string server_version_;
 };
 

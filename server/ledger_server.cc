@@ -8,9 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "cli/host_port.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
 #include "server/connection_drain.h"
+#include "server/state_transfer.h"
 
 namespace ledger {
 namespace {
@@ -164,6 +166,8 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
                                                         *std::move(router), options.shutdown_grace,
                                                         options.max_in_flight, service_options));
   server->leadership_ = std::move(leadership);
+  server->storage_options_ = options.storage;
+  server->peer_client_addresses_ = options.peer_client_addresses;
   server->read_barrier_ = std::move(read_barrier);
   server->store_data_dir_ = options.storage.data_dir;
   server->metrics_->AttachAdmission(&server->admission_);
@@ -172,8 +176,18 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   server->transport_security_ = *std::move(transport_security);
   AuthzPolicyWatcher* const policy = server->transport_security_->policy_watcher();
   if (policy != nullptr) policy->CountDenialsIn(server->metrics_);
+  // A replica's peers may fetch its state (server/state_transfer.h) without a policy.
+  std::vector<std::string> replica_hosts;
+  if (replica) {
+    for (const storage::RaftPeer& peer : options.storage.cluster->peers) {
+      absl::StatusOr<cli::HostPort> address = cli::ParseHostPort(
+          "--peers", peer.address, cli::AddressUse::kConnect, /*example_port=*/7001);
+      if (address.ok()) replica_hosts.push_back(address->host);
+    }
+  }
   server->admin_service_ = std::make_unique<LedgerAdminService>(
-      server->store_.get(), /*authorized_by_policy=*/policy != nullptr, options.version);
+      server->store_.get(), /*authorized_by_policy=*/policy != nullptr, options.version,
+      std::move(replica_hosts));
   if (server->store_ != nullptr) {
     server->metrics_->AttachBackups(
         [admin = server->admin_service_.get()] { return admin->stats(); });
@@ -281,6 +295,10 @@ void LedgerServer::FollowLeadership() {
       demoted_.Notify();
       return;
     }
+    if (status->needs_state_through > 0 && !status->leader) {
+      if (TakeLeadersState(*status)) return;
+      continue;
+    }
     if (!status->leader) continue;
     const absl::Time since = absl::Now();
     if (absl::Status caught_up = store_->CatchUpAsLeader(); !caught_up.ok()) {
@@ -306,6 +324,45 @@ void LedgerServer::FollowLeadership() {
               << " and serves: caught up and loaded " << *loaded << " accounts in "
               << absl::FormatDuration(absl::Now() - since) << "\n";
   }
+}
+
+bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
+  const uint64_t node_id = leadership_->node_id();
+  const auto address = storage_options_.cluster.has_value() && status.leader_id != 0
+                           ? peer_client_addresses_.find(status.leader_id)
+                           : peer_client_addresses_.end();
+  if (address == peer_client_addresses_.end()) {
+    if (!state_wait_logged_) {
+      std::cerr << "ledgerd: node " << node_id
+                << " is behind the leader's snapshot at log position " << status.needs_state_through
+                << " and must fetch the leader's state, but knows no gRPC address for "
+                << (status.leader_id == 0 ? std::string("a leader")
+                                          : absl::StrCat("node ", status.leader_id))
+                << " (--peer_clients); waiting\n";
+      state_wait_logged_ = true;
+    }
+    return false;
+  }
+  const absl::Time since = absl::Now();
+  std::cerr << "ledgerd: node " << node_id << " is behind the leader's snapshot at log position "
+            << status.needs_state_through << "; fetching node " << status.leader_id
+            << "'s state from " << address->second << "\n";
+  absl::StatusOr<FetchedState> fetched =
+      FetchLeaderState(address->second, storage_options_, status.needs_state_through);
+  if (!fetched.ok()) {
+    std::cerr << "ledgerd: node " << node_id << " could not fetch the leader's state ("
+              << fetched.status().message() << "); trying again in "
+              << absl::FormatDuration(kStateTransferRetryInterval) << "\n";
+    stop_watching_.WaitForNotificationWithTimeout(kStateTransferRetryInterval);
+    return false;
+  }
+  std::cerr << "ledgerd: node " << node_id << " fetched the leader's state (ledger "
+            << fetched->ledger_id << ", through log position " << fetched->last_position << ", "
+            << fetched->bytes << " bytes) in " << absl::FormatDuration(absl::Now() - since)
+            << "; it replaces the data directory, and ledgerd starts again on it\n";
+  state_to_take_ = fetched->dir;
+  demoted_.Notify();
+  return true;
 }
 
 void LedgerServer::Shutdown() {

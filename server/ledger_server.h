@@ -95,6 +95,8 @@ inline constexpr absl::Duration kConnectionPollInterval = absl::Milliseconds(5);
 inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
 // How often a cluster replica asks whether it leads: part of a failover's time.
 inline constexpr absl::Duration kLeadershipPollInterval = absl::Milliseconds(5);
+// How long a replica waits before it tries again to fetch the leader's state.
+inline constexpr absl::Duration kStateTransferRetryInterval = absl::Seconds(1);
 
 // Thread-safe: port() from any thread; Shutdown from one controlling thread. Shutdown is
 // mandatory before destruction.
@@ -134,6 +136,9 @@ class LedgerServer {
   // after which it serves nothing; ledgerd then starts again as a follower. Never on a single
   // node.
   const absl::Notification& demoted() const { return demoted_; }
+  // Once demoted() for it: a data directory holding the leader's state, which takes the place of
+  // this replica's own before it starts again (ReplaceDataDirectory); empty otherwise.
+  const std::string& state_to_take() const { return state_to_take_; }
 
   // Graceful stop, in this order: stop watching the data directory; health NOT_SERVING; stop
   // accepting (new connections are refused) and send every connection a GOAWAY (see
@@ -162,6 +167,10 @@ class LedgerServer {
   // and serves; once it no longer leads the term it loaded in, it stops serving and notifies
   // demoted().
   void FollowLeadership();
+  // A follower behind the leader's snapshot: fetches the leader's state (state_transfer.h).
+  // True once it has it (state_to_take() names it, and demoted() is notified); false to try
+  // again later.
+  bool TakeLeadersState(const storage::RaftStatus& status);
 
   // Shared with the metrics endpoint, which holds it weakly while serving scrapes.
   const std::shared_ptr<LedgerMetrics> metrics_;
@@ -189,6 +198,10 @@ class LedgerServer {
   std::thread leadership_thread_;
   absl::Notification demoted_;
   std::string store_data_dir_;
+  storage::StoreOptions storage_options_;
+  std::map<uint64_t, std::string> peer_client_addresses_;
+  bool state_wait_logged_ = false;
+  std::string state_to_take_;
   bool shut_down_ = false;
 };
 

@@ -40,6 +40,7 @@
 #include "server/ledger_server.h"
 #include "server/library_logs.h"
 #include "server/listener_watchdog.h"
+#include "server/state_transfer.h"
 #include "server/transport_limits.h"
 
 namespace {
@@ -205,6 +206,10 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Milliseconds(50),
           "with --node_id: how often the leader tells the followers it is there; at most a "
           "third of --election_timeout");
 
+ABSL_FLAG(int64_t, raft_snapshot_entries, 1024,
+          "with --node_id: libraft takes a snapshot every this many entries (16 to 1048576) and "
+          "keeps 128 behind it; a replica further behind than that fetches the leader's state");
+
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -312,10 +317,12 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
   const uint64_t node_id = absl::GetFlag(FLAGS_node_id);
   const std::string peers_flag = absl::GetFlag(FLAGS_peers);
   if (node_id == 0) {
-    for (const auto& [flag, set] : {std::pair<const char*, bool>{"--peers", !peers_flag.empty()},
-                                    {"--peer_clients", !absl::GetFlag(FLAGS_peer_clients).empty()},
-                                    {"--raft_listen", !absl::GetFlag(FLAGS_raft_listen).empty()},
-                                    {"--raft_dir", !absl::GetFlag(FLAGS_raft_dir).empty()}}) {
+    for (const auto& [flag, set] :
+         {std::pair<const char*, bool>{"--peers", !peers_flag.empty()},
+          {"--peer_clients", !absl::GetFlag(FLAGS_peer_clients).empty()},
+          {"--raft_listen", !absl::GetFlag(FLAGS_raft_listen).empty()},
+          {"--raft_dir", !absl::GetFlag(FLAGS_raft_dir).empty()},
+          {"--raft_snapshot_entries", absl::GetFlag(FLAGS_raft_snapshot_entries) != 1024}}) {
       if (set) {
         return absl::InvalidArgumentError(
             absl::StrCat(flag, " is for a cluster replica: give --node_id too"));
@@ -395,6 +402,12 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
         absl::FormatDuration(cluster.election_timeout), "); got ",
         absl::FormatDuration(cluster.heartbeat_interval)));
   }
+  const int64_t snapshot_entries = absl::GetFlag(FLAGS_raft_snapshot_entries);
+  if (snapshot_entries < 16 || snapshot_entries > 1048576) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--raft_snapshot_entries must be 16 to 1048576; got ", snapshot_entries));
+  }
+  cluster.snapshot_entries = static_cast<unsigned>(snapshot_entries);
   options.storage.cluster = std::move(cluster);
   return absl::OkStatus();
 }
@@ -920,8 +933,19 @@ int main(int argc, char** argv) {
   const absl::Time stop_started = absl::Now();
   (*server)->Shutdown();
   if (cause == StopCause::kDemoted) {
+    const std::string state_to_take = (*server)->state_to_take();
     server->reset();  // The store and its replica closed: the next start opens them.
     std::cerr << "ledgerd: drained in " << absl::FormatDuration(absl::Now() - stop_started) << "\n";
+    if (!state_to_take.empty()) {
+      if (absl::Status replaced =
+              ledger::ReplaceDataDirectory(options->storage.data_dir, state_to_take);
+          !replaced.ok()) {
+        std::cerr << "ledgerd: cannot put the leader's state in place of "
+                  << options->storage.data_dir << ": " << replaced.message() << "\n";
+        return EXIT_FAILURE;
+      }
+      std::cerr << "ledgerd: the leader's state is now " << options->storage.data_dir << "\n";
+    }
     StartAgainAsFollower(argv);
     return EXIT_FAILURE;
   }

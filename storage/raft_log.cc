@@ -462,7 +462,13 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     uint64_t index = 0;
     if (buf->len != sizeof index) return RAFT_MALFORMED;
     std::memcpy(&index, buf->base, sizeof index);
-    if (self->mirror->last_position() < index) return RAFT_CORRUPT;
+    if (self->mirror->last_position() < index) {
+      // The leader's snapshot covers entries this replica never mirrored: it must fetch the
+      // leader's state (server/state_transfer.h) before it can go on. Refused until then.
+      MutexLock lock(&self->mu);
+      self->status.needs_state_through = index;
+      return RAFT_CORRUPT;
+    }
     raft_free(buf->base);
     return 0;
   };

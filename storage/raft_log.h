@@ -22,8 +22,8 @@
 //    catches up once the write works. On the leader, Append waits for that.
 //  - Snapshots (libraft takes one every `snapshot_threshold` entries) are a manifest: the index
 //    they cover, which the mirror holds durably already. A replica so far behind that the leader
-//    sends it a snapshot cannot use one yet (its restore fails): fetching the leader's
-//    checkpoint is later work of issue 32.
+//    sends it a snapshot refuses it and says so in Status().needs_state_through; ledgerd then
+//    fetches the leader's state and opens the replica again (server/state_transfer.h).
 //
 // Threads: a loop thread of its own runs libraft. Append, Repair and the accessors may be called
 // from any thread; Append blocks its caller until the entry's fate is known.
@@ -83,6 +83,10 @@ struct RaftStatus {
   std::string leader_address;
   uint64_t commit_position = 0;
   uint64_t applied_position = 0;
+  // Above 0 once the leader has sent a snapshot through this position that this replica's mirror
+  // does not reach (it was behind the leader's log): it cannot go on until it has the leader's
+  // state up to there. Stays set until the replica is opened again.
+  uint64_t needs_state_through = 0;
 };
 
 class RaftLog final : public ReplicatedLog {

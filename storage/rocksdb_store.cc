@@ -381,6 +381,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
         .log_segment_bytes = options.log_segment_bytes,
         .election_timeout = cluster.election_timeout,
         .heartbeat_interval = cluster.heartbeat_interval,
+        .snapshot_threshold = cluster.snapshot_entries,
         .on_committed = [feed](uint64_t position,
                                absl::string_view payload) { feed->Deliver(position, payload); },
         .mirror_fault = hooks.log_fault});

@@ -21,6 +21,7 @@ namespace ledger {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::LedgerdCluster;
 using testing_util::ProcessState;
 using testing_util::WaitUntil;
@@ -144,6 +145,46 @@ TEST_F(ClusterTest, ALeaderCutOffFromBothFollowersServesNoRead) {
         return serving >= 0 && Balance(serving, "carol", &balance).ok() && balance == 40;
       },
       "a leader serves the balance again"));
+}
+
+// Snapshots every 16 entries (libraft keeps 128 behind one), so that a replica stopped for 200
+// deposits is behind the leader's log.
+class ClusterSnapshotTest : public ::testing::Test, protected LedgerdCluster {
+ protected:
+  ClusterSnapshotTest() : LedgerdCluster({"--raft_snapshot_entries=16"}) {}
+};
+
+TEST_F(ClusterSnapshotTest, AFollowerBehindTheLeadersLogFetchesItsStateAndCatchesUp) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  EXPECT_EQ(DepositOnLeader("dora", 1, "s-0"), 1);
+  const int leader = WaitForServing();
+  const int behind = (leader + 1) % 3;
+  const int other = (leader + 2) % 3;
+  EXPECT_EQ(node(behind).Stop(), 0) << node(behind).log();
+  for (int n = 1; n <= 200; ++n) DepositOnLeader("dora", 1, absl::StrCat("s-", n));
+  ASSERT_TRUE(node(behind).Restart());
+  ASSERT_TRUE(node(behind).WaitForLog("fetched the leader's state")) << node(behind).log();
+  ASSERT_TRUE(node(behind).WaitForLog("the leader's state is now")) << node(behind).log();
+  // Started again on it, the replica follows: it reaches the leader's newest entry.
+  EXPECT_EQ(DepositOnLeader("dora", 1, "s-after"), 202);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::optional<double> theirs = LogPosition(leader);
+        return theirs.has_value() && LogPosition(behind) == theirs && LogPosition(other) == theirs;
+      },
+      "the replica that was behind holds the newest entry"));
+  EXPECT_THAT(node(behind).log(), Not(HasSubstr("could not fetch")));
+  // Its log, from where the leader's state began, is the others' entry for entry.
+  for (int i = 0; i < 3; ++i) node(i).Signal(SIGTERM);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(node(i).WaitForExit(), 0) << node(i).log();
+  const std::map<uint64_t, std::string> restored = LogOf(behind);
+  const std::map<uint64_t, std::string> full = LogOf(other);
+  ASSERT_FALSE(restored.empty());
+  EXPECT_EQ(restored.rbegin()->first, full.rbegin()->first);
+  for (const auto& [position, payload] : restored) {
+    ASSERT_TRUE(full.contains(position)) << position;
+    EXPECT_EQ(full.at(position), payload) << position;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+// Defines how a cluster replica that fell behind the leader's log catches up (docs/replication.md
+// 9.1). libraft sends such a replica the leader's snapshot, which is only a manifest (the position
+// it covers), and its own log does not reach that position (storage::RaftStatus::
+// needs_state_through). So it fetches the leader's state as a backup (LedgerAdmin/Backup: the
+// leader's tables and its log after them, up to at least every write acknowledged), checks it and
+// makes a data directory of it as `ledgerd restore` does; then, with the replica closed, that
+// directory takes the place of its own, keeping its Raft directory (term, vote and log), and the
+// replica is opened again. Its log then reaches the snapshot, and libraft goes on from there.
+#ifndef LEDGER_SERVER_STATE_TRANSFER_H_
+#define LEDGER_SERVER_STATE_TRANSFER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/rocksdb_store.h"
+
+namespace ledger {
+
+struct FetchedState {
+  std::string dir;             // A restored data directory beside the replica's own.
+  uint64_t last_position = 0;  // Its log reaches this position.
+  std::string ledger_id;
+  int64_t bytes = 0;  // What the backup's files took.
+};
+
+// Fetches the state of the leader at `leader_address` (its gRPC address, plaintext) into
+// `options.data_dir` + ".transfer/restored", checked as `ledgerd restore` checks a backup.
+// FailedPrecondition when the state does not reach `needed_through`; the fetch's or the
+// restore's error otherwise. Whatever a failed attempt wrote is removed by the next one.
+absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
+                                              const storage::StoreOptions& options,
+                                              uint64_t needed_through);
+
+// With the replica closed: `restored` takes the place of `data_dir`, into which `data_dir`'s
+// Raft directory (kRaftDirectory) is moved first, and the old directory is removed. A crash
+// between the renames leaves `data_dir` missing (ledgerd refuses to start, naming it) and
+// `data_dir`.replaced holding the old one: move it back, or `ledgerd init` a new replica.
+absl::Status ReplaceDataDirectory(const std::string& data_dir, const std::string& restored);
+
+}  // namespace ledger
+
+#endif  // LEDGER_SERVER_STATE_TRANSFER_H_
