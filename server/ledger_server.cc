@@ -295,7 +295,8 @@ void LedgerServer::FollowLeadership() {
       demoted_.Notify();
       return;
     }
-    if (status->needs_state_through > 0 && !status->leader) {
+    // Even as the leader: it cannot apply anything until it has the state (RaftLog refuses).
+    if (status->needs_state_through > 0) {
       if (TakeLeadersState(*status)) return;
       continue;
     }
@@ -328,41 +329,52 @@ void LedgerServer::FollowLeadership() {
 
 bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
   const uint64_t node_id = leadership_->node_id();
-  const auto address = storage_options_.cluster.has_value() && status.leader_id != 0
-                           ? peer_client_addresses_.find(status.leader_id)
-                           : peer_client_addresses_.end();
-  if (address == peer_client_addresses_.end()) {
+  // The leader first; any other member's state serves as well when it reaches the snapshot.
+  std::vector<std::pair<uint64_t, std::string>> sources;
+  for (const auto& [id, address] : peer_client_addresses_) {
+    if (id == node_id) continue;
+    if (id == status.leader_id) {
+      sources.insert(sources.begin(), {id, address});
+    } else {
+      sources.emplace_back(id, address);
+    }
+  }
+  if (sources.empty()) {
     if (!state_wait_logged_) {
       std::cerr << "ledgerd: node " << node_id
                 << " is behind the leader's snapshot at log position " << status.needs_state_through
-                << " and must fetch the leader's state, but knows no gRPC address for "
-                << (status.leader_id == 0 ? std::string("a leader")
-                                          : absl::StrCat("node ", status.leader_id))
-                << " (--peer_clients); waiting\n";
+                << " and must fetch another member's state, but knows no member's gRPC address "
+                   "(--peer_clients); it serves nothing until it has one\n";
       state_wait_logged_ = true;
     }
-    return false;
-  }
-  const absl::Time since = absl::Now();
-  std::cerr << "ledgerd: node " << node_id << " is behind the leader's snapshot at log position "
-            << status.needs_state_through << "; fetching node " << status.leader_id
-            << "'s state from " << address->second << "\n";
-  absl::StatusOr<FetchedState> fetched =
-      FetchLeaderState(address->second, storage_options_, status.needs_state_through);
-  if (!fetched.ok()) {
-    std::cerr << "ledgerd: node " << node_id << " could not fetch the leader's state ("
-              << fetched.status().message() << "); trying again in "
-              << absl::FormatDuration(kStateTransferRetryInterval) << "\n";
     stop_watching_.WaitForNotificationWithTimeout(kStateTransferRetryInterval);
     return false;
   }
-  std::cerr << "ledgerd: node " << node_id << " fetched the leader's state (ledger "
-            << fetched->ledger_id << ", through log position " << fetched->last_position << ", "
-            << fetched->bytes << " bytes) in " << absl::FormatDuration(absl::Now() - since)
-            << "; it replaces the data directory, and ledgerd starts again on it\n";
-  state_to_take_ = fetched->dir;
-  demoted_.Notify();
-  return true;
+  for (const auto& [id, address] : sources) {
+    const absl::Time since = absl::Now();
+    std::cerr << "ledgerd: node " << node_id << " is behind the leader's snapshot at log position "
+              << status.needs_state_through << "; fetching node " << id << "'s state from "
+              << address << "\n";
+    absl::StatusOr<FetchedState> fetched =
+        FetchLeaderState(address, storage_options_, status.needs_state_through);
+    if (!fetched.ok()) {
+      std::cerr << "ledgerd: node " << node_id << " could not fetch node " << id << "'s state ("
+                << fetched.status().message() << ")\n";
+      continue;
+    }
+    std::cerr << "ledgerd: node " << node_id << " fetched the leader's state from node " << id
+              << " (ledger " << fetched->ledger_id << ", through log position "
+              << fetched->last_position << ", " << fetched->bytes << " bytes) in "
+              << absl::FormatDuration(absl::Now() - since)
+              << "; it replaces the data directory, and ledgerd starts again on it\n";
+    state_to_take_ = fetched->dir;
+    demoted_.Notify();
+    return true;
+  }
+  std::cerr << "ledgerd: node " << node_id << " trying again in "
+            << absl::FormatDuration(kStateTransferRetryInterval) << "\n";
+  stop_watching_.WaitForNotificationWithTimeout(kStateTransferRetryInterval);
+  return false;
 }
 
 void LedgerServer::Shutdown() {

@@ -7,6 +7,7 @@ extern "C" {
 }
 #include <uv.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
@@ -111,6 +112,9 @@ struct RaftLog::Replica {
   std::deque<std::pair<uint64_t, std::string>> unmirrored;
   int64_t unmirrored_bytes = 0;
   std::map<uint64_t, Proposal*> awaiting_mirror;
+  // The loop thread's own: above 0 once libraft has taken a snapshot through this position that
+  // the mirror does not reach (RaftStatus::needs_state_through).
+  uint64_t awaiting_state_through = 0;
   uv_timer_t retry{};
   std::deque<Proposal*> queued ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -163,6 +167,13 @@ struct RaftLog::Replica {
   void Propose(Proposal* p) {
     if (raft_state(&raft) != RAFT_LEADER) {
       p->Decide(NotLeader());
+      return;
+    }
+    if (awaiting_state_through > 0) {
+      // It could not apply the entry (Commit refuses everything until then).
+      p->Decide(absl::UnavailableError(
+          absl::StrCat("node ", options.node_id, " leads but lacks the state through log position ",
+                       awaiting_state_through, " and is fetching it; nothing was proposed")));
       return;
     }
     p->replica = this;
@@ -241,6 +252,9 @@ struct RaftLog::Replica {
 
   // Loop thread, from the FSM: the committed entry at `index`, into the mirror.
   int Commit(raft_index index, absl::string_view payload) {
+    // Everything after a snapshot this replica lacks the state of waits in libraft until the
+    // state is fetched and the replica opened again: mirroring it would leave a gap.
+    if (awaiting_state_through > 0) return RAFT_IOERR;
     const uint64_t last_known = LastKnown();
     if (index <= last_known) return 0;  // Replayed after a restart: mirrored already.
     if (unmirrored_bytes > kMaxUnmirroredBytes) {
@@ -442,6 +456,8 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     // Not while committed entries wait for the mirror: a snapshot lets libraft drop entries the
     // mirror does not have yet. libraft tries again at its next apply.
     if (!self->unmirrored.empty()) return RAFT_BUSY;
+    // Nor while it lacks the state a snapshot would claim.
+    if (self->awaiting_state_through > 0) return RAFT_BUSY;
     *bufs = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
     if (*bufs == nullptr) return RAFT_NOMEM;
     (*bufs)[0].len = sizeof(uint64_t);
@@ -456,18 +472,26 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     return 0;
   };
   // On a restart, libraft restores this node's own last snapshot, which its mirror covers. A
-  // snapshot from the leader for entries this node never mirrored cannot be restored yet.
+  // snapshot for entries this node never mirrored leaves it waiting for the leader's state.
   r.fsm.restore = [](raft_fsm* fsm, raft_buffer* buf) {
     auto* self = static_cast<Replica*>(fsm->data);
     uint64_t index = 0;
     if (buf->len != sizeof index) return RAFT_MALFORMED;
     std::memcpy(&index, buf->base, sizeof index);
     if (self->mirror->last_position() < index) {
-      // The leader's snapshot covers entries this replica never mirrored: it must fetch the
-      // leader's state (server/state_transfer.h) before it can go on. Refused until then.
-      MutexLock lock(&self->mu);
-      self->status.needs_state_through = index;
-      return RAFT_CORRUPT;
+      // A snapshot (the leader's, or one it installed before a restart) through entries this
+      // replica never mirrored. Refusing it would not help: libraft has already put it in place
+      // of its log (installSnapshot replaces the log before it restores) and takes the next
+      // InstallSnapshot of it as done, and a refusal at start stops raft_start. So it is taken,
+      // and the replica waits for the state instead: Commit, Propose and snapshots refuse until
+      // ledgerd has fetched it and opened the replica again (server/state_transfer.h).
+      self->awaiting_state_through = std::max(self->awaiting_state_through, index);
+      {
+        MutexLock lock(&self->mu);
+        self->status.needs_state_through = self->awaiting_state_through;
+      }
+      raft_free(buf->base);
+      return 0;
     }
     raft_free(buf->base);
     return 0;
@@ -506,6 +530,12 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   raft_set_heartbeat_timeout(
       &r.raft, static_cast<unsigned>(absl::ToInt64Milliseconds(r.options.heartbeat_interval)));
   raft_set_snapshot_threshold(&r.raft, r.options.snapshot_threshold);
+  // A snapshot here is an 8-byte manifest, so libraft's 30 s for sending one is only how long a
+  // leader waits to send it again when the follower ignored it ("already taking or installing
+  // snapshot", when it was taking its own): a replica behind waited 30 s for nothing.
+  raft_set_install_snapshot_timeout(
+      &r.raft, static_cast<unsigned>(std::max<int64_t>(
+                   1000, 4 * absl::ToInt64Milliseconds(r.options.election_timeout))));
   raft_set_snapshot_trailing(&r.raft, r.options.snapshot_trailing);
   // Pre-vote (Raft thesis 9.6): a replica cut off for a while cannot depose a healthy leader
   // with a higher term when it returns.

@@ -426,7 +426,7 @@ TEST_F(RaftLogTest, SnapshotsEveryFewEntriesKeepEveryReplicaWhole) {
   }
 }
 
-TEST_F(RaftLogTest, AFollowerBehindTheLeadersSnapshotStaysBehindAndTheOthersGoOn) {
+TEST_F(RaftLogTest, AFollowerBehindTheLeadersSnapshotSaysSoStaysBehindAndTheOthersGoOn) {
   snapshot_threshold_ = 4;
   snapshot_trailing_ = 2;
   StartAll();
@@ -438,13 +438,17 @@ TEST_F(RaftLogTest, AFollowerBehindTheLeadersSnapshotStaysBehindAndTheOthersGoOn
   uint64_t last = 0;
   for (int n = 0; n < 40; ++n) last = AppendOnLeader(absl::StrCat("while away ", n));
 
-  // The entries it missed are behind the leader's snapshot: catching up needs the snapshot's
-  // checkpoint, which this version cannot fetch, so its mirror stays where it was.
+  // The entries it missed are behind the leader's snapshot: catching up needs the leader's
+  // state, which RaftLog alone cannot fetch (ledgerd does: server/state_transfer.h), so its
+  // mirror stays where it was, and its status names the snapshot it could not restore.
   // (It may still mirror what its own libraft log holds from before it stopped.)
   ASSERT_NO_FATAL_FAILURE(Start(behind));
   const uint64_t next = AppendOnLeader("after its return");
   ASSERT_NO_FATAL_FAILURE(WaitForMirrored(other, next));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ASSERT_TRUE(WaitUntil([&] { return replicas_[behind]->Status().needs_state_through > 0; },
+                        "the replica says it needs the leader's state"));
+  EXPECT_GT(replicas_[behind]->Status().needs_state_through, replicas_[behind]->last_position());
+  EXPECT_EQ(replicas_[other]->Status().needs_state_through, 0u);
   EXPECT_LT(replicas_[behind]->last_position(), last);
   EXPECT_EQ(committed_[behind].calls(next), 0);
   EXPECT_FALSE(replicas_[behind]->Status().leader);
