@@ -27,7 +27,14 @@
 #include "client/workload.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051",
-          "HOST:PORT of ledgerd; :PORT is localhost, [::1]:PORT an IPv6 address");
+          "HOST:PORT of ledgerd; :PORT is localhost, [::1]:PORT an IPv6 address. A cluster: "
+          "HOST:PORT,HOST:PORT,... names its members (at most 16). Only its leader serves: a "
+          "call refused NOT_LEADER (nothing applied) is sent again, the same request with the "
+          "same ids, to the leader the refusal names, else to the next address after the "
+          "refusal's delay, at most 10 hops per call within its --deadline; every call then "
+          "goes to that leader, and a lost connection moves them to the next address. Refusals "
+          "count as NOT_LEADER in the report, never as errors; the settling and the "
+          "verification read from the leader too");
 ABSL_FLAG(int32_t, concurrency, 64, "closed loop: calls in flight at all times");
 ABSL_FLAG(double, rate, 0,
           "open loop: calls per second, each timed from its intended send time (no coordinated "
@@ -187,11 +194,13 @@ int Main() {
   driver.Run();
 
   RunOutcome outcome;
-  outcome.stats = driver.stats().Take();
   outcome.seconds = driver.measured_seconds();
   outcome.client_cpu_seconds = driver.client_cpu_seconds();
   outcome.measurement_complete = driver.stop_reason() != StopReason::kInterrupted;
   Verify(driver, *options, outcome);
+  // After Verify, whose reads count their NOT_LEADER refusals too.
+  outcome.stats = driver.stats().Take();
+  outcome.leader_address = driver.leader_address();
   if (Interrupted()) outcome.interrupted = SignalName(InterruptSignal());
   const std::string json = JsonReport(*options, outcome);
   std::cout << (options->json ? json : TextReport(*options, outcome)) << std::flush;
@@ -222,7 +231,8 @@ int main(int argc, char** argv) {
       "ends, 130 on SIGINT, 143 on SIGTERM).\n"
       "\n"
       "Usage:\n"
-      "  ledger-loadtest [--target=HOST:PORT] [--duration=10s | --requests=N] [--json] ...",
+      "  ledger-loadtest [--target=HOST:PORT[,HOST:PORT...]] [--duration=10s | --requests=N] "
+      "[--json] ...",
       {ledger::kTlsFlagsFile}};
   const std::vector<std::string> stray = ledger::cli::ParseCommandLineOrExit(argc, argv, program);
   if (!stray.empty()) {

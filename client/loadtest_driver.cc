@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,32 @@ namespace {
 // The most jitter added to a pushback, as a fraction of it, so that calls shed together do not
 // all come back in the same millisecond.
 constexpr double kPushbackJitter = 0.1;
+
+// How long Connect waits for one address's channels before it looks at the next address's.
+constexpr absl::Duration kConnectPoll = absl::Milliseconds(50);
+
+// Whether a call that `outcome` (not the server's answer) ended found no server at `route`: the
+// connection was lost or refused (UNAVAILABLE), or its deadline passed while it waited for one
+// (--wait_for_ready) rather than while the server worked on it.
+bool FoundNoServer(const CallOutcome& outcome, const LeaderRouter::Route& route) {
+  if (outcome.code == grpc::StatusCode::UNAVAILABLE) return true;
+  return outcome.code == grpc::StatusCode::DEADLINE_EXCEEDED &&
+         route.channels.front()->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
+}
+
+// Makes the channels of each address: --channels of them, each its own connection.
+LeaderRouter::ChannelMaker NewChannelMaker(const LoadtestOptions& options) {
+  return [&options](const std::string& address, int32_t index) {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt("ledger.loadtest.channel", index);  // Distinct args: distinct connections.
+    // Reconnect soon after a server restart instead of after gRPC's default back-off (up to
+    // two minutes): the crash tests restart ledgerd under load.
+    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    return NewLedgerChannel(address, options.tls, options.credentials, arguments);
+  };
+}
 
 }  // namespace
 
@@ -43,7 +70,11 @@ struct LoadtestDriver::Call {
   bool setup = false;    // A --fund call: its successor is the next setup call.
   // One per attempt (a context cannot be reused); a retry replaces it.
   std::unique_ptr<grpc::ClientContext> context;
+  // Where this attempt went (the router's route then), and the stub used there.
+  const LeaderRouter::Route* route = nullptr;
   v1::Ledger::Stub* stub = nullptr;
+  uint64_t sequence = 0;  // Picks one of a route's channels.
+  int32_t hops = 0;       // Attempts sent on after a NOT_LEADER refusal.
   // The first attempt's deadline, which bounds the retries too: --deadline bounds the call.
   std::chrono::system_clock::time_point deadline;
   int32_t attempts = 0;
@@ -68,23 +99,13 @@ LoadtestDriver::LoadtestDriver(const LoadtestOptions& options, const AccountDist
     : options_(options),
       accounts_(accounts),
       partners_(partners),
+      router_(options.targets.empty() ? std::vector<std::string>{options.target} : options.targets,
+              options.channels, NewChannelMaker(options)),
       book_(static_cast<size_t>(options.accounts)),
       stats_(options.shards),
       retry_budget_(options.retry_budget),
       throttle_(options.rate > 0 ? options.throttle_k : 0),
       in_flight_limit_(/*min=*/1, /*max=*/options.max_in_flight) {
-  for (int32_t i = 0; i < options.channels; ++i) {
-    grpc::ChannelArguments arguments;
-    arguments.SetInt("ledger.loadtest.channel", i);  // Distinct args: distinct connections.
-    // Reconnect soon after a server restart instead of after gRPC's default back-off (up to
-    // two minutes): the crash tests restart ledgerd under load.
-    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    channels_.push_back(
-        NewLedgerChannel(options.target, options.tls, options.credentials, arguments));
-    stubs_.push_back(v1::Ledger::NewStub(channels_.back()));
-  }
   for (int64_t i = 0; i < options.accounts; ++i) {
     names_.push_back(AccountName(options.run_id, i));
     shard_of_.push_back(options.shards > 0 ? ShardOf(names_.back(), options.shards) : -1);
@@ -92,12 +113,28 @@ LoadtestDriver::LoadtestDriver(const LoadtestOptions& options, const AccountDist
 }
 
 absl::Status LoadtestDriver::Connect(absl::Duration timeout) {
-  const auto deadline = DeadlineIn(timeout);
-  bool connected = true;
-  for (const std::shared_ptr<grpc::Channel>& channel : channels_) {
-    connected = connected && channel->WaitForConnected(deadline);
+  const absl::Time give_up = absl::Now() + timeout;
+  // Every --target address at once: the first whose channels are all ready is where calls go
+  // (its NOT_LEADER refusals, if it follows, lead them on from there).
+  const std::vector<const LeaderRouter::Route*>& targets = router_.targets();
+  for (const LeaderRouter::Route* route : targets) {
+    for (const auto& channel : route->channels) channel->GetState(/*try_to_connect=*/true);
   }
-  if (connected) return absl::OkStatus();
+  while (absl::Now() < give_up) {
+    for (const LeaderRouter::Route* route : targets) {
+      // Waiting is what drives the connection (gRPC polls its sockets for a waiter), so each
+      // channel is waited for, briefly, in turn.
+      const auto poll_until = std::min(DeadlineIn(kConnectPoll), absl::ToChronoTime(give_up));
+      const bool ready = std::all_of(route->channels.begin(), route->channels.end(),
+                                     [&](const std::shared_ptr<grpc::Channel>& channel) {
+                                       return channel->WaitForConnected(poll_until);
+                                     });
+      if (ready) {
+        router_.MoveTo(route);
+        return absl::OkStatus();
+      }
+    }
+  }
   const grpc::Status status = Probe();
   if (ServerAnswered(status)) return absl::OkStatus();  // Just came up.
   return absl::UnavailableError(absl::StrCat("cannot connect to ledgerd at ", options_.target,
@@ -108,10 +145,38 @@ absl::Status LoadtestDriver::Connect(absl::Duration timeout) {
 grpc::Status LoadtestDriver::Probe() {
   v1::BalanceRequest request;
   request.set_account_id(names_[0]);
-  v1::BalanceResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(DeadlineIn(absl::Seconds(1)));
-  return stub().Balance(&context, request, &response);
+  return CallLeader(
+      [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+        v1::BalanceResponse response;
+        return stub.Balance(context, request, &response);
+      },
+      DeadlineIn(absl::Seconds(1)), /*wait_for_ready=*/false);
+}
+
+grpc::Status LoadtestDriver::CallLeader(const Attempt& attempt,
+                                        std::chrono::system_clock::time_point deadline,
+                                        bool wait_for_ready) {
+  const uint64_t sequence = call_sequence_.fetch_add(1);
+  for (int hop = 0;; ++hop) {
+    const LeaderRouter::Route* route = router_.Current();
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    context.set_wait_for_ready(wait_for_ready);
+    grpc::Status status = attempt(*route->stubs[sequence % route->stubs.size()], &context);
+    const CallOutcome outcome = ReadCallOutcome(status);
+    if (ServerAnswered(outcome)) {
+      LeaderRouter::Answered(route);
+    } else if (FoundNoServer(outcome, *route)) {
+      router_.Unanswered(route);
+    }
+    if (outcome.reason != v1::NOT_LEADER) return status;
+    const LeaderRouter::Hop next = router_.Follow(route, outcome);
+    const bool follow =
+        hop < kLoadtestLeaderHopsMax && std::chrono::system_clock::now() + next.wait < deadline;
+    stats_.CountNotLeader(follow);
+    if (!follow) return status;
+    std::this_thread::sleep_for(next.wait);
+  }
 }
 
 bool LoadtestDriver::ClaimCall(bool* measured) {
@@ -135,7 +200,7 @@ void LoadtestDriver::Issue(std::unique_ptr<Workload> workload, std::vector<Plann
   // Also with --wait_for_ready: a call waits for the connection until this deadline, no longer;
   // and its retries start before it or not at all.
   call->deadline = DeadlineIn(options_.deadline);
-  call->stub = stubs_[call_sequence_.fetch_add(1) % stubs_.size()].get();
+  call->sequence = call_sequence_.fetch_add(1);
   // Every attempt carries the same request_id (a transfer's transfer_id): one logical operation,
   // applied at most once. The run id makes it unique in the ledger, as a transfer_id must be.
   const uint64_t first_id = sequence_.fetch_add(call->plans.size());
@@ -159,6 +224,8 @@ std::vector<PlannedCall> LoadtestDriver::NextPlans(Workload& workload) const {
 
 void LoadtestDriver::Send(Call* call) {
   ++call->attempts;
+  call->route = router_.Current();
+  call->stub = call->route->stubs[call->sequence % call->route->stubs.size()].get();
   call->context = std::make_unique<grpc::ClientContext>();
   call->context->set_deadline(call->deadline);
   call->context->set_wait_for_ready(options_.wait_for_ready);
@@ -220,7 +287,7 @@ std::optional<LoadtestDriver::Clock::duration> LoadtestDriver::RetryDelay(Call* 
   const auto count = [&](RetryEvent event) {
     if (call->measured) stats_.CountRetry(event);
   };
-  if (call->attempts > options_.max_retries) {
+  if (call->attempts - call->hops > options_.max_retries) {
     count(RetryEvent::kDeniedByMaxRetries);
     return std::nullopt;
   }
@@ -257,10 +324,34 @@ void LoadtestDriver::FinishOperation(const Call& call, size_t index, const CallO
     ambiguous->push_back({plan.account, plan.op, plan.amount, call.ids[index], plan.to_account});
   }
   // A transfer counts at its source's shard, which decides it first.
-  outcomes->push_back({plan.op, answer.code, shard_of_[plan.account], effect});
+  outcomes->push_back(
+      {plan.op, answer.code, shard_of_[plan.account], effect, answer.reason == v1::NOT_LEADER});
+}
+
+bool LoadtestDriver::FollowLeader(Call* call, const CallOutcome& refusal) {
+  LeaderRouter::Answered(call->route);
+  const LeaderRouter::Hop hop = router_.Follow(call->route, refusal);
+  const bool follow = call->hops < kLoadtestLeaderHopsMax &&
+                      std::chrono::system_clock::now() + hop.wait < call->deadline;
+  stats_.CountNotLeader(follow);
+  if (!follow) return false;
+  ++call->hops;
+  // Sent where calls go when the wait is over, which another call's refusal may have moved.
+  retry_timer_.Schedule(Clock::now() + hop.wait, [this, call] { Send(call); });
+  return true;
 }
 
 void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
+  const CallOutcome call_answer = ReadCallOutcome(status);
+  // Nothing was applied: the same request (the same ids) goes to the leader.
+  if (call_answer.reason == v1::NOT_LEADER && FollowLeader(call, call_answer)) return;
+  // The connection was lost or refused (a killed leader), or never came while the call waited
+  // for it: the next calls try another member.
+  if (ServerAnswered(call_answer)) {
+    LeaderRouter::Answered(call->route);
+  } else if (FoundNoServer(call_answer, *call->route)) {
+    router_.Unanswered(call->route);
+  }
   // The throttle's "accepted": the server took the attempt on (whatever its answer), rather than
   // refusing it for overload or leaving it unanswered.
   const grpc::StatusCode code = status.error_code();
@@ -270,7 +361,6 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
   throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
                                           code != grpc::StatusCode::UNAVAILABLE &&
                                           code != grpc::StatusCode::DEADLINE_EXCEEDED);
-  const CallOutcome call_answer = ReadCallOutcome(status);
   const std::vector<CallOutcome> answers =
       call->batched
           ? ApplyOperationOutcomes(call_answer, call->apply_response, call->pending.size())
@@ -314,8 +404,10 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
     return;
   }
   if (call->measured && status.ok()) stats_.RecordOkAttempt(now - call->attempt_start);
-  stats_.RecordCall(code, ServerAnswered(call_answer), latency, call->measured);
-  if (call->measured && call->attempts > 1 && status.ok()) {
+  stats_.RecordCall(code, ServerAnswered(call_answer), latency, call->measured,
+                    call_answer.reason == v1::NOT_LEADER);
+  // Retried after a pushback; hops to the leader are not retries.
+  if (call->measured && call->attempts - call->hops > 1 && status.ok()) {
     stats_.CountRetry(Stats::RetryEvent::kOkAfterRetry);
   }
   EndCall(call);

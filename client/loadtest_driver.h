@@ -1,7 +1,9 @@
 // Defines `LoadtestDriver`, which makes ledger-loadtest's calls: the --fund setup, then the
 // warm-up and the measured run in a closed loop (--concurrency) or an open loop (--rate), each
 // call recorded in the book (for verification) and in the statistics (for the report), and the
-// calls whose outcome is unknown kept for settling.
+// calls whose outcome is unknown kept for settling. In front of a cluster (--target with several
+// addresses) every call, and every read of the settling and the verification (CallLeader),
+// follows NOT_LEADER refusals to the leader, which all calls then share (client/leader_router.h).
 #ifndef LEDGER_CLIENT_LOADTEST_DRIVER_H_
 #define LEDGER_CLIENT_LOADTEST_DRIVER_H_
 
@@ -10,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +27,7 @@
 #include "client/call_kind.h"
 #include "client/call_outcome.h"
 #include "client/concurrency_limit.h"
+#include "client/leader_router.h"
 #include "client/ledger_book.h"
 #include "client/loadtest_options.h"
 #include "client/loadtest_stats.h"
@@ -84,10 +88,24 @@ class LoadtestDriver {
   // User plus system CPU time of this process over the measured interval.
   double client_cpu_seconds() const { return client_cpu_seconds_; }
   StopReason stop_reason() const { return stop_reason_; }
-  v1::Ledger::Stub& stub() { return *stubs_[0]; }
-  // One fail-fast Balance call (deadline 1 s): when ledgerd cannot be reached, its status says
-  // why (connection refused, TLS handshake, ...), where a waiting call only says
-  // DEADLINE_EXCEEDED. Thread-safe.
+  // Where calls go now: --target's first address that answered, or the leader calls found
+  // since. Thread-safe.
+  const std::string& leader_address() const { return router_.Current()->address; }
+
+  // One synchronous call, made on `stub` with `context` (its deadline and wait_for_ready set);
+  // the same request every time it is made.
+  using Attempt = std::function<grpc::Status(v1::Ledger::Stub&, grpc::ClientContext*)>;
+  // Makes `attempt` where calls go now, and while it is refused NOT_LEADER (nothing applied),
+  // makes it again where the refusal leads (LeaderRouter::Follow), after the refusal's delay
+  // when it names no leader: at most kLoadtestLeaderHopsMax times, and only while the next
+  // attempt can start before `deadline`. Each attempt's deadline is `deadline`. Returns the last
+  // status: a NOT_LEADER refusal when no leader took it. Thread-safe (settling and verification
+  // call it from many threads).
+  grpc::Status CallLeader(const Attempt& attempt, std::chrono::system_clock::time_point deadline,
+                          bool wait_for_ready);
+  // One fail-fast Balance call (deadline 1 s), following NOT_LEADER: when ledgerd cannot be
+  // reached, its status says why (connection refused, TLS handshake, ...), where a waiting call
+  // only says DEADLINE_EXCEEDED. Thread-safe.
   grpc::Status Probe();
 
  private:
@@ -107,6 +125,10 @@ class LoadtestDriver {
   void Send(Call* call);
   void SendUnary(Call* call);
   void Finish(Call* call, const grpc::Status& status);
+  // After `call`'s attempt was refused NOT_LEADER (`refusal`): schedules the same request where
+  // the refusal leads and returns true; false (the refusal ends the call) after
+  // kLoadtestLeaderHopsMax hops, or when the hop could not start before the call's deadline.
+  bool FollowLeader(Call* call, const CallOutcome& refusal);
   // Lets go of a finished call, after starting the one that follows it (a closed loop's slot,
   // or the next setup call).
   void EndCall(Call* call);
@@ -139,8 +161,8 @@ class LoadtestDriver {
   const LoadtestOptions& options_;
   const AccountDistribution* accounts_;
   const TransferPartners* partners_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<v1::Ledger::Stub>> stubs_;
+  // The channels to --target's addresses (and the leaders refusals name), and where calls go.
+  LeaderRouter router_;
   std::vector<std::string> names_;
   std::vector<int32_t> shard_of_;
   LedgerBook book_;

@@ -32,6 +32,7 @@ double ProcessCpuSeconds() {
 
 void LoadtestDriver::Run() {
   start_ = Clock::now();
+  stats_.StartTimeline(start_);
   measure_start_ = start_;
   cpu_at_measure_start_ = ProcessCpuSeconds();
   if (options_.warmup == absl::ZeroDuration()) phase_ = kMeasuring;

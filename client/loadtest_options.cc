@@ -9,6 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/stable_hash.h"
 #include "cli/host_port.h"
 #include "client/batch_call.h"
@@ -16,13 +18,21 @@
 namespace ledger {
 namespace {
 
-// --target, the credentials, --mix and --transfer_scope: the options given as text.
+// --target (its addresses), the credentials, --mix and --transfer_scope: the options given as text.
 absl::Status ParseOptionTexts(LoadtestOptions& o, absl::string_view mix_text,
                               absl::string_view scope_text) {
-  absl::StatusOr<cli::HostPort> target =
-      cli::ParseHostPort("--target", o.target, cli::AddressUse::kConnect, 50051);
-  if (!target.ok()) return target.status();
-  o.target = target->ToString();
+  o.targets.clear();
+  for (absl::string_view text : absl::StrSplit(o.target, ',')) {
+    absl::StatusOr<cli::HostPort> target =
+        cli::ParseHostPort("--target", text, cli::AddressUse::kConnect, 50051);
+    if (!target.ok()) return target.status();
+    o.targets.push_back(target->ToString());
+  }
+  if (o.targets.size() > kTargetsMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--target lists ", o.targets.size(), " addresses; at most ", kTargetsMax));
+  }
+  o.target = absl::StrJoin(o.targets, ",");
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       NewChannelCredentials(o.tls);
   if (!credentials.ok()) return credentials.status();

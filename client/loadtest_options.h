@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -31,13 +32,19 @@ inline constexpr int32_t kMaxRetriesLimit = 10;
 // needs nothing of the server's code); a larger value could never equal the server's --shards.
 inline constexpr int32_t kServerShardsMax = 1024;
 
+// The most addresses --target may list: a cluster's members (three, or five), with room to spare.
+inline constexpr size_t kTargetsMax = 16;
+
 // The longest account id ledgerd accepts; the run id must leave room for "-acct-N" within it.
 inline constexpr size_t kAccountIdMaxBytes = 128;
 
 // The options of one run. Each field is its flag's (see the flags in ledger_loadtest.cc for
 // their meaning), and defaults to the flag's default. Plain data; thread-compatible.
 struct LoadtestOptions {
+  // As given, then (ValidateOptions) each address in HOST:PORT form, joined by commas again.
   std::string target = "localhost:50051";
+  // After ValidateOptions: --target's addresses in order, 1 to kTargetsMax of them.
+  std::vector<std::string> targets;
   int32_t concurrency = 64;
   double rate = 0;
   int32_t max_in_flight = 0;  // After ValidateOptions: never 0.
@@ -72,7 +79,8 @@ struct LoadtestOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
 
-// Parses --target (into HOST:PORT form), `mix` (--mix) and `transfer_scope` (--transfer_scope),
+// Parses --target (one address, or a cluster's members separated by commas, each into HOST:PORT
+// form), `mix` (--mix) and `transfer_scope` (--transfer_scope),
 // makes the channel credentials, checks every bound, and fills the defaults that depend on other
 // options (--max_in_flight 0, an empty --run_id). The first error found, in that order, says
 // which flag is wrong and what it must be (INVALID_ARGUMENT for a bound; a parser's error else).

@@ -26,6 +26,8 @@ struct RunOutcome {
   VerificationResult checked;
   Resolution resolution;
   bool server_gone = false;
+  // Where calls went at the end (LoadtestDriver::leader_address).
+  std::string leader_address;
 };
 
 }  // namespace ledger

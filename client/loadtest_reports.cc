@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -20,6 +21,14 @@ namespace {
 
 // Rounded to a tenth, as the report has always printed them: finer would only be noise.
 double Tenths(double value) { return std::round(value * 10) / 10; }
+
+double Milliseconds(std::chrono::nanoseconds duration) {
+  return static_cast<double>(duration.count()) / 1e6;
+}
+
+// The name under which the calls (and operations) that ended refused NOT_LEADER are counted,
+// beside the status codes: their code, UNAVAILABLE, would read as an unknown outcome.
+constexpr char kNotLeader[] = "NOT_LEADER";
 
 void FillLatency(const LatencyHistogram& histogram, loadtest::Latency* latency) {
   auto us = [&](double q) {
@@ -138,6 +147,7 @@ void ReportLatenciesAndCodes(const LoadtestOptions& options, const RunOutcome& o
   if (s.not_sent > 0) report << " NOT_SENT(in-flight cap)=" << s.not_sent;
   if (s.not_sent_late > 0) report << " NOT_SENT(late)=" << s.not_sent_late;
   if (s.not_sent_throttled > 0) report << " NOT_SENT(throttled)=" << s.not_sent_throttled;
+  if (s.not_leader_calls > 0) report << " " << kNotLeader << "=" << s.not_leader_calls;
   report << "\n";
   if (called.size() > 1) {
     report << "operations:";
@@ -170,6 +180,23 @@ void ReportRetriesAndShards(const LoadtestOptions& options, const RunOutcome& o,
   for (size_t shard = 0; shard < s.shard_calls.size(); ++shard) {
     report << absl::StrFormat("shard %d: %d %s, %d shed\n", shard, s.shard_calls[shard],
                               Unit(options), s.shard_sheds[shard]);
+  }
+}
+
+// The NOT_LEADER refusals and where calls went; the longest stretch without an OK operation.
+void ReportLeader(const RunOutcome& o, std::ostringstream& report) {
+  const Stats::Snapshot& s = o.stats;
+  if (s.not_leader_refusals > 0) {
+    report << absl::StrFormat(
+        "NOT_LEADER: %d refusals (nothing applied), %d followed with the same request; %d calls "
+        "ended refused; calls went to %s at the end\n",
+        s.not_leader_refusals, s.not_leader_followed, s.not_leader_calls, o.leader_address);
+  }
+  // Only when it stands out (a failover, a restart): a healthy run answers every millisecond.
+  if (s.longest_ok_gap >= std::chrono::seconds(1)) {
+    report << absl::StrFormat("longest time without an OK operation: %.0f ms, until %.1f s\n",
+                              Milliseconds(s.longest_ok_gap),
+                              Milliseconds(s.longest_ok_gap_end) / 1000);
   }
 }
 
@@ -228,6 +255,7 @@ std::string TextReport(const LoadtestOptions& options, const RunOutcome& o) {
   ReportThroughput(options, o, report);
   ReportLatenciesAndCodes(options, o, report);
   ReportRetriesAndShards(options, o, report);
+  ReportLeader(o, report);
   ReportSettlement(options, o, report);
   ReportVerification(o, report);
   return report.str();
@@ -299,6 +327,22 @@ loadtest::Report ReportMessage(const LoadtestOptions& options, const RunOutcome&
   report.set_ops_per_second(per_second(s.operation_codes[0]));
   report.mutable_operations()->set_measured(static_cast<int64_t>(s.operations()));
   FillCodes(s.operation_codes, report.mutable_operations()->mutable_codes());
+  if (s.not_leader_calls > 0) {
+    (*report.mutable_codes())[kNotLeader] = static_cast<int64_t>(s.not_leader_calls);
+  }
+  if (s.not_leader_operations > 0) {
+    (*report.mutable_operations()->mutable_codes())[kNotLeader] =
+        static_cast<int64_t>(s.not_leader_operations);
+  }
+  loadtest::Leader* leader = report.mutable_leader();
+  leader->set_refusals(static_cast<int64_t>(s.not_leader_refusals));
+  leader->set_followed(static_cast<int64_t>(s.not_leader_followed));
+  leader->set_calls(static_cast<int64_t>(s.not_leader_calls));
+  leader->set_operations(static_cast<int64_t>(s.not_leader_operations));
+  leader->set_address(o.leader_address);
+  for (uint64_t ok : s.ok_by_second) report.add_ok_by_second(static_cast<int64_t>(ok));
+  report.set_longest_ok_gap_ms(Tenths(Milliseconds(s.longest_ok_gap)));
+  report.set_longest_ok_gap_end_s(Tenths(Milliseconds(s.longest_ok_gap_end) / 1000));
   return report;
 }
 

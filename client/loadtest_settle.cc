@@ -59,17 +59,21 @@ TransferSettlement SettleTransfer(LoadtestDriver& driver, const LoadtestOptions&
   while (!stop) {
     const absl::Duration left = give_up - absl::Now();
     if (left <= absl::ZeroDuration()) return TransferSettlement::kUnsettled;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
-    context.set_wait_for_ready(true);  // Through a restart, within --resolve_for.
     v1::GetTransferResponse state;
-    grpc::Status status = driver.stub().GetTransfer(&context, query, &state);
+    // Through a restart (or a failover) the answer is worth waiting for, within --resolve_for.
+    grpc::Status status = driver.CallLeader(
+        [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+          state.Clear();
+          return stub.GetTransfer(context, query, &state);
+        },
+        DeadlineIn(std::min(options.deadline, left)), /*wait_for_ready=*/true);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
-      grpc::ClientContext retry_context;
-      retry_context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
-      retry_context.set_wait_for_ready(true);
-      v1::TransferResponse response;
-      status = driver.stub().Transfer(&retry_context, transfer, &response);
+      status = driver.CallLeader(
+          [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+            v1::TransferResponse response;
+            return stub.Transfer(context, transfer, &response);
+          },
+          DeadlineIn(std::min(options.deadline, left)), /*wait_for_ready=*/true);
       if (status.ok()) return settle(true);
       if (TransferRefused(status.error_code())) return settle(false);
     }
@@ -112,26 +116,30 @@ bool SettleOne(LoadtestDriver& driver, const LoadtestOptions& options,
   while (!stop) {
     const absl::Duration left = give_up - absl::Now();
     if (left <= absl::ZeroDuration()) return false;
-    grpc::ClientContext context;
-    // Through a restart the answer is worth waiting for, but never past --resolve_for.
-    context.set_deadline(DeadlineIn(std::min(options.deadline, left)));
-    context.set_wait_for_ready(true);
-    grpc::Status status;
+    // Through a restart (or a failover) the answer is worth waiting for, but never past
+    // --resolve_for.
+    const auto deadline = DeadlineIn(std::min(options.deadline, left));
+    v1::DepositRequest deposit;
+    v1::WithdrawRequest withdraw;
     if (call.op == CallKind::kDeposit) {
-      v1::DepositRequest request;
-      request.set_account_id(driver.names()[call.account]);
-      request.set_amount(call.amount);
-      request.set_request_id(call.request_id);
-      v1::DepositResponse response;
-      status = driver.stub().Deposit(&context, request, &response);
+      deposit.set_account_id(driver.names()[call.account]);
+      deposit.set_amount(call.amount);
+      deposit.set_request_id(call.request_id);
     } else {
-      v1::WithdrawRequest request;
-      request.set_account_id(driver.names()[call.account]);
-      request.set_amount(call.amount);
-      request.set_request_id(call.request_id);
-      v1::WithdrawResponse response;
-      status = driver.stub().Withdraw(&context, request, &response);
+      withdraw.set_account_id(driver.names()[call.account]);
+      withdraw.set_amount(call.amount);
+      withdraw.set_request_id(call.request_id);
     }
+    const grpc::Status status = driver.CallLeader(
+        [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+          if (call.op == CallKind::kDeposit) {
+            v1::DepositResponse response;
+            return stub.Deposit(context, deposit, &response);
+          }
+          v1::WithdrawResponse response;
+          return stub.Withdraw(context, withdraw, &response);
+        },
+        deadline, /*wait_for_ready=*/true);
     const grpc::StatusCode code = status.error_code();
     if (ServerAnswered(status)) {
       watch.Answered();
@@ -144,9 +152,14 @@ bool SettleOne(LoadtestDriver& driver, const LoadtestOptions& options,
       driver.book().Resolve(call.account, call.op, call.amount, *was_applied);
       return true;
     }
-    // Shed, timed out, or the server is (re)starting: the answer is still to come. Any other
+    // Shed, timed out, no leader yet (NOT_LEADER), a leader that lost its leadership
+    // (OUTCOME_UNKNOWN), or the server is (re)starting: the answer is still to come. Any other
     // code (ALREADY_EXISTS would mean a reused request_id) cannot settle it.
-    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(status)) return false;
+    const CallOutcome outcome = ReadCallOutcome(status);
+    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(outcome) &&
+        outcome.advice == CallAdvice::kDone) {
+      return false;
+    }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }

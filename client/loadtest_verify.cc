@@ -58,6 +58,14 @@ std::optional<ReadStop> StopWaiting(const LoadtestOptions& options, const Server
   return std::nullopt;
 }
 
+// Whether a read that ended with `status` may be made again: shed, unanswered, or refused
+// NOT_LEADER by a cluster that has no leader yet (the next read follows the one it finds).
+bool Retryable(const grpc::Status& status) {
+  const CallOutcome outcome = ReadCallOutcome(status);
+  return outcome.code == grpc::StatusCode::RESOURCE_EXHAUSTED || !ServerAnswered(outcome) ||
+         outcome.reason == v1::NOT_LEADER;
+}
+
 // Reads `account`'s balance into `balance` (nullopt: NOT_FOUND, which means 0), retrying shed
 // and unanswered reads with a back-off (a loaded server may shed them too). Returns why it
 // stopped instead: a refusal, ledgerd gone (per `watch`), `give_up`, a signal, or `stop`.
@@ -70,9 +78,12 @@ std::optional<ReadStop> ReadOneBalance(LoadtestDriver& driver, const LoadtestOpt
   auto backoff = std::chrono::milliseconds(5);
   while (!stop) {
     v1::BalanceResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
-    const grpc::Status status = driver.stub().Balance(&context, request, &response);
+    // From the leader, wherever it is now.
+    const grpc::Status status = driver.CallLeader(
+        [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+          return stub.Balance(context, request, &response);
+        },
+        DeadlineIn(std::min(options.deadline, give_up - absl::Now())), /*wait_for_ready=*/false);
     const grpc::StatusCode code = status.error_code();
     if (code == grpc::StatusCode::OK || code == grpc::StatusCode::NOT_FOUND) {
       if (code == grpc::StatusCode::OK) *balance = response.balance();
@@ -86,7 +97,7 @@ std::optional<ReadStop> ReadOneBalance(LoadtestDriver& driver, const LoadtestOpt
     }
     if (Interrupted())
       return ReadStop{absl::StrCat("interrupted by ", SignalName(InterruptSignal()))};
-    if (code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(status)) {
+    if (!Retryable(status)) {
       return ReadStop{absl::StrCat("reading ", request.account_id(), ": ", Describe(status))};
     }
     if (auto stop_waiting = StopWaiting(options, watch, status, give_up)) return stop_waiting;
@@ -112,10 +123,13 @@ std::optional<ReadStop> ReadBalanceBatch(LoadtestDriver& driver, const LoadtestO
       request.add_operations()->mutable_balance()->set_account_id(driver.names()[account]);
     }
     v1::ApplyResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(std::min(options.deadline, give_up - absl::Now())));
-    const grpc::Status status = driver.stub().Apply(&context, request, &response);
-    const grpc::StatusCode code = status.error_code();
+    // From the leader, wherever it is now.
+    const grpc::Status status = driver.CallLeader(
+        [&](v1::Ledger::Stub& stub, grpc::ClientContext* context) {
+          response.Clear();
+          return stub.Apply(context, request, &response);
+        },
+        DeadlineIn(std::min(options.deadline, give_up - absl::Now())), /*wait_for_ready=*/false);
     if (ServerAnswered(status)) {
       watch.Answered();
     } else {
@@ -147,7 +161,7 @@ std::optional<ReadStop> ReadBalanceBatch(LoadtestDriver& driver, const LoadtestO
     }
     if (Interrupted())
       return ReadStop{absl::StrCat("interrupted by ", SignalName(InterruptSignal()))};
-    if (!status.ok() && code != grpc::StatusCode::RESOURCE_EXHAUSTED && ServerAnswered(status)) {
+    if (!status.ok() && !Retryable(status)) {
       return ReadStop{absl::StrCat("reading balances: ", Describe(status))};
     }
     if (auto stop_waiting = StopWaiting(options, watch, status, give_up)) return stop_waiting;

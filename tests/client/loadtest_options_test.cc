@@ -1,8 +1,12 @@
 #include "client/loadtest_options.h"
 
+#include <chrono>
 #include <string>
+#include <vector>
 
+#include "client/leader_router.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace ledger {
@@ -43,6 +47,135 @@ TEST(ValidateOptionsTest, AGivenMaxInFlightAndRunIdAreKept) {
   EXPECT_EQ(options->mix.transfer, 1);
   EXPECT_EQ(options->mix.deposit, 0);
   EXPECT_EQ(options->transfer_scope, TransferScope::kCrossShard);
+}
+
+TEST(ValidateOptionsTest, ATargetListIsParsedAddressByAddressInOrder) {
+  LoadtestOptions given;
+  given.target = ":6001,127.0.0.1:6002,[::1]:6003";
+  absl::StatusOr<LoadtestOptions> options = Validate(given);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->targets,
+            (std::vector<std::string>{"localhost:6001", "127.0.0.1:6002", "[::1]:6003"}));
+  EXPECT_EQ(options->target, "localhost:6001,127.0.0.1:6002,[::1]:6003");
+}
+
+TEST(ValidateOptionsTest, OneTargetIsTheListOfOne) {
+  LoadtestOptions given;
+  given.target = "127.0.0.1:7000";
+  absl::StatusOr<LoadtestOptions> options = Validate(given);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->targets, std::vector<std::string>{"127.0.0.1:7000"});
+  EXPECT_EQ(options->target, "127.0.0.1:7000");
+}
+
+TEST(ValidateOptionsTest, ATargetListTakesSixteenAddressesAndRefusesSeventeenOrAnEmptyOne) {
+  const auto list_of = [](size_t count) {
+    std::string list;
+    for (size_t i = 0; i < count; ++i) list += (i == 0 ? ":" : ",:") + std::to_string(6000 + i);
+    return list;
+  };
+  LoadtestOptions given;
+  given.target = list_of(kTargetsMax);
+  EXPECT_TRUE(Validate(given).ok());
+  given.target = list_of(kTargetsMax + 1);
+  EXPECT_THAT(Validate(given).status().message(), HasSubstr("at most 16"));
+  given.target = ":6000,,:6001";
+  EXPECT_THAT(Validate(given).status().message(), HasSubstr("--target"));
+  given.target = ":6000,nonsense:port";
+  EXPECT_THAT(Validate(given).status().message(), HasSubstr("--target"));
+}
+
+// LeaderRouter over channels that never connect (nothing listens; a channel stays IDLE until a
+// call wants it), so that only the refusals and the lost calls move it.
+class LeaderRouterTest : public ::testing::Test {
+ protected:
+  static LeaderRouter NewRouter(const std::vector<std::string>& targets) {
+    return LeaderRouter(targets, /*channels_per_address=*/2,
+                        [](const std::string& address, int32_t) {
+                          return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+                        });
+  }
+  // A NOT_LEADER refusal naming `leader_address` ("": none known, with the server's 300 ms).
+  static CallOutcome Refusal(const std::string& leader_address) {
+    CallOutcome refusal;
+    refusal.code = grpc::StatusCode::UNAVAILABLE;
+    refusal.reason = v1::NOT_LEADER;
+    refusal.from_ledgerd = true;
+    refusal.effect = CallEffect::kNotApplied;
+    if (leader_address.empty()) {
+      refusal.retry_delay = std::chrono::milliseconds(300);
+    } else {
+      refusal.metadata = {{"node_id", "2"}, {"leader_id", "3"}, {"leader_address", leader_address}};
+    }
+    return refusal;
+  }
+  const std::vector<std::string> members_ = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+};
+
+TEST_F(LeaderRouterTest, CallsGoToTheFirstTargetWithItsChannels) {
+  LeaderRouter router = NewRouter(members_);
+  EXPECT_EQ(router.Current()->address, "127.0.0.1:1");
+  EXPECT_EQ(router.Current()->stubs.size(), 2u);
+  ASSERT_EQ(router.targets().size(), 3u);
+  EXPECT_EQ(router.targets()[2]->address, "127.0.0.1:3");
+}
+
+TEST_F(LeaderRouterTest, ARefusalNamingTheLeaderMovesEveryCallThereAtOnce) {
+  LeaderRouter router = NewRouter(members_);
+  const LeaderRouter::Route* follower = router.Current();
+  const LeaderRouter::Hop hop = router.Follow(follower, Refusal("127.0.0.1:3"));
+  EXPECT_EQ(hop.route->address, "127.0.0.1:3");
+  EXPECT_EQ(hop.wait, std::chrono::milliseconds(0));
+  EXPECT_EQ(router.Current(), hop.route);
+  // Another worker's refusal by the same follower finds the leader known: no second move.
+  EXPECT_EQ(router.Follow(follower, Refusal("127.0.0.1:3")).route, hop.route);
+  EXPECT_EQ(router.Current(), hop.route);
+}
+
+TEST_F(LeaderRouterTest, ALeaderNamedOutsideTheTargetsGetsItsOwnChannels) {
+  LeaderRouter router = NewRouter(members_);
+  const LeaderRouter::Hop hop = router.Follow(router.Current(), Refusal("localhost:3"));
+  EXPECT_EQ(hop.route->address, "localhost:3");
+  EXPECT_EQ(hop.route->stubs.size(), 2u);
+}
+
+TEST_F(LeaderRouterTest, NoLeaderKnownMovesToTheNextTargetAfterTheRefusalsDelay) {
+  LeaderRouter router = NewRouter(members_);
+  const LeaderRouter::Route* first = router.Current();
+  const LeaderRouter::Hop hop = router.Follow(first, Refusal(""));
+  EXPECT_EQ(hop.route->address, "127.0.0.1:2");
+  EXPECT_EQ(hop.wait, std::chrono::milliseconds(300));
+  // A stale refusal by the first does not move it on again.
+  EXPECT_EQ(router.Follow(first, Refusal("")).route->address, "127.0.0.1:2");
+  EXPECT_EQ(router.Follow(hop.route, Refusal("")).route->address, "127.0.0.1:3");
+  EXPECT_EQ(router.Follow(router.Current(), Refusal("")).route->address, "127.0.0.1:1");
+}
+
+TEST_F(LeaderRouterTest, ALostLeaderIsPassedOverEvenWhenAFollowerStillNamesIt) {
+  LeaderRouter router = NewRouter(members_);
+  const LeaderRouter::Route* killed = router.Current();
+  router.Unanswered(killed);
+  const LeaderRouter::Route* second = router.Current();
+  EXPECT_EQ(second->address, "127.0.0.1:2");
+  router.Unanswered(killed);  // Another call lost with it: no second move.
+  EXPECT_EQ(router.Current(), second);
+  // The second has not noticed: it names the killed one. The hop goes to the third instead.
+  const LeaderRouter::Hop hop = router.Follow(second, Refusal("127.0.0.1:1"));
+  EXPECT_EQ(hop.route->address, "127.0.0.1:3");
+  EXPECT_EQ(hop.wait, kDownLeaderNamedWait);
+  // From the third, with no leader known, the next target that is not down is the second.
+  EXPECT_EQ(router.Follow(hop.route, Refusal("")).route->address, "127.0.0.1:2");
+  // Once it answers again, the killed one is a leader to follow.
+  LeaderRouter::Answered(killed);
+  EXPECT_EQ(router.Follow(router.Current(), Refusal("127.0.0.1:1")).route, killed);
+}
+
+TEST_F(LeaderRouterTest, OneTargetStaysWhereItIsWhenACallIsLost) {
+  LeaderRouter router = NewRouter({"127.0.0.1:1"});
+  const LeaderRouter::Route* only = router.Current();
+  router.Unanswered(only);
+  EXPECT_EQ(router.Current(), only);
+  EXPECT_EQ(router.Follow(only, Refusal("")).route, only);
 }
 
 TEST(ValidateOptionsTest, MaxInFlightDefaultsToOneConnectionOfStreamsPerChannel) {

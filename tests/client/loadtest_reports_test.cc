@@ -1,7 +1,10 @@
 #include "client/loadtest_reports.h"
 
+#include <chrono>
+#include <optional>
 #include <string>
 
+#include "client/loadtest_stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -74,6 +77,77 @@ TEST(ReportMessageTest, CarriesTheSameCountsAsTheText) {
   EXPECT_EQ(report.ops().count("balance"), 0u);
   EXPECT_EQ(report.verification(), "PASS");
   EXPECT_EQ(report.batch(), 1);
+}
+
+TEST(StatsTest, ACallEndedNotLeaderCountsAsNotLeaderNotAsItsCode) {
+  Stats stats(/*shards=*/0);
+  stats.RecordCall(grpc::StatusCode::UNAVAILABLE, /*answered=*/true, std::chrono::milliseconds(1),
+                   /*measured=*/true, /*not_leader=*/true);
+  stats.RecordOperations({{CallKind::kDeposit, grpc::StatusCode::UNAVAILABLE, -1,
+                           CallEffect::kNotApplied, /*not_leader=*/true}},
+                         /*measured=*/true, std::chrono::milliseconds(1));
+  stats.CountNotLeader(/*followed=*/true);
+  stats.CountNotLeader(/*followed=*/false);
+  const Stats::Snapshot s = stats.Take();
+  EXPECT_EQ(s.attempted, 1u);
+  EXPECT_EQ(s.codes[CodeIndex(grpc::StatusCode::UNAVAILABLE)], 0u);
+  EXPECT_EQ(s.operation_codes[CodeIndex(grpc::StatusCode::UNAVAILABLE)], 0u);
+  EXPECT_EQ(s.not_leader_calls, 1u);
+  EXPECT_EQ(s.not_leader_operations, 1u);
+  EXPECT_EQ(s.operations(), 1u);
+  EXPECT_EQ(s.not_leader_refusals, 2u);
+  EXPECT_EQ(s.not_leader_followed, 1u);
+}
+
+TEST(StatsTest, TheTimelineCountsOkOperationsBySecondFromItsStart) {
+  Stats stats(/*shards=*/0);
+  const auto start = std::chrono::steady_clock::now() - std::chrono::milliseconds(2500);
+  stats.RecordOperations({{CallKind::kDeposit, grpc::StatusCode::OK}}, /*measured=*/false,
+                         std::nullopt);  // Before the timeline: not in it.
+  stats.StartTimeline(start);
+  stats.RecordOperations({{CallKind::kDeposit, grpc::StatusCode::OK},
+                          {CallKind::kDeposit, grpc::StatusCode::FAILED_PRECONDITION}},
+                         /*measured=*/true, std::nullopt);
+  const Stats::Snapshot s = stats.Take();
+  ASSERT_EQ(s.ok_by_second.size(), 3u);  // Seconds 0 and 1 empty, the OK one in second 2.
+  EXPECT_EQ(s.ok_by_second[0], 0u);
+  EXPECT_EQ(s.ok_by_second[2], 1u);
+  EXPECT_GE(s.longest_ok_gap, std::chrono::milliseconds(2500));
+  EXPECT_EQ(s.longest_ok_gap_end, s.longest_ok_gap);  // It ended with that operation.
+}
+
+TEST(ReportMessageTest, CountsNotLeaderRefusalsOnTheirOwnAndTheTimeline) {
+  RunOutcome o = TwoSecondsOfDepositsAndWithdrawals();
+  o.stats.not_leader_refusals = 7;
+  o.stats.not_leader_followed = 6;
+  o.stats.not_leader_calls = 1;
+  o.stats.not_leader_operations = 1;
+  o.stats.attempted += 1;
+  o.stats.ok_by_second = {120, 0, 80};
+  o.stats.longest_ok_gap = std::chrono::milliseconds(1234);
+  o.stats.longest_ok_gap_end = std::chrono::milliseconds(2100);
+  o.leader_address = "127.0.0.1:3";
+  const loadtest::Report report = ReportMessage(LoadtestOptions{}, o);
+  EXPECT_EQ(report.codes().at("NOT_LEADER"), 1);
+  EXPECT_EQ(report.codes().count("UNAVAILABLE"), 0u);
+  EXPECT_EQ(report.operations().codes().at("NOT_LEADER"), 1);
+  EXPECT_EQ(report.leader().refusals(), 7);
+  EXPECT_EQ(report.leader().followed(), 6);
+  EXPECT_EQ(report.leader().calls(), 1);
+  EXPECT_EQ(report.leader().address(), "127.0.0.1:3");
+  EXPECT_THAT(report.ok_by_second(), ::testing::ElementsAre(120, 0, 80));
+  EXPECT_DOUBLE_EQ(report.longest_ok_gap_ms(), 1234);
+  EXPECT_DOUBLE_EQ(report.longest_ok_gap_end_s(), 2.1);
+  const std::string text = TextReport(LoadtestOptions{}, o);
+  EXPECT_THAT(text, HasSubstr(" NOT_LEADER=1\n"));
+  EXPECT_THAT(text, HasSubstr("NOT_LEADER: 7 refusals (nothing applied), 6 followed"));
+  EXPECT_THAT(text, HasSubstr("longest time without an OK operation: 1234 ms, until 2.1 s"));
+}
+
+TEST(TextReportTest, SaysNothingOfLeadersWithoutRefusals) {
+  const std::string text = TextReport(LoadtestOptions{}, TwoSecondsOfDepositsAndWithdrawals());
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("NOT_LEADER")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("longest time")));
 }
 
 TEST(JsonReportTest, IsOneLineWithProtoFieldNamesAndZeroCounts) {

@@ -1,0 +1,113 @@
+// ledger-loadtest in front of three ledgerd replicas (--target naming all three): the leader is
+// killed (SIGKILL) two seconds into the run and started again two seconds later, as a follower.
+// The load test follows the NOT_LEADER refusals to the new leader, keeps acknowledging
+// operations after the failover, settles the calls the kill left unknown, and verifies every
+// balance from the new leader: no money lost or invented.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/loadtest_report.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/ledgerd_cluster.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/test_paths.h"
+
+namespace ledger {
+namespace {
+
+using testing_util::LedgerdCluster;
+using testing_util::Subprocess;
+
+// The run's timeline: the kill, then the restart, each this long after the previous event (the
+// load test's start, then the kill), within a measured run of kRunSeconds.
+constexpr auto kBeforeKill = std::chrono::seconds(2);
+constexpr auto kKilledFor = std::chrono::seconds(2);
+constexpr int kRunSeconds = 7;
+
+// The OK operations of seconds [first, last) of the report's timeline.
+long long OkBetween(const loadtest::Report& report, int first, int last) {
+  long long total = 0;
+  for (int i = first; i < last && i < report.ok_by_second_size(); ++i) {
+    total += report.ok_by_second(i);
+  }
+  return total;
+}
+
+class ClusterLoadtestTest : public ::testing::Test, protected LedgerdCluster {
+ protected:
+  void TearDown() override { std::filesystem::remove(json_path_); }
+
+  // The report the load test wrote, read strictly (a key the message lacks fails the test).
+  loadtest::Report ReadReport() {
+    std::ifstream file(json_path_);
+    const std::string json{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    loadtest::Report report;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(json, &report);
+    EXPECT_TRUE(parsed.ok()) << parsed.ToString() << ": " << json;
+    return report;
+  }
+
+  const std::string json_path_ = (std::filesystem::temp_directory_path() /
+                                  ("cluster-loadtest-" + std::to_string(getpid()) + ".json"))
+                                     .string();
+};
+
+TEST_F(ClusterLoadtestTest, ALeaderKilledMidRunIsFollowedAndNoMoneyIsLostOrInvented) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  const int old_leader = WaitForServing();
+  ASSERT_GE(old_leader, 0);
+  Subprocess loadtest({testing_util::LoadtestPath(), "--target=" + Targets(),
+                       "--json_file=" + json_path_, "--server_shards=2", "--warmup=0s",
+                       "--duration=" + std::to_string(kRunSeconds) + "s", "--concurrency=16",
+                       "--channels=2", "--accounts=200", "--deadline=2s", "--progress",
+                       "--mix=deposit=5,withdraw=3,balance=1,transfer=1"});
+  std::this_thread::sleep_for(kBeforeKill);
+  node(old_leader).Kill();
+  std::this_thread::sleep_for(kKilledFor);
+  ASSERT_TRUE(node(old_leader).Restart());
+  const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
+  const std::string output = loadtest.output();
+  ASSERT_EQ(exit_code, 0) << output;
+  const loadtest::Report report = ReadReport();
+
+  // Exact: every acknowledged operation is in the balances read from the leader, and every
+  // operation the kill left unknown was settled.
+  EXPECT_EQ(report.verification(), "PASS") << output;
+  EXPECT_EQ(report.ambiguous().unresolved(), 0) << output;
+  EXPECT_EQ(report.transfers().unresolved(), 0) << output;
+  // Served before the kill, and again after the failover (the last seconds of the run).
+  ASSERT_GE(report.ok_by_second_size(), kRunSeconds - 1) << output;
+  EXPECT_GT(OkBetween(report, 0, 2), 0) << output;
+  EXPECT_GT(OkBetween(report, kRunSeconds - 2, kRunSeconds + 1), 0) << output;
+  // The killed leader's followers refused until they knew the new leader (or the run started on
+  // a follower): each refusal was followed, and none was an error.
+  EXPECT_GT(report.leader().refusals(), 0) << output;
+  EXPECT_GT(report.leader().followed(), 0) << output;
+  EXPECT_EQ(report.codes().count("INTERNAL"), 0) << output;
+  // The verification read from the leader: the one that serves now, not the one killed.
+  const int leader = WaitForServing();
+  ASSERT_GE(leader, 0);
+  EXPECT_NE(leader, old_leader);
+  EXPECT_EQ(report.leader().address(), Address(leader)) << output;
+
+  std::cout << "failover: longest time without an OK operation " << report.longest_ok_gap_ms()
+            << " ms (until " << report.longest_ok_gap_end_s() << " s); NOT_LEADER refusals "
+            << report.leader().refusals() << ", followed " << report.leader().followed()
+            << ", calls ended NOT_LEADER " << report.leader().calls() << "; ambiguous "
+            << report.ambiguous().calls() << "; OK by second:";
+  for (const int64_t ok : report.ok_by_second()) std::cout << " " << ok;
+  std::cout << "\n" << output << "\n";
+}
+
+}  // namespace
+}  // namespace ledger
