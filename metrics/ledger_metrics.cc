@@ -94,6 +94,7 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   CollectStoreMemory(families);
   CollectLog(families);
   CollectBackups(families);
+  CollectReplica(families);
   CollectConnections(families);
   return families;
 }
@@ -125,6 +126,49 @@ void LedgerMetrics::CollectLog(std::vector<prometheus::MetricFamily>& families) 
              "Checkpoints that failed (a full disk, an I/O error): the log keeps its segments and "
              "the records stay in memory until one succeeds; tried again a second later.",
              MetricType::Counter, static_cast<double>(stats.checkpoint_failures));
+}
+
+void LedgerMetrics::CollectReplica(std::vector<prometheus::MetricFamily>& families) const {
+  ReplicaStats stats;
+  {
+    MutexLock lock(&log_mu_);
+    if (!replica_) return;  // A single node.
+    stats = replica_();
+  }
+  using prometheus::MetricType;
+  PushSingle(families, "ledger_replica_leader",
+             "1 while Raft says this replica leads the cluster, else 0.", MetricType::Gauge,
+             stats.leader ? 1 : 0);
+  PushSingle(families, "ledger_replica_serving",
+             "1 while this replica serves ledger calls (it leads, has caught up and has loaded its "
+             "shards); every other replica refuses them NOT_LEADER. Summed over the cluster: 1.",
+             MetricType::Gauge, stats.serving ? 1 : 0);
+  PushSingle(families, "ledger_replica_node_id", "This replica's --node_id.", MetricType::Gauge,
+             static_cast<double>(stats.node_id));
+  PushSingle(families, "ledger_replica_leader_id",
+             "The --node_id of the leader this replica knows of; 0 when it knows none.",
+             MetricType::Gauge, static_cast<double>(stats.leader_id));
+  PushSingle(families, "ledger_replica_term",
+             "Raft's current term here: it rises by one or more with every election.",
+             MetricType::Gauge, static_cast<double>(stats.term));
+  PushSingle(families, "ledger_replica_commit_position",
+             "The newest log position this replica knows to be committed on a majority.",
+             MetricType::Gauge, static_cast<double>(stats.commit_position));
+  PushSingle(families, "ledger_replica_applied_position",
+             "The newest committed log position this replica's log has taken; behind "
+             "commit_position while it catches up.",
+             MetricType::Gauge, static_cast<double>(stats.applied_position));
+  PushSingle(families, "ledger_replica_needs_state_through",
+             "Above 0 while this replica, behind the leader's snapshot, waits for a member's state "
+             "through that log position (it fetches it and starts again).",
+             MetricType::Gauge, static_cast<double>(stats.needs_state_through));
+  PushSingle(families, "ledger_replica_read_barriers_total",
+             "Read barriers committed: each let every read waiting when it was proposed be served.",
+             MetricType::Counter, static_cast<double>(stats.read_barriers));
+  PushSingle(families, "ledger_replica_read_barrier_failures_total",
+             "Read barriers that failed (this replica could not show it still led): their reads "
+             "were refused NOT_LEADER.",
+             MetricType::Counter, static_cast<double>(stats.read_barrier_failures));
 }
 
 void LedgerMetrics::CollectBackups(std::vector<prometheus::MetricFamily>& families) const {

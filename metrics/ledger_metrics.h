@@ -152,11 +152,25 @@ struct StoreMemoryBytes {
 
 // Where the log stands (ledger_log_*).
 struct LogStats {
-  uint64_t position = 0;          // The newest entry appended.
-  uint64_t applied_position = 0;  // The newest entry applied to RocksDB.
-  int64_t disk_bytes = 0;         // The segment files.
-  uint64_t checkpoints = 0;       // Checkpoints done since start.
+  uint64_t position = 0;             // The newest entry appended.
+  uint64_t applied_position = 0;     // The newest entry applied to RocksDB.
+  int64_t disk_bytes = 0;            // The segment files.
+  uint64_t checkpoints = 0;          // Checkpoints done since start.
   uint64_t checkpoint_failures = 0;  // Checkpoints that failed since start.
+};
+
+// What a cluster replica knows of its cluster (ledger_replica_*).
+struct ReplicaStats {
+  uint64_t node_id = 0;
+  bool leader = false;   // Raft says this replica leads.
+  bool serving = false;  // It serves ledger calls: it leads, caught up and loaded its shards.
+  uint64_t term = 0;
+  uint64_t leader_id = 0;  // 0 when no leader is known.
+  uint64_t commit_position = 0;
+  uint64_t applied_position = 0;     // libraft's: what this replica's log mirror has taken.
+  uint64_t needs_state_through = 0;  // Above 0 while it waits for a member's state.
+  uint64_t read_barriers = 0;
+  uint64_t read_barrier_failures = 0;
 };
 
 // Online backups since start (ledger_backups_total, ledger_backup_last_success_timestamp_seconds).
@@ -200,6 +214,12 @@ class LedgerMetrics final : public prometheus::Collectable {
   void AttachLog(std::function<LogStats()> read) {
     MutexLock lock(&log_mu_);
     log_ = std::move(read);
+  }
+  // A cluster replica's view is read by `read` at scrape time (ledger_replica_*). Call once,
+  // before the first scrape; `read` must stay callable for every scrape. Never on a single node.
+  void AttachReplica(std::function<ReplicaStats()> read) {
+    MutexLock lock(&log_mu_);
+    replica_ = std::move(read);
   }
   // The backups are read by `read` at scrape time (ledger_backup*). Call once, before the first
   // scrape; `read` must stay callable for every scrape.
@@ -247,6 +267,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectConnections(std::vector<prometheus::MetricFamily>& families) const;
   void CollectLog(std::vector<prometheus::MetricFamily>& families) const;
   void CollectBackups(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectReplica(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
   std::vector<std::unique_ptr<ShardMetrics>> shards_;
@@ -266,6 +287,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   mutable Mutex log_mu_;
   std::function<LogStats()> log_ ABSL_GUARDED_BY(log_mu_);
   std::function<BackupStats()> backups_ ABSL_GUARDED_BY(log_mu_);
+  std::function<ReplicaStats()> replica_ ABSL_GUARDED_BY(log_mu_);
   mutable Mutex connections_mu_;
   std::function<ConnectionCounts()> connections_ ABSL_GUARDED_BY(connections_mu_);
 };

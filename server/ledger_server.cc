@@ -165,6 +165,25 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
                                                         *std::move(router), options.shutdown_grace,
                                                         options.max_in_flight, service_options));
+  if (leadership != nullptr) {
+    server->metrics_->AttachReplica(
+        [store = server->store_.get(), gate = leadership.get(), reads = read_barrier.get()] {
+          const std::optional<storage::RaftStatus> status = store->replica_status();
+          ReplicaStats stats{.node_id = gate->node_id(),
+                             .serving = gate->serving(),
+                             .read_barriers = reads->barriers(),
+                             .read_barrier_failures = reads->failures()};
+          if (status.has_value()) {
+            stats.leader = status->leader;
+            stats.term = status->term;
+            stats.leader_id = status->leader_id;
+            stats.commit_position = status->commit_position;
+            stats.applied_position = status->applied_position;
+            stats.needs_state_through = status->needs_state_through;
+          }
+          return stats;
+        });
+  }
   server->leadership_ = std::move(leadership);
   server->storage_options_ = options.storage;
   server->peer_client_addresses_ = options.peer_client_addresses;

@@ -51,6 +51,17 @@ TEST_F(ClusterTest, AFollowerRefusesNotLeaderNamingTheLeadersAddressAndAppliesNo
   ASSERT_TRUE(Balance(leader, "alice", &balance).ok());
   EXPECT_EQ(balance, 100);
   EXPECT_EQ(DepositOnLeader("alice", 5, "d-2"), 105);
+  // What the metrics say of it: one replica serves, and all know which.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Metric(i, "ledger_replica_serving"), i == leader ? 1 : 0) << "node " << i + 1;
+    EXPECT_EQ(Metric(i, "ledger_replica_leader"), i == leader ? 1 : 0) << "node " << i + 1;
+    EXPECT_EQ(Metric(i, "ledger_replica_leader_id"), leader + 1) << "node " << i + 1;
+    EXPECT_EQ(Metric(i, "ledger_replica_node_id"), i + 1);
+    EXPECT_EQ(Metric(i, "ledger_replica_needs_state_through"), 0);
+  }
+  // The leader's reads went through barriers (the Balance above, and WaitForServing's probes).
+  EXPECT_GE(Metric(leader, "ledger_replica_read_barriers_total").value_or(0), 1);
+  EXPECT_EQ(Metric(follower, "ledger_replica_read_barriers_total"), 0);
 }
 
 TEST_F(ClusterTest, AKilledLeaderIsReplacedAndNothingItAcknowledgedIsLost) {

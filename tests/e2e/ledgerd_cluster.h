@@ -151,13 +151,15 @@ class LedgerdCluster {
         absl::StrCat("node ", i + 1, " refuses NOT_LEADER naming node ", leader + 1));
   }
 
-  // ledger_log_position of replica i (the newest committed entry it has), from /metrics.
-  std::optional<double> LogPosition(int i) {
+  // The value of `series` in replica i's /metrics; nullopt when it cannot be scraped or lacks it.
+  std::optional<double> Metric(int i, const std::string& series) {
     std::optional<testing_util::HttpResponse> scrape =
         HttpGet(nodes_[i]->metrics_port(), "/metrics");
     if (!scrape.has_value()) return std::nullopt;
-    return SampleValue(scrape->body, "ledger_log_position");
+    return SampleValue(scrape->body, series);
   }
+  // ledger_log_position of replica i (the newest committed entry it has).
+  std::optional<double> LogPosition(int i) { return Metric(i, "ledger_log_position"); }
 
   // Every committed entry replica i's log holds, by position (read once it has stopped).
   std::map<uint64_t, std::string> LogOf(int i) {
