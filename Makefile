@@ -19,7 +19,7 @@ TIMED = bash $(CURDIR)/scripts/timed.sh
 
 .PHONY: all deps build build-bench run check test test-release test-tsan asan-configure \
 	asan-build test-asan test-thread-safety test-image bench bench-durability bench-overload \
-	bench-transfers bench-apply bench-backup bench-startup bench-log bench-raft-shape bench-replication soak simulate fuzz-build fuzz test-fuzz \
+	bench-transfers bench-apply bench-backup bench-startup bench-log bench-raft-shape bench-cluster bench-replication soak simulate fuzz-build fuzz test-fuzz \
 	format tidy clean
 
 all: build
@@ -189,6 +189,13 @@ bench-log: build-bench
 	@cmake -S bench/replication -B $(REPLICATION_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(REPLICATION_BUILD) --target raft_spike
 	python3 bench/log_candidates.py --build $(RELEASE) --replication_build $(REPLICATION_BUILD)
+
+# Issue 32's goal rows on this machine (docs/benchmarks.md): one ledgerd against three replicas
+# on loopback, every server process on CPU 0 and the load test on CPU 1; Apply calls, unary
+# Deposits at capacity and at half the cluster's capacity (bench/cluster_bench.py). No relay yet:
+# the replicas' round trips are loopback's. About 6 minutes.
+bench-cluster: build-bench
+	python3 bench/cluster_bench.py --build $(RELEASE) --rounds 3
 
 # Issue 32's first deliverable (docs/replication.md, "The shape"): one Raft group per cluster
 # against one per partition, on traces of ledgerd's own log entries, three replicas in network

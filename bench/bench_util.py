@@ -35,7 +35,7 @@ def comma_modes(text):
 
 # The fields of ledger-loadtest's --json report (client/loadtest_report.proto) that hold text.
 # Every other string in it is an int64 count, which protobuf's JSON mapping prints as a string.
-LOADTEST_TEXT_FIELDS = frozenset({"run_id", "interrupted", "verification"})
+LOADTEST_TEXT_FIELDS = frozenset({"run_id", "interrupted", "verification", "address"})
 
 
 def read_loadtest_report(path):

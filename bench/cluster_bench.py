@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""One ledgerd against a cluster of three replicas on this machine, side by side (issue 32's
+goal rows, docs/benchmarks.md): durable Deposits as Apply calls of --batch operations, unary
+Deposits at capacity, and unary Deposits at half of the cluster's capacity (its p99). Every
+server process (the single node, or all three replicas) on --server_cpu, the load test on
+--client_cpu; each round starts fresh data directories and runs the two setups in turn, in
+rotated order. The replicas talk over loopback, without the 1 ms relay of bench/replication: the
+rows are what replicating costs in CPU and local round trips, not a network. Each run's
+verification must PASS. Prints a markdown table: medians over --rounds, and the per-round ratios.
+
+  python3 bench/cluster_bench.py --build build/release --rounds 3
+"""
+import argparse
+import atexit
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import (cpu_seconds, log, read_loadtest_report, raise_keyboard_interrupt,
+                        rotated, start_ledgerd, wait_for_ports, ledgerd_scratch)
+
+
+def scratch_dir(args, prefix):
+    """A new directory for data directories, removed when the script exits."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=args.scratch)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Cluster:
+    """Three replicas on loopback, pinned to `cpus`; `targets` lists their gRPC addresses."""
+
+    def __init__(self, build, root, shards, cpus):
+        ledgerd = os.path.join(build, "server", "ledgerd")
+        grpc_ports = [free_port() for _ in range(3)]
+        peers = ",".join(f"{i + 1}=127.0.0.1:{free_port()}" for i in range(3))
+        clients = ",".join(f"{i + 1}=127.0.0.1:{grpc_ports[i]}" for i in range(3))
+        self.processes = []
+        self.targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
+        for i in range(3):
+            data_dir = os.path.join(root, f"node{i + 1}")
+            subprocess.run([ledgerd, "init", f"--data_dir={data_dir}"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ports_file = os.path.join(ledgerd_scratch(), "ports.json")
+            process = subprocess.Popen(
+                ["taskset", "-c", cpus, ledgerd, f"--node_id={i + 1}", f"--peers={peers}",
+                 f"--peer_clients={clients}", f"--listen=127.0.0.1:{grpc_ports[i]}",
+                 "--metrics_listen=", f"--shards={shards}", f"--data_dir={data_dir}",
+                 f"--ports_file={ports_file}"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            threading.Thread(target=lambda p=process: p.stdout.read(), daemon=True).start()
+            wait_for_ports(process, ports_file)
+            self.processes.append(process)
+
+    def stop(self):
+        for process in self.processes:
+            process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+WARMUP_SECONDS = 2
+
+
+def loadtest(args, targets, extra, scratch, name, pids=()):
+    """ledger-loadtest's report, and the CPU seconds `pids` used over its measured window (from
+    the end of its warm-up)."""
+    json_path = os.path.join(scratch, f"{name}.json")
+    command = (["taskset", "-c", args.client_cpu,
+                os.path.join(args.build, "client", "ledger-loadtest"), f"--target={targets}",
+                f"--accounts={args.accounts}", "--mix=deposit=1", f"--duration={args.seconds}s",
+                f"--warmup={WARMUP_SECONDS}s", f"--json_file={json_path}"] + extra)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    time.sleep(WARMUP_SECONDS)
+    before = [cpu_seconds(pid) or 0 for pid in pids]
+    _, stderr = process.communicate()
+    used = sum((cpu_seconds(pid) or 0) - b for pid, b in zip(pids, before))
+    report = read_loadtest_report(json_path)
+    if report["verification"] != "PASS":
+        raise RuntimeError(f"{name}: verification {report['verification']}: {stderr[-2000:]}")
+    return report, used
+
+
+def measure(args, setup, round_number, scratch):
+    """The rows of one setup ({"apply": ops/s, "apply_cpu_us": ..., ...}) and how to stop it."""
+    root = scratch_dir(args, f"cluster-bench-{setup}-")
+    if setup == "single":
+        process, port, _ = start_ledgerd(args.build, "sync", os.path.join(root, "d"), args.shards,
+                                         cpus=args.server_cpu)
+        pids, targets = [process.pid], f"127.0.0.1:{port}"
+        stop = lambda: (process.send_signal(signal.SIGTERM), process.wait(timeout=30))
+    else:
+        cluster = Cluster(args.build, root, args.shards, args.server_cpu)
+        pids, targets, stop = [p.pid for p in cluster.processes], cluster.targets, cluster.stop
+    rows = {}
+    try:
+        for name, extra in (("apply", [f"--batch={args.batch}", "--concurrency=8"]),
+                            ("unary", ["--concurrency=64"])):
+            report, used = loadtest(args, targets, extra, scratch,
+                                    f"{setup}-{name}-{round_number}", pids)
+            ops = report["ops_per_second"]
+            operations = ops * report["measured_seconds"]
+            rows[name] = ops
+            rows[f"{name}_cpu_us"] = used / operations * 1e6 if operations else 0
+            rows[f"{name}_p99_ms"] = report["latency_us"]["ok"]["p99"] / 1000
+        return rows, stop
+    except BaseException:
+        stop()
+        raise
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--accounts", type=int, default=100000)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--server_cpu", default="0")
+    parser.add_argument("--client_cpu", default="1")
+    parser.add_argument("--scratch", default=None)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    scratch = ledgerd_scratch()
+    results = {"single": [], "cluster": []}
+    for round_number in range(args.rounds):
+        for setup in rotated(["single", "cluster"], round_number):
+            log(f"round {round_number + 1}: {setup}")
+            rows, stop = measure(args, setup, round_number, scratch)
+            stop()
+            # Half of this setup's unary capacity: the rate of the p99 row below.
+            rows["half_rate"] = max(int(rows["unary"] / 2), 100)
+            results[setup].append(rows)
+    # The half-capacity runs, on fresh setups (the cluster's rate for both, as the goal says).
+    cluster_half = int(statistics.median(r["half_rate"] for r in results["cluster"]))
+    for round_number in range(args.rounds):
+        for setup in rotated(["single", "cluster"], round_number):
+            log(f"round {round_number + 1}: {setup} at {cluster_half} Deposits/s")
+            root = scratch_dir(args, f"cluster-bench-half-{setup}-")
+            if setup == "single":
+                process, port, _ = start_ledgerd(args.build, "sync", os.path.join(root, "d"),
+                                                 args.shards, cpus=args.server_cpu)
+                targets = f"127.0.0.1:{port}"
+                stop = lambda p=process: (p.send_signal(signal.SIGTERM), p.wait(timeout=30))
+            else:
+                cluster = Cluster(args.build, root, args.shards, args.server_cpu)
+                targets, stop = cluster.targets, cluster.stop
+            try:
+                report, _ = loadtest(args, targets, [f"--rate={cluster_half}"], scratch,
+                                     f"{setup}-half-{round_number}")
+                results[setup][round_number]["half_p99_ms"] = report["latency_us"]["ok"]["p99"] / 1000
+            finally:
+                stop()
+
+    def median(setup, key):
+        return statistics.median(r[key] for r in results[setup])
+
+    print(f"| measure | single node | cluster of three | cluster / single, per round |")
+    print("|---|---:|---:|---|")
+    for key, label, fmt in (
+            ("apply", f"Apply of {args.batch} Deposits, 8 in flight: operations/s", "{:,.0f}"),
+            ("apply_cpu_us", "server CPU per operation, µs (all replicas)", "{:.2f}"),
+            ("apply_p99_ms", "Apply call p99, ms", "{:.1f}"),
+            ("unary", "unary Deposits, 64 in flight: operations/s", "{:,.0f}"),
+            ("unary_cpu_us", "server CPU per Deposit, µs (all replicas)", "{:.1f}"),
+            ("unary_p99_ms", "unary p99 at 64 in flight, ms", "{:.2f}"),
+            ("half_p99_ms", f"unary p99 at {cluster_half}/s (half the cluster's capacity), ms",
+             "{:.2f}")):
+        ratios = ", ".join(f"{c[key] / s[key]:.2f}" for s, c in
+                           zip(results["single"], results["cluster"]) if s[key])
+        print(f"| {label} | {fmt.format(median('single', key))} | "
+              f"{fmt.format(median('cluster', key))} | {ratios} |")
+
+
+if __name__ == "__main__":
+    main()
