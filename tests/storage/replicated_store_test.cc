@@ -16,6 +16,7 @@
 #include "storage/rocksdb_store.h"
 #include "tests/scratch_dir.h"
 #include "tests/scratch_ledger.h"
+#include "tests/storage/loaded_accounts.h"
 #include "tests/unused_port.h"
 #include "tests/wait_until.h"
 
@@ -24,19 +25,21 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::InitLedger;
+using testing_util::LoadedAccounts;
 using testing_util::ScratchDir;
 using testing_util::UnusedPort;
 using testing_util::WaitUntil;
 
 JournalEntry Deposit(const std::string& account, uint64_t sequence, int64_t amount,
                      int64_t balance_after) {
-  return JournalEntry{.account_id = account,
-                      .sequence = sequence,
-                      .kind = EntryKind::kDeposit,
-                      .amount = amount,
-                      .balance_after = balance_after,
-                      .request_id = absl::StrCat(account, "-", sequence),
-                      .time = absl::FromUnixSeconds(1'800'000'000 + sequence)};
+  return JournalEntry{
+      .account_id = account,
+      .sequence = sequence,
+      .kind = EntryKind::kDeposit,
+      .amount = amount,
+      .balance_after = balance_after,
+      .request_id = absl::StrCat(account, "-", sequence),
+      .time = absl::FromUnixSeconds(1'800'000'000 + static_cast<int64_t>(sequence))};
 }
 
 // A deposit as a shard's batch would write it: the account's new state, its journal entry and
@@ -53,16 +56,6 @@ BatchWrite DepositBatch(const std::string& account, uint64_t sequence, int64_t a
                                    .balance = balance_after,
                                    .recorded_at = absl::FromUnixSeconds(1'800'000'000)}}};
   return batch;
-}
-
-std::map<std::string, AccountState> AccountsLoadedBy(RocksDbStore& store) {
-  std::map<std::string, AccountState> accounts;
-  EXPECT_TRUE(store
-                  .ForEachAccount([&](std::string id, const AccountState& state) {
-                    accounts[std::move(id)] = state;
-                  })
-                  .ok());
-  return accounts;
 }
 
 class ReplicatedStoreTest : public ::testing::Test {
@@ -172,14 +165,14 @@ TEST_F(ReplicatedStoreTest, ANewLeaderCatchesUpAndLoadsEveryCommittedAccount) {
                                static_cast<int64_t>(10 * (s / 7 + 1))));
   }
   const int old_leader = WaitForLeader();
-  const std::map<std::string, AccountState> expected = AccountsLoadedBy(*stores_[old_leader]);
+  const std::map<std::string, AccountState> expected = LoadedAccounts(*stores_[old_leader]);
   ASSERT_EQ(expected.size(), 7u);
   stores_[old_leader].reset();  // Its replica stops: the others elect one of them.
 
   const int leader = WaitForLeader();
   ASSERT_NE(leader, old_leader);
   ASSERT_TRUE(stores_[leader]->CatchUpAsLeader().ok());
-  EXPECT_EQ(AccountsLoadedBy(*stores_[leader]), expected);
+  EXPECT_EQ(LoadedAccounts(*stores_[leader]), expected);
   WriteOnLeader(DepositBatch("acct-0", 99, 5, 5));
 
   // The old leader comes back as a follower and catches up with what it missed.

@@ -15,11 +15,13 @@
 #include "storage/ledger_records.pb.h"
 #include "tests/scratch_dir.h"
 #include "tests/scratch_ledger.h"
+#include "tests/storage/loaded_accounts.h"
 
 namespace ledger::storage {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::LoadedAccounts;
 using testing_util::ScratchDir;
 using testing_util::ScratchLedger;
 
@@ -46,16 +48,6 @@ JournalEntry Entry(const std::string& account, uint64_t sequence, int64_t balanc
                       .time = absl::FromUnixSeconds(1'800'000'000 + sequence)};
 }
 
-std::map<std::string, AccountState> AllAccounts(RocksDbStore& store) {
-  std::map<std::string, AccountState> accounts;
-  EXPECT_TRUE(store
-                  .ForEachAccount([&](std::string id, const AccountState& state) {
-                    accounts[std::move(id)] = state;
-                  })
-                  .ok());
-  return accounts;
-}
-
 TEST(RocksDbStoreTest, WhatIsWrittenIsReadBackAfterReopening) {
   ScratchLedger scratch;
   const StoreOptions options = OptionsFor(scratch.path());
@@ -76,7 +68,7 @@ TEST(RocksDbStoreTest, WhatIsWrittenIsReadBackAfterReopening) {
   }
   std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(AllAccounts(*store),
+  EXPECT_EQ(LoadedAccounts(*store),
             (std::map<std::string, AccountState>{{"a", {.balance = 50, .sequence = 5}},
                                                  {"ab", {.balance = 7, .sequence = 1}}}));
   EXPECT_EQ(store->FindRequest("a", "w-1").value(), record);
@@ -131,7 +123,8 @@ TEST(RocksDbStoreTest, TransferRecordsAndReceiptsAreKeptPerStepAndListedWhilePen
     std::unique_ptr<RocksDbStore> store = OpenOrDie(options);
     ASSERT_NE(store, nullptr);
     BatchWrite debits;
-    debits.transfers = {{"t-1", PendingTransfer("a", "b")}, {"t-2", PendingTransfer("x", "b")},
+    debits.transfers = {{"t-1", PendingTransfer("a", "b")},
+                        {"t-2", PendingTransfer("x", "b")},
                         {"t-2", PendingTransfer("y", "b")}};
     debits.credits = {{"t-1", receipt}};
     ASSERT_TRUE(store->Write(debits).ok());
