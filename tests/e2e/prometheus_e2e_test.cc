@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -31,6 +32,7 @@
 #include "tests/http_get.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
+#include "tests/unused_port.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -261,6 +263,17 @@ TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports
   ASSERT_TRUE(ledgerd_->Start());
   auto scrape = HttpGet(ledgerd_->metrics_port(), "/metrics");
   ASSERT_TRUE(scrape.has_value());
+  // A cluster replica exports ledger_replica_* besides: one replica of a cluster of three, alone
+  // (it never leads, but its metrics are there).
+  LedgerdProcess replica(std::vector<std::string>{
+      "--node_id=1", absl::StrCat("--peers=1=127.0.0.1:", testing_util::UnusedPort(),
+                                  ",2=127.0.0.1:", testing_util::UnusedPort(),
+                                  ",3=127.0.0.1:", testing_util::UnusedPort())});
+  ASSERT_TRUE(replica.Start());
+  const auto replica_scrape = HttpGet(replica.metrics_port(), "/metrics");
+  ASSERT_TRUE(replica_scrape.has_value());
+  ASSERT_NE(replica_scrape->body.find("# TYPE ledger_replica_serving gauge"), std::string::npos);
+  scrape->body += replica_scrape->body;
   const std::filesystem::path deploy = std::filesystem::path(testing_util::SourceDir()) / "deploy";
   const std::string rules = ReadFile(deploy / "prometheus" / "rules.yml");
   const std::string alerts = ReadFile(deploy / "prometheus" / "alerts.yml");
