@@ -1,9 +1,7 @@
 // End to end with a real Prometheus: ledgerd and the Debian `prometheus` server are started on
 // loopback ports, Prometheus scrapes ledgerd every second, and the test asks Prometheus's HTTP
 // API what it saw. Both are stopped by PID; Prometheus's data directory is removed.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,19 +39,7 @@ namespace {
 using testing_util::HttpGet;
 using testing_util::LedgerdProcess;
 using testing_util::Subprocess;
-
-// A port that was free a moment ago (Prometheus has no "port 0, tell me which" mode).
-int PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+using testing_util::UnusedPort;
 
 std::string UrlEncode(const std::string& text) {
   std::string encoded;
@@ -122,7 +108,8 @@ TEST_F(PrometheusEndToEndTest, ScrapesOneWaitSeriesPerShardAndCountsEveryOkCall)
   const int metrics_port = ledgerd_->metrics_port();
   ASSERT_GT(metrics_port, 0);
 
-  const int prometheus_port = PickFreePort();
+  // Prometheus has no "port 0, tell me which" mode.
+  const int prometheus_port = UnusedPort();
   const std::filesystem::path config = data_dir_ / "prometheus.yml";
   std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                         << "scrape_configs:\n  - job_name: ledgerd\n    static_configs:\n"
@@ -266,9 +253,8 @@ TEST_F(PrometheusEndToEndTest, DashboardAndRulesUseOnlyMetricNamesLedgerdExports
   // A cluster replica exports ledger_replica_* besides: one replica of a cluster of three, alone
   // (it never leads, but its metrics are there).
   LedgerdProcess replica(std::vector<std::string>{
-      "--node_id=1", absl::StrCat("--peers=1=127.0.0.1:", testing_util::UnusedPort(),
-                                  ",2=127.0.0.1:", testing_util::UnusedPort(),
-                                  ",3=127.0.0.1:", testing_util::UnusedPort())});
+      "--node_id=1", absl::StrCat("--peers=1=127.0.0.1:", UnusedPort(),
+                                  ",2=127.0.0.1:", UnusedPort(), ",3=127.0.0.1:", UnusedPort())});
   ASSERT_TRUE(replica.Start());
   const auto replica_scrape = HttpGet(replica.metrics_port(), "/metrics");
   ASSERT_TRUE(replica_scrape.has_value());
