@@ -192,10 +192,12 @@ bench-log: build-bench
 
 # Issue 32's goal rows on this machine (docs/benchmarks.md): one ledgerd against three replicas
 # on loopback, every server process on CPU 0 and the load test on CPU 1; Apply calls, unary
-# Deposits at capacity and at half the cluster's capacity (bench/cluster_bench.py). No relay yet:
-# the replicas' round trips are loopback's. About 6 minutes.
+# Deposits at capacity and at half the cluster's capacity (bench/cluster_bench.py); then 20
+# leader SIGKILLs under load, each timed to the next acknowledged write (bench/cluster_failover.py).
+# No relay yet: the replicas' round trips are loopback's. About 9 minutes.
 bench-cluster: build-bench
 	python3 bench/cluster_bench.py --build $(RELEASE) --rounds 3
+	python3 bench/cluster_failover.py --build $(RELEASE) --kills 20
 
 # Issue 32's first deliverable (docs/replication.md, "The shape"): one Raft group per cluster
 # against one per partition, on traces of ledgerd's own log entries, three replicas in network
