@@ -100,6 +100,9 @@ ABSL_FLAG(int64_t, overdraft_limit, 0,
           "how far below 0 a withdrawal may take a balance, in minor units (>= 0)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGINT/SIGTERM, how long to wait for calls in flight before cancelling them");
+ABSL_FLAG(std::string, ledger_id, "",
+          "`ledgerd init` only: the new ledger's id (32 lowercase hexadecimal digits, as init "
+          "prints) instead of a random one: the replicas of a cluster are made with one id");
 ABSL_FLAG(std::string, from, "",
           "`ledgerd restore` only: the backup directory to restore (written by `ledgerctl backup "
           "--to DIR`)");
@@ -836,6 +839,15 @@ int main(int argc, char** argv) {
     ledger::cli::ExitUsage(program, fault_injection.status().message());
   }
   ledger::LimitLibraryLogs(/*quiet=*/!absl::GetFlag(FLAGS_verbose));
+  options->storage.ledger_id = absl::GetFlag(FLAGS_ledger_id);
+  if (!init && !options->storage.ledger_id.empty()) {
+    ledger::cli::ExitUsage(program, "--ledger_id is for `ledgerd init` only");
+  }
+  if (init && !options->storage.ledger_id.empty()) {
+    if (absl::Status id = ledger::storage::CheckLedgerId(options->storage.ledger_id); !id.ok()) {
+      ledger::cli::ExitUsage(program, absl::StrCat("--ledger_id: ", id.message()));
+    }
+  }
   if (init) return InitLedger(options->storage);
   if (upgrade) return UpgradeLedger(options->storage);
   const std::string from = absl::GetFlag(FLAGS_from);

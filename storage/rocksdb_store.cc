@@ -186,6 +186,20 @@ absl::Status OpenRefusal(const std::string& dir, const rocksdb::Status& status) 
 }
 
 // 128 random bits in hex, from the kernel's random source.
+}  // namespace
+
+absl::Status CheckLedgerId(absl::string_view id) {
+  const bool hex = id.size() == 32 && std::all_of(id.begin(), id.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  if (hex) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a ledger id is 32 lowercase hexadecimal digits, as `ledgerd init` prints; got \"", id,
+      "\""));
+}
+
+namespace {
+
 std::string NewLedgerId() {
   std::random_device random;
   std::string id;
@@ -302,6 +316,9 @@ struct RocksDbStore::CommitFeed {
 };
 
 absl::StatusOr<std::string> RocksDbStore::Init(const StoreOptions& options) {
+  if (!options.ledger_id.empty()) {
+    if (absl::Status id = CheckLedgerId(options.ledger_id); !id.ok()) return id;
+  }
   if (absl::Status prepared = PrepareDirectoryForInit(options.data_dir); !prepared.ok()) {
     return prepared;
   }
@@ -535,7 +552,8 @@ absl::StatusOr<std::unique_ptr<RocksDbStore::Handles>> RocksDbStore::OpenHandles
   handles->db.reset(db);
   handles->compactions_deferred.store(defer_compactions, std::memory_order_relaxed);
   if (create) {
-    if (absl::Status written = WriteFormatMarker(*handles, options); !written.ok()) {
+    if (absl::Status written = WriteFormatMarker(*handles, options, options.ledger_id);
+        !written.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot initialise data directory ", dir, ": ", written.message()));
     }

@@ -102,6 +102,9 @@ struct StoreOptions {
   std::function<absl::Time()> clock;
   // Recorded in a new directory's format marker.
   std::string created_by = "ledgerd";
+  // Init only: the new ledger's id, 32 lowercase hexadecimal digits; empty: a random one. The
+  // three replicas of a cluster are made with one id (`ledgerd init --ledger_id`).
+  std::string ledger_id;
   // The size of a new log segment (preallocated).
   int64_t log_segment_bytes = kDefaultLogSegmentBytes;
   // A checkpoint also runs once the idempotency records and journal entries held in memory
@@ -109,6 +112,10 @@ struct StoreOptions {
   // segment is full: it bounds their memory (about 2.5 times this in RSS, measured).
   int64_t recent_records_checkpoint_bytes = kRecentRecordsCheckpointBytes;
 };
+
+// OK when `id` is a ledger id: 32 lowercase hexadecimal digits. InvalidArgument saying so
+// otherwise.
+absl::Status CheckLedgerId(absl::string_view id);
 
 // What `ledgerd upgrade` did.
 struct UpgradeReport {

@@ -208,5 +208,29 @@ TEST_F(ReplicatedStoreTest, ADataDirectoryIsASingleNodesOrAReplicasNeverBoth) {
   EXPECT_FALSE(std::filesystem::exists(DataDir(1) + "/raft"));
 }
 
+TEST(ReplicaLedgerIdTest, InitTakesTheIdItIsGivenAndRefusesOneThatIsNotAnId) {
+  ScratchDir dir;
+  StoreOptions options;
+  options.data_dir = dir.Sub("given");
+  options.log_segment_bytes = int64_t{1} << 20;
+  options.ledger_id = "0123456789abcdef0123456789abcdef";
+  absl::StatusOr<std::string> made = RocksDbStore::Init(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(*made, options.ledger_id);
+  options.ledger_id.clear();
+  absl::StatusOr<std::unique_ptr<RocksDbStore>> store = RocksDbStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->ledger_id(), "0123456789abcdef0123456789abcdef");
+
+  for (const char* bad : {"0123456789ABCDEF0123456789ABCDEF", "0123", "not an id at all"}) {
+    options.data_dir = dir.Sub("refused");
+    options.ledger_id = bad;
+    absl::StatusOr<std::string> refused = RocksDbStore::Init(options);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("32 lowercase hexadecimal digits"));
+    EXPECT_FALSE(std::filesystem::exists(options.data_dir)) << "nothing is made for " << bad;
+  }
+}
+
 }  // namespace
 }  // namespace ledger::storage
