@@ -188,7 +188,6 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   server->storage_options_ = options.storage;
   server->peer_client_addresses_ = options.peer_client_addresses;
   server->read_barrier_ = std::move(read_barrier);
-  server->store_data_dir_ = options.storage.data_dir;
   server->metrics_->AttachAdmission(&server->admission_);
   server->recovered_accounts_ = recovered;
   server->recovery_time_ = recovery_time;
@@ -326,7 +325,7 @@ void LedgerServer::FollowLeadership() {
                 << caught_up.message() << "); trying again\n";
       continue;
     }
-    absl::StatusOr<int64_t> loaded = LoadShards(*store_, *router_, store_data_dir_);
+    absl::StatusOr<int64_t> loaded = LoadShards(*store_, *router_, storage_options_.data_dir);
     if (!loaded.ok()) {
       // Some accounts may be in the shards already: never serve from a partial load.
       std::cerr << "ledgerd: node " << node_id << " leads but " << loaded.status().message()

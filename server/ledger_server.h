@@ -197,7 +197,6 @@ class LedgerServer {
   std::unique_ptr<ReadBarrier> read_barrier_;
   std::thread leadership_thread_;
   absl::Notification demoted_;
-  std::string store_data_dir_;
   storage::StoreOptions storage_options_;
   std::map<uint64_t, std::string> peer_client_addresses_;
   bool state_wait_logged_ = false;

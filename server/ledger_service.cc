@@ -237,11 +237,7 @@ grpc::ServerUnaryReactor* LedgerService::History(grpc::CallbackServerContext* co
     }
     FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kHistory, /*shard=*/-1, slot, status);
   };
-  if (options_.read_barrier != nullptr) {
-    options_.read_barrier->After(std::move(serve));
-  } else {
-    serve(absl::OkStatus());
-  }
+  AfterReadBarrier(options_.read_barrier, std::move(serve));
   return reactor;
 }
 
@@ -411,11 +407,7 @@ grpc::ServerUnaryReactor* LedgerService::GetTransfer(grpc::CallbackServerContext
     FinishCall(*reactor, *metrics_, *admission_, RpcMethod::kGetTransfer, /*shard=*/-1, slot,
                status);
   };
-  if (options_.read_barrier != nullptr) {
-    options_.read_barrier->After(std::move(serve));
-  } else {
-    serve(absl::OkStatus());
-  }
+  AfterReadBarrier(options_.read_barrier, std::move(serve));
   return reactor;
 }
 

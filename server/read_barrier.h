@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -53,6 +54,15 @@ class ReadBarrier {
   std::atomic<uint64_t> failures_{0};
   std::thread thread_;
 };
+
+// Runs `then` after `barrier` when there is one (a cluster replica), else at once with OK.
+inline void AfterReadBarrier(ReadBarrier* barrier, ReadBarrier::Continuation then) {
+  if (barrier != nullptr) {
+    barrier->After(std::move(then));
+  } else {
+    std::move(then)(absl::OkStatus());
+  }
+}
 
 }  // namespace ledger
 

@@ -1084,23 +1084,15 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
   absl::StatusOr<uint64_t> position = log_->Append(payload);
   if (!position.ok()) return position.status();
   // A replica's entry reached the applier through FollowCommitted before Append returned.
-  if (raft_ != nullptr) return absl::OkStatus();
-  absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
-    if (change.family == LogFamily::kRequests) {
-      recent_requests_.Add(change.key, change.value);
-    } else if (UnappliedRecords::Keeps(change.family)) {
-      unapplied_.Add(*position, change.family, change.key, change.value);
-    }
-  });
-  listed.IgnoreError();  // Just encoded: it parses.
-  appended_.store(*position, std::memory_order_release);
-  absl::MutexLock lock(&apply_mu_);
-  unapplied_bytes_ += static_cast<int64_t>(payload.size());
-  unapplied_entries_.push_back(Unapplied{.position = *position, .payload = std::move(payload)});
+  if (raft_ == nullptr) TakeCommitted(*position, std::move(payload));
   return absl::OkStatus();
 }
 
 void RocksDbStore::FollowCommitted(uint64_t position, absl::string_view payload) {
+  TakeCommitted(position, std::string(payload));
+}
+
+void RocksDbStore::TakeCommitted(uint64_t position, std::string payload) {
   absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
     if (change.family == LogFamily::kRequests) {
       recent_requests_.Add(change.key, change.value);
@@ -1109,15 +1101,16 @@ void RocksDbStore::FollowCommitted(uint64_t position, absl::string_view payload)
     }
   });
   if (!listed.ok()) {
-    // Committed on a majority, so the applier meets it too and keeps failing on it: said here,
-    // where the position is known.
+    // Only a replica's entry, from another leader, can fail here (this node's own were just
+    // encoded). Committed on a majority, so the applier meets it too and keeps failing on it:
+    // said here, where the position is known.
     std::cerr << "ledgerd: the committed log entry at position " << position
               << " is malformed: " << listed.message() << "\n";
   }
   appended_.store(position, std::memory_order_release);
   absl::MutexLock lock(&apply_mu_);
   unapplied_bytes_ += static_cast<int64_t>(payload.size());
-  unapplied_entries_.push_back(Unapplied{.position = position, .payload = std::string(payload)});
+  unapplied_entries_.push_back(Unapplied{.position = position, .payload = std::move(payload)});
 }
 
 std::optional<RaftStatus> RocksDbStore::replica_status() const {

@@ -353,6 +353,11 @@ class RocksDbStore final : public LedgerStorage {
   // leader's), goes to the applier, with its records where WriteGroup puts them on a single
   // node. On RaftLog's loop thread, in position order.
   void FollowCommitted(uint64_t position, absl::string_view payload);
+  // The committed entry at `position` goes to the applier, its idempotency records to
+  // RecentRequests and its transfer records to UnappliedRecords, and it becomes the newest
+  // acknowledged position: what WriteGroup does after a single node's Append, and FollowCommitted
+  // for every entry a replica's cluster commits.
+  void TakeCommitted(uint64_t position, std::string payload);
   // The log entry of a group.
   std::string EncodeGroup(absl::Span<const BatchWrite* const> batches);
   // The applier thread: writes durable entries to RocksDB in large batches, without its WAL.
