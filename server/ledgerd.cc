@@ -540,7 +540,11 @@ class SignalWatcher {
     // Before any other thread starts, so that every thread inherits the mask.
     pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
   }
-  ~SignalWatcher() {
+  ~SignalWatcher() { Stop(); }
+
+  // Stops watching: a signal that arrives from now on stays pending (blocked), and an exec keeps
+  // it pending for the program that follows, which watches for it again.
+  void Stop() {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
   }
@@ -943,6 +947,9 @@ int main(int argc, char** argv) {
 
   const StopCause cause = WaitForStop(signals, **server);
   const absl::Time stop_started = absl::Now();
+  if (cause == StopCause::kDemoted) {
+    std::cerr << "ledgerd: draining, to start again as a follower" << std::endl;
+  }
   (*server)->Shutdown();
   if (cause == StopCause::kDemoted) {
     const std::string state_to_take = (*server)->state_to_take();
@@ -958,8 +965,15 @@ int main(int argc, char** argv) {
       }
       std::cerr << "ledgerd: the leader's state is now " << options->storage.data_dir << "\n";
     }
-    StartAgainAsFollower(argv);
-    return EXIT_FAILURE;
+    // A signal that came while it drained (stopping a cluster a replica at a time makes the last
+    // leader lose its quorum) is a stop: it exits instead of starting again. One that comes after
+    // this check stays pending across the exec, and stops the follower.
+    signals.Stop();
+    if (!signals.shutdown_requested().HasBeenNotified()) {
+      StartAgainAsFollower(argv);
+      return EXIT_FAILURE;
+    }
+    std::cerr << "ledgerd: asked to stop while it drained: it exits instead of starting again\n";
   }
   // Once drained, just before the exit: while the file is there, the process it names runs (or
   // was killed, and left it).

@@ -1,9 +1,9 @@
 // Three ledgerd replicas (--node_id, --peers) as three processes on loopback ports: only the
 // leader serves; a follower refuses NOT_LEADER naming the leader's gRPC address; a SIGKILLed
 // leader is replaced and nothing it acknowledged is lost; a leader paused (SIGSTOP) while the
-// others elect another starts again as a follower in the same process when it resumes; and in
-// the end every replica's log (the mirror of what the cluster committed) is the same, entry for
-// entry.
+// others elect another starts again as a follower in the same process when it resumes, unless it
+// is asked to stop meanwhile; and in the end every replica's log (the mirror of what the cluster
+// committed) is the same, entry for entry.
 #include <signal.h>
 
 #include <map>
@@ -127,6 +127,28 @@ TEST_F(ClusterTest, APausedLeaderStartsAgainAsAFollowerAndEveryLogEndsTheSame) {
   EXPECT_EQ(static_cast<double>(first.rbegin()->first), *newest);
   EXPECT_EQ(LogOf(1), first);
   EXPECT_EQ(LogOf(2), first);
+}
+
+// Stopping a cluster a replica at a time: once both followers are gone the leader loses its
+// quorum and drains to start again as a follower, and a SIGTERM that comes during that drain
+// stops it (it does not start again and run on).
+TEST_F(ClusterTest, AStopAskedWhileTheLastLeaderDrainsEndsIt) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  EXPECT_EQ(DepositOnLeader("dave", 9, "v-1"), 9);
+  const int leader = WaitForServing();
+  ASSERT_GE(leader, 0);
+  // Both followers at once (each drains for as long as an idle client takes to read its GOAWAY).
+  for (int i = 0; i < 3; ++i) {
+    if (i != leader) nodes_[i]->Signal(SIGTERM);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (i == leader) continue;
+    EXPECT_EQ(nodes_[i]->WaitForExit(), 0) << nodes_[i]->log();
+  }
+  ASSERT_TRUE(nodes_[leader]->WaitForLog("draining, to start again as a follower"))
+      << nodes_[leader]->log();
+  nodes_[leader]->Signal(SIGTERM);
+  EXPECT_EQ(nodes_[leader]->WaitForExit(), 0) << nodes_[leader]->log();
 }
 
 TEST_F(ClusterTest, ALeaderCutOffFromBothFollowersServesNoRead) {

@@ -5,6 +5,7 @@
 #ifndef LEDGER_TESTS_E2E_LEDGERD_CLUSTER_H_
 #define LEDGER_TESTS_E2E_LEDGERD_CLUSTER_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <array>
@@ -71,6 +72,24 @@ class LedgerdCluster {
           grpc::CreateCustomChannel(Address(i), grpc::InsecureChannelCredentials(), args));
     }
   }
+
+  // All three at once: each drains on its own (stopped one after another, the last leader
+  // would lose its quorum on the way, and each would wait out its idle clients' GOAWAY in turn).
+  ~LedgerdCluster() {
+    for (auto& node : nodes_) {
+      node->Signal(SIGTERM);
+      node->Signal(SIGCONT);
+    }
+    for (auto& node : nodes_) {
+      node->WaitForExit();
+      EXPECT_FALSE(node->running())
+          << "ledgerd " << node->pid() << " did not exit after SIGTERM; killing it. Its log:\n"
+          << node->log();
+      node->Kill();
+    }
+  }
+  LedgerdCluster(const LedgerdCluster&) = delete;
+  LedgerdCluster& operator=(const LedgerdCluster&) = delete;
 
   std::string Address(int i) const { return absl::StrCat("127.0.0.1:", grpc_ports_[i]); }
   // Every replica's address, for a client's --target.
