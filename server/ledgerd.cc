@@ -209,9 +209,11 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Milliseconds(50),
           "with --node_id: how often the leader tells the followers it is there; at most a "
           "third of --election_timeout");
 
-ABSL_FLAG(int64_t, raft_snapshot_entries, 1024,
-          "with --node_id: libraft takes a snapshot every this many entries (16 to 1048576) and "
-          "keeps 128 behind it; a replica further behind than that fetches the leader's state");
+ABSL_FLAG(int64_t, raft_snapshot_entries, 65536,
+          "with --node_id: libraft takes a snapshot every this many entries (16 to 1048576) or "
+          "64 MiB of them, whichever comes first, and keeps 128 behind it; a replica further "
+          "behind than that fetches the leader's state. Memory: each replica holds the entries "
+          "since its last snapshot");
 
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
@@ -325,7 +327,7 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
           {"--peer_clients", !absl::GetFlag(FLAGS_peer_clients).empty()},
           {"--raft_listen", !absl::GetFlag(FLAGS_raft_listen).empty()},
           {"--raft_dir", !absl::GetFlag(FLAGS_raft_dir).empty()},
-          {"--raft_snapshot_entries", absl::GetFlag(FLAGS_raft_snapshot_entries) != 1024}}) {
+          {"--raft_snapshot_entries", absl::GetFlag(FLAGS_raft_snapshot_entries) != 65536}}) {
       if (set) {
         return absl::InvalidArgumentError(
             absl::StrCat(flag, " is for a cluster replica: give --node_id too"));

@@ -76,6 +76,8 @@ class SimLog final : public storage::ReplicatedLog {
   absl::StatusOr<int> DropBefore(uint64_t position) override;
   uint64_t first_position() const override { return first_position_; }
   uint64_t last_position() const override { return first_position_ + entries_.size() - 1; }
+  // Every SimLog append is synced (or fails) as it is made.
+  absl::Status Sync() override { return absl::OkStatus(); }
   absl::Status PrepareAhead() override { return absl::OkStatus(); }
   std::vector<std::string> SegmentPaths() const override;
   size_t SegmentCount() const override;

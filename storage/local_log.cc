@@ -336,6 +336,8 @@ LocalLog::LocalLog(LocalLogOptions options, std::vector<Segment> segments, int a
 }
 
 LocalLog::~LocalLog() {
+  // A clean close leaves nothing to the OS: what was appended without a sync is synced now.
+  if (!options_.sync && active_fd_ >= 0) fdatasync(active_fd_);
   if (active_fd_ >= 0) close(active_fd_);
 }
 
@@ -345,6 +347,12 @@ absl::Status LocalLog::Fault(absl::string_view step) const {
 }
 
 absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
+  // Entries appended without a sync are made durable before any go to the next segment: a
+  // recovery that found a later segment's entries after a torn earlier one would take it for
+  // corruption. (Sync covers only the segment appended to.)
+  if (!options_.sync && active_fd_ >= 0) {
+    if (absl::Status synced = Sync(); !synced.ok()) return synced;
+  }
   const int64_t size =
       std::max<int64_t>(options_.segment_bytes, Padded(kSegmentHeaderBytes + min_bytes));
   const std::string path = absl::StrCat(options_.dir, "/", LogSegmentName(first));
@@ -382,9 +390,12 @@ absl::Status LocalLog::Roll(uint64_t first, int64_t min_bytes) {
       return made;
     }
   }
-  if (active_fd_ >= 0) close(active_fd_);
-  active_fd_ = fd;
-  active_path_ = path;
+  {
+    ::ledger::MutexLock fd_lock(&fd_mu_);
+    if (active_fd_ >= 0) close(active_fd_);
+    active_fd_ = fd;
+    active_path_ = path;
+  }
   active_size_ = size;
   write_offset_ = kSegmentHeaderBytes;
   ::ledger::MutexLock lock(&mu_);
@@ -525,8 +536,38 @@ absl::StatusOr<uint64_t> LocalLog::Append(absl::string_view payload) {
   return position;
 }
 
+absl::Status LocalLog::Sync() {
+  if (options_.sync) return absl::OkStatus();
+  {
+    // A sync that succeeds after one failed proves nothing of what the failed one held.
+    ::ledger::MutexLock lock(&mu_);
+    if (sync_failed_) return poison_;
+  }
+  absl::Status synced;
+  {
+    ::ledger::MutexLock fd_lock(&fd_mu_);
+    if (active_fd_ < 0) return absl::OkStatus();
+    synced = Fault("sync");
+    if (synced.ok() && fdatasync(active_fd_) != 0) {
+      synced = ErrnoStatus(errno, "syncing", active_path_);
+    }
+  }
+  if (synced.ok()) return synced;
+  ::ledger::MutexLock lock(&mu_);
+  sync_failed_ = true;
+  poison_ = absl::UnavailableError(absl::StrCat(
+      "the log could not be synced (", synced.message(),
+      "); entries written since the last sync may be lost, so writes stop until ledgerd starts "
+      "again and its recovery decides them"));
+  return poison_;
+}
+
 absl::Status LocalLog::Repair() {
   if (poisoned().ok()) return absl::OkStatus();
+  {
+    ::ledger::MutexLock lock(&mu_);
+    if (sync_failed_) return poison_;
+  }
   absl::Status zeroed = Fault("write");
   if (zeroed.ok()) zeroed = WriteZeros(active_fd_, poisoned_offset_, poisoned_bytes_, active_path_);
   if (zeroed.ok()) zeroed = Fault("sync");

@@ -97,6 +97,9 @@ class LocalLog final : public ReplicatedLog {
   // zeros on the journal thread. Call from a thread other than the journal thread (the
   // applier); a no-op while a spare is ready or being made.
   absl::Status PrepareSpare() ABSL_LOCKS_EXCLUDED(spare_mu_);
+  // Without options.sync: fdatasyncs the segment appended to (a roll syncs the one it leaves), so
+  // that every entry appended before the call is durable. Any thread.
+  absl::Status Sync() override ABSL_LOCKS_EXCLUDED(fd_mu_, mu_);
   absl::Status PrepareAhead() override { return PrepareSpare(); }
   // The poisoning error; OK while appends are allowed.
   absl::Status poisoned() const override ABSL_LOCKS_EXCLUDED(mu_);
@@ -152,12 +155,18 @@ class LocalLog final : public ReplicatedLog {
   int64_t active_end_ ABSL_GUARDED_BY(mu_) = 0;
   // The journal thread's alone (Append, Repair, Roll): the segment appended to, its path and size
   // (the last of segments_, which DropBefore never deletes), and where the next entry goes.
+  // Roll changes active_fd_ and active_path_ under fd_mu_ too, under which Sync (any thread)
+  // reads them.
+  ::ledger::Mutex fd_mu_;
   int active_fd_ = -1;
   std::string active_path_;
   int64_t active_size_ = 0;
   int64_t write_offset_ = 0;
   int64_t poisoned_offset_ = 0;
   int64_t poisoned_bytes_ = 0;
+  // A Sync failed: Repair cannot make the log definite (the entries it covered may be lost in
+  // any part), so the poison stays until a restart recovers the log.
+  bool sync_failed_ ABSL_GUARDED_BY(mu_) = false;
 
   // The spare segment: PrepareSpare makes it, TakeSpare renames it into the log.
   enum class Spare : uint8_t { kNone, kMaking, kReady, kTaking };

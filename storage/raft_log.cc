@@ -115,6 +115,10 @@ struct RaftLog::Replica {
   // The loop thread's own: above 0 once libraft has taken a snapshot through this position that
   // the mirror does not reach (RaftStatus::needs_state_through).
   uint64_t awaiting_state_through = 0;
+  // The loop thread's own: payload bytes committed since the last snapshot, and whether the
+  // next apply has been asked to take one (snapshot_bytes reached).
+  int64_t bytes_since_snapshot = 0;
+  bool snapshot_asked = false;
   uv_timer_t retry{};
   std::deque<Proposal*> queued ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -269,6 +273,13 @@ struct RaftLog::Replica {
     unmirrored.emplace_back(index, std::string(payload));
     unmirrored_bytes += static_cast<int64_t>(payload.size());
     FlushUnmirrored();
+    bytes_since_snapshot += static_cast<int64_t>(payload.size());
+    if (bytes_since_snapshot >= options.snapshot_bytes && !snapshot_asked) {
+      // libraft snapshots by entry count only: a threshold of 1 makes its next apply take one,
+      // and the snapshot puts the configured threshold back.
+      raft_set_snapshot_threshold(&raft, 1);
+      snapshot_asked = true;
+    }
     return 0;
   }
 
@@ -301,6 +312,12 @@ struct RaftLog::Replica {
 
   // Loop thread, once per iteration: what Status() reports.
   void Refresh() {
+    // Raft's own entries (barriers, the no-op of a new term) never reach the FSM: an entry after
+    // them fills their positions, and so do these, so that a follower's mirror reaches what it
+    // has applied even when a barrier (a read on the leader) was the last entry. Every position
+    // up to last_applied that is not mirrored is one of them: an FSM entry that failed leaves
+    // last_applied before it.
+    if (awaiting_state_through == 0 && raft.last_applied > LastKnown()) FillTo(raft.last_applied);
     raft_id id = 0;
     const char* address = nullptr;
     raft_leader(&raft, &id, &address);
@@ -384,6 +401,11 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     mirror_options.dir = r.options.log_dir;
     mirror_options.segment_bytes = r.options.log_segment_bytes;
     mirror_options.fault = r.options.mirror_fault;
+    // libraft's own log has synced every entry before it counts (O_DSYNC), and at a restart it
+    // applies again every entry after its last snapshot: so the mirror is written as entries
+    // commit and synced only before something relies on it (a snapshot here, a checkpoint of
+    // the store: Sync). One sync per commit instead of two.
+    mirror_options.sync = false;
     absl::StatusOr<std::unique_ptr<LocalLog>> mirror = LocalLog::Open(mirror_options);
     if (!mirror.ok()) return mirror.status();
     r.mirror = std::move(*mirror);
@@ -433,6 +455,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     uv_loop_close(&r.loop);
     return failure;
   };
+  raft_uv_set_segment_size(&r.io, r.options.raft_segment_bytes);
   // A snapshot is an 8-byte manifest: compressing it (libraft's default, LZ4 on libuv's pool)
   // buys nothing.
   if (int rv = raft_uv_set_snapshot_compression(&r.io, false); rv != 0) {
@@ -449,8 +472,8 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     // replicationApply), so the entry being applied is the one after it.
     return self->Commit(self->raft.last_applied + 1, *payload);
   };
-  // A snapshot is a manifest: the index it covers, which the mirror holds durably already (it
-  // syncs every entry). libraft takes the buffers and raft_free()s them.
+  // A snapshot is a manifest: the index it covers, which the mirror is made to hold durably
+  // first (it lets libraft drop those entries). libraft takes the buffers and raft_free()s them.
   r.fsm.snapshot = [](raft_fsm* fsm, raft_buffer* bufs[], unsigned* n_bufs) {
     auto* self = static_cast<Replica*>(fsm->data);
     // Not while committed entries wait for the mirror: a snapshot lets libraft drop entries the
@@ -458,6 +481,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     if (!self->unmirrored.empty()) return RAFT_BUSY;
     // Nor while it lacks the state a snapshot would claim.
     if (self->awaiting_state_through > 0) return RAFT_BUSY;
+    if (!self->mirror->Sync().ok()) return RAFT_IOERR;
     *bufs = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
     if (*bufs == nullptr) return RAFT_NOMEM;
     (*bufs)[0].len = sizeof(uint64_t);
@@ -469,6 +493,11 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     const uint64_t index = self->raft.last_applied;
     std::memcpy((*bufs)[0].base, &index, sizeof index);
     *n_bufs = 1;
+    self->bytes_since_snapshot = 0;
+    if (self->snapshot_asked) {
+      raft_set_snapshot_threshold(&self->raft, self->options.snapshot_threshold);
+      self->snapshot_asked = false;
+    }
     return 0;
   };
   // On a restart, libraft restores this node's own last snapshot, which its mirror covers. A
@@ -541,7 +570,9 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   // with a higher term when it returns.
   raft_set_pre_vote(&r.raft, r.options.pre_vote);
   if (int rv = raft_start(&r.raft); rv != 0) {
-    return abandon(absl::InternalError(absl::StrCat("raft_start: ", raft_errmsg(&r.raft))));
+    // raft_errmsg can be empty (an error of the I/O's); its own message and the code say more.
+    return abandon(absl::InternalError(absl::StrCat("raft_start: ", raft_strerror(rv), ": ",
+                                                    raft_errmsg(&r.raft), " ", r.io.errmsg)));
   }
 
   uv_async_init(&r.loop, &r.wake,
@@ -620,6 +651,8 @@ absl::Status RaftLog::ReadFrom(
     const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read) const {
   return replica_->mirror->ReadFrom(from, read);
 }
+
+absl::Status RaftLog::Sync() { return replica_->mirror->Sync(); }
 
 absl::StatusOr<int> RaftLog::DropBefore(uint64_t position) {
   return replica_->mirror->DropBefore(position);

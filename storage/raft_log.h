@@ -20,10 +20,11 @@
 //  - A mirror that cannot be written (a full disk, a failed sync) holds the entry back: libraft
 //    retries the apply with its next message, the mirror is repaired first, and the replica
 //    catches up once the write works. On the leader, Append waits for that.
-//  - Snapshots (libraft takes one every `snapshot_threshold` entries) are a manifest: the index
-//    they cover, which the mirror holds durably already. A replica so far behind that the leader
-//    sends it a snapshot refuses it and says so in Status().needs_state_through; ledgerd then
-//    fetches the leader's state and opens the replica again (server/state_transfer.h).
+//  - Snapshots (libraft takes one every `snapshot_threshold` entries or `snapshot_bytes`) are a
+//    manifest: the index they cover, which the mirror is synced through first. A replica so far
+//    behind that the leader sends it a snapshot refuses it and says so in
+//    Status().needs_state_through; ledgerd then fetches the leader's state and opens the replica
+//    again (server/state_transfer.h).
 //
 // Threads: a loop thread of its own runs libraft. Append, Repair and the accessors may be called
 // from any thread; Append blocks its caller until the entry's fate is known.
@@ -64,7 +65,16 @@ struct RaftLogOptions {
   absl::Duration election_timeout = absl::Milliseconds(300);
   absl::Duration heartbeat_interval = absl::Milliseconds(50);
   bool pre_vote = true;
-  unsigned snapshot_threshold = 1024;
+  // libraft takes a snapshot once the entries since the last one number `snapshot_threshold`
+  // or hold `snapshot_bytes` of payload, whichever comes first. Each costs libraft a stall of
+  // its loop (it closes its open segment, whose io_destroy took 40 ms here), so they are spaced
+  // by bytes; the bytes bound what libraft holds in memory (it keeps every entry since the last
+  // snapshot).
+  unsigned snapshot_threshold = 65536;
+  int64_t snapshot_bytes = int64_t{64} << 20;
+  // libraft's segment size (its default is 8 MiB): each segment it closes stalls its loop as a
+  // snapshot does.
+  size_t raft_segment_bytes = size_t{64} << 20;
   // Entries libraft keeps behind a snapshot (its default, 128): a follower further behind than
   // that needs the leader's snapshot, which this version cannot restore yet.
   unsigned snapshot_trailing = 128;
@@ -120,6 +130,7 @@ class RaftLog final : public ReplicatedLog {
   absl::StatusOr<int> DropBefore(uint64_t position) override;
   uint64_t first_position() const override;
   uint64_t last_position() const override;
+  absl::Status Sync() override;
   absl::Status PrepareAhead() override;
   std::vector<std::string> SegmentPaths() const override;
   size_t SegmentCount() const override;

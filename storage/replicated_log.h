@@ -5,7 +5,7 @@
 //  - SimLog (sim/sim_log.h): the simulator's, in memory, which fails writes and syncs and tears
 //    the unfinished tail at seeded moments;
 //  - RaftLog (storage/raft_log.h, issue 32): committed on a majority of three replicas, through
-//    libraft; not used by ledgerd yet.
+//    libraft; a cluster replica's (ledgerd --peers).
 //
 // Appends are synchronous: Append returns once the entry is committed (LocalLog: written and
 // synced), and the journal thread that called it then releases the group's answers in order.
@@ -59,6 +59,13 @@ class ReplicatedLog {
   // The oldest entry kept (last_position() + 1 when none) and the newest committed.
   virtual uint64_t first_position() const = 0;
   virtual uint64_t last_position() const = 0;
+
+  // Makes every entry appended so far durable; any thread. What a checkpoint calls before it
+  // records the position it has applied, so that the log never ends before it after a crash. A
+  // log that syncs each append (LocalLog in durability sync) has nothing to do. A failure
+  // poisons the log for good: what the failed sync held may be lost, and only a restart (its
+  // recovery) decides it.
+  virtual absl::Status Sync() = 0;
 
   // Work an append would otherwise do on the journal thread (LocalLog: the next segment, made
   // and synced ahead of time), done from another thread (the applier). Cheap when done already.

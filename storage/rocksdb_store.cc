@@ -821,6 +821,9 @@ absl::StatusOr<uint64_t> RocksDbStore::CheckpointLocked(
   ReleaseCheckpointingAccounts(/*written=*/ingested.ok());
   if (!ingested.ok()) return ingested;
   step_done("tables");
+  // The log first: a position recorded past the log's durable end (a log appended without a
+  // sync: durability async, a replica's mirror) would make the next start refuse the directory.
+  if (absl::Status synced = log_->Sync(); !synced.ok()) return synced;
   if (absl::Status written = WriteCheckpoint(applied); !written.ok()) return written;
   step_done("position");
   // The applier goes on meanwhile: what it writes before the flush takes the memtables lands in

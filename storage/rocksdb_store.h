@@ -81,8 +81,9 @@ struct ClusterOptions {
   std::string raft_dir;
   absl::Duration election_timeout = absl::Milliseconds(300);
   absl::Duration heartbeat_interval = absl::Milliseconds(50);
-  // libraft takes a snapshot every this many entries (RaftLogOptions::snapshot_threshold).
-  unsigned snapshot_entries = 1024;
+  // libraft takes a snapshot every this many entries or 64 MiB of them
+  // (RaftLogOptions::snapshot_threshold and snapshot_bytes).
+  unsigned snapshot_entries = 65536;
 };
 
 // libraft's directory inside a replica's data directory. Its presence is what marks the data

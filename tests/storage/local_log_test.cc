@@ -76,6 +76,13 @@ class LocalLogTest : public testing::Test {
     }
     return payloads;
   }
+  // A fault hook that fails every sync while `*fail` is true.
+  static std::function<absl::Status(absl::string_view)> FailSyncWhile(const bool* fail) {
+    return [fail](absl::string_view step) {
+      if (step == "sync" && *fail) return absl::UnavailableError("injected EIO");
+      return absl::OkStatus();
+    };
+  }
   std::string FirstSegment() const { return options_.dir + "/" + LogSegmentName(1); }
 
   ScratchDir scratch_;
@@ -280,10 +287,7 @@ TEST_F(LocalLogTest, AMissingSegmentIsCorruption) {
 // takes no append until Repair has zeroed it and synced; then the position is reused.
 TEST_F(LocalLogTest, AFailedSyncPoisonsTheLogUntilRepairedAndTheEntryIsGone) {
   bool fail_sync = false;
-  options_.fault = [&](absl::string_view step) {
-    if (step == "sync" && fail_sync) return absl::UnavailableError("injected EIO");
-    return absl::OkStatus();
-  };
+  options_.fault = FailSyncWhile(&fail_sync);
   {
     std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
     AppendEntries(*log, 3, 50);
@@ -311,6 +315,55 @@ TEST_F(LocalLogTest, AFailedSyncPoisonsTheLogUntilRepairedAndTheEntryIsGone) {
   const auto all = ReadAllEntries(*log, 1);
   ASSERT_EQ(all.size(), 4u);
   EXPECT_EQ(all[3].second, "kept");
+}
+
+// Without a sync per append (durability async, a replica's mirror), the log syncs when asked
+// (Sync: a checkpoint, a snapshot) and when it leaves a segment, so that no segment's entries
+// are durable while an earlier segment's may not be.
+TEST_F(LocalLogTest, UnsyncedAppendsAreSyncedBySyncAndByEachRoll) {
+  options_.sync = false;
+  int syncs = 0;
+  options_.fault = [&](absl::string_view step) {
+    if (step == "sync") ++syncs;
+    return absl::OkStatus();
+  };
+  std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+  AppendEntries(*log, 5, 50);
+  EXPECT_EQ(syncs, 0);
+  ASSERT_TRUE(log->Sync().ok());
+  EXPECT_EQ(syncs, 1);
+  // Entries that fill segments: one sync per segment left behind.
+  const size_t segments_before = log->SegmentCount();
+  AppendEntries(*log, 40, 200);
+  const size_t rolls = log->SegmentCount() - segments_before;
+  ASSERT_GE(rolls, 2u);
+  EXPECT_EQ(syncs, 1 + static_cast<int>(rolls));
+}
+
+// A failed Sync leaves no entry to zero: what it covered may be lost anywhere, so the log stays
+// poisoned (Repair refuses) until a restart recovers it, which keeps every entry that is whole.
+TEST_F(LocalLogTest, AFailedSyncOfUnsyncedAppendsPoisonsTheLogUntilARestart) {
+  options_.sync = false;
+  bool fail_sync = false;
+  options_.fault = FailSyncWhile(&fail_sync);
+  {
+    std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+    AppendEntries(*log, 3, 50);
+    fail_sync = true;
+    const absl::Status synced = log->Sync();
+    EXPECT_EQ(synced.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(synced.message(), HasSubstr("injected EIO"));
+    fail_sync = false;
+    EXPECT_FALSE(log->Append("refused").ok());
+    EXPECT_FALSE(log->Repair().ok());
+    EXPECT_FALSE(log->Sync().ok());  // A later sync that works proves nothing.
+    EXPECT_THAT(log->poisoned().message(), HasSubstr("starts again"));
+    EXPECT_EQ(log->last_position(), 3u);
+  }
+  options_.fault = nullptr;
+  std::unique_ptr<LocalLog> log = OpenLogOrDie(options_);
+  EXPECT_EQ(ReadAllEntries(*log, 1).size(), 3u);
+  EXPECT_EQ(log->Append("after the restart").value_or(0), 4u);
 }
 
 TEST_F(LocalLogTest, ANewSegmentThatCannotBeMadeRefusesTheAppendWithoutPoisoning) {

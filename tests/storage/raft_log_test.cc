@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -24,6 +25,7 @@
 #include "base/annotated_mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/local_log.h"
 #include "tests/scratch_dir.h"
 #include "tests/unused_port.h"
 #include "tests/wait_until.h"
@@ -81,6 +83,7 @@ class RaftLogTest : public ::testing::Test {
     options.log_segment_bytes = 1 << 20;
     options.snapshot_threshold = snapshot_threshold_;
     options.snapshot_trailing = snapshot_trailing_;
+    options.snapshot_bytes = snapshot_bytes_;
     // Short timeouts keep the elections of these tests quick; the production defaults are
     // 300 and 50 ms.
     options.election_timeout = absl::Milliseconds(150);
@@ -89,8 +92,9 @@ class RaftLogTest : public ::testing::Test {
       committed_[i].Add(position, payload);
     };
     options.mirror_fault = [this, i](absl::string_view step) {
-      if (step == "sync" && mirror_fails_[i].load()) {
-        return absl::InternalError("injected: the mirror's fdatasync failed");
+      if (step == "sync") mirror_syncs_[i].fetch_add(1);
+      if (step == "write" && mirror_fails_[i].load()) {
+        return absl::InternalError("injected: the mirror's write failed (EIO)");
       }
       return absl::OkStatus();
     };
@@ -179,8 +183,10 @@ class RaftLogTest : public ::testing::Test {
   std::vector<RaftPeer> peers_;
   std::array<Committed, 3> committed_;
   std::array<std::atomic<bool>, 3> mirror_fails_{};
+  std::array<std::atomic<int>, 3> mirror_syncs_{};
   unsigned snapshot_threshold_ = 1024;
   unsigned snapshot_trailing_ = 128;
+  int64_t snapshot_bytes_ = int64_t{64} << 20;
   std::array<std::unique_ptr<RaftLog>, 3> replicas_;
 };
 
@@ -424,6 +430,87 @@ TEST_F(RaftLogTest, SnapshotsEveryFewEntriesKeepEveryReplicaWhole) {
     mirror.erase(next);
     EXPECT_EQ(mirror, before) << "replica " << i + 1;
   }
+}
+
+// libraft's log syncs every entry before it counts; the mirror is synced only before something
+// relies on it: a snapshot (which lets libraft drop entries) and Sync (a store's checkpoint).
+TEST_F(RaftLogTest, TheMirrorIsSyncedBeforeEachSnapshotAndWhenAskedNotAtEachCommit) {
+  snapshot_threshold_ = 8;
+  StartAll();
+  uint64_t last = 0;
+  for (int n = 0; n < 40; ++n) last = AppendOnLeader(absl::StrCat("entry ", n));
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
+  for (int i = 0; i < 3; ++i) {
+    // About one snapshot per 8 entries applied, each after a sync.
+    EXPECT_GE(mirror_syncs_[i].load(), 3) << "replica " << i + 1;
+    EXPECT_LE(mirror_syncs_[i].load(), 10) << "replica " << i + 1;
+  }
+  const int before = mirror_syncs_[0].load();
+  ASSERT_TRUE(replicas_[0]->Sync().ok());
+  EXPECT_EQ(mirror_syncs_[0].load(), before + 1);
+}
+
+// Snapshots are spaced by bytes too: large entries reach snapshot_bytes long before the entry
+// count, and each snapshot puts the count back (the mirror is synced once per snapshot).
+TEST_F(RaftLogTest, EntriesThatReachTheSnapshotBytesTakeASnapshotBeforeTheEntryCount) {
+  snapshot_threshold_ = 65536;
+  snapshot_bytes_ = 4096;
+  StartAll();
+  uint64_t last = 0;
+  for (int n = 0; n < 5; ++n) last = AppendOnLeader(std::string(100, 'x'));
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(mirror_syncs_[i].load(), 0) << "replica " << i + 1;
+  for (int n = 0; n < 20; ++n) last = AppendOnLeader(std::string(1000, 'y'));
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
+  for (int i = 0; i < 3; ++i) {
+    // 20,500 bytes: a snapshot per 4 KiB, 4 or 5 of them.
+    EXPECT_GE(mirror_syncs_[i].load(), 3) << "replica " << i + 1;
+    EXPECT_LE(mirror_syncs_[i].load(), 6) << "replica " << i + 1;
+  }
+}
+
+// What an OS crash does to a mirror appended without a sync: its newest entries are gone. At the
+// restart libraft applies again every entry after its last snapshot, and they are mirrored again.
+TEST_F(RaftLogTest, AMirrorThatLostItsUnsyncedTailIsRefilledFromRaftsLog) {
+  StartAll();
+  uint64_t last = 0;
+  for (int n = 0; n < 10; ++n) last = AppendOnLeader(absl::StrCat("entry ", n));
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
+  const std::map<uint64_t, std::string> whole = MirrorOf(1);
+  const int crashed = 0;
+  replicas_[crashed].reset();
+  // Zero the last 4 entries of its only segment (a 32-byte header, then entries of a 16-byte
+  // header and the payload padded to 8 bytes), as if the OS never wrote them.
+  int64_t offset = 32;
+  int64_t lost_bytes = 0;
+  for (const auto& [position, payload] : whole) {
+    const int64_t bytes = (16 + static_cast<int64_t>(payload.size()) + 7) / 8 * 8;
+    if (position + 4 <= last) {
+      offset += bytes;
+    } else {
+      lost_bytes += bytes;
+    }
+  }
+  {
+    const std::string segment = OptionsFor(crashed).log_dir + "/" + LogSegmentName(1);
+    std::fstream file(segment, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.is_open()) << segment;
+    file.seekp(offset);
+    const std::string zeros(static_cast<size_t>(lost_bytes), '\0');
+    file.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  {
+    LocalLogOptions mirror;
+    mirror.dir = OptionsFor(crashed).log_dir;
+    absl::StatusOr<std::unique_ptr<LocalLog>> cut = LocalLog::Open(mirror);
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    ASSERT_EQ((*cut)->last_position(), last - 4);
+  }
+  ASSERT_NO_FATAL_FAILURE(Start(crashed));
+  const uint64_t next = AppendOnLeader("after");
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, next));
+  EXPECT_EQ(MirrorOf(crashed), MirrorOf(1));
+  EXPECT_EQ(MirrorOf(crashed).at(last), whole.at(last));
 }
 
 TEST_F(RaftLogTest, AFollowerBehindTheLeadersSnapshotSaysSoStaysBehindAndTheOthersGoOn) {

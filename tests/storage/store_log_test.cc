@@ -655,6 +655,44 @@ TEST(StoreLogTest, AFailedSyncFailsTheGroupStopsWritesUntilRepairedAndLeavesNoTr
   EXPECT_EQ(store->log_position(), 2u);
 }
 
+// In durability async the log is not synced per group: a checkpoint syncs it before it records
+// the position it applied, so that after an OS crash the log never ends before that position
+// (which the next start would refuse as data loss). A checkpoint that cannot sync it records
+// nothing, and the log takes no write until a restart.
+TEST(StoreLogTest, InDurabilityAsyncACheckpointSyncsTheLogFirstOrRecordsNothing) {
+  ScratchDir scratch;
+  testing_util::InitLedger(scratch.path(), kSmallSegment);
+  std::atomic<int> syncs{0};
+  std::atomic<bool> fail_sync{false};
+  StoreTestHooks hooks;
+  hooks.log_fault = [&](absl::string_view step) {
+    if (step != "sync") return absl::OkStatus();
+    syncs.fetch_add(1);
+    return fail_sync.load() ? absl::UnavailableError("injected EIO") : absl::OkStatus();
+  };
+  StoreOptions options = LogOptions(scratch.path());
+  options.durability = Durability::kAsync;
+  {
+    std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(options, hooks);
+    ASSERT_NE(store, nullptr);
+    for (uint64_t n = 1; n <= 3; ++n) ASSERT_TRUE(store->Write(DepositBatch("a", n)).ok());
+    EXPECT_EQ(syncs.load(), 0);
+    ASSERT_TRUE(store->Checkpoint().ok());
+    EXPECT_EQ(syncs.load(), 1);
+    ASSERT_TRUE(store->Write(DepositBatch("a", 4)).ok());
+    fail_sync = true;
+    const uint64_t failures = store->checkpoint_failures();
+    const absl::Status failed = store->Checkpoint();
+    EXPECT_THAT(failed.message(), HasSubstr("injected EIO"));
+    EXPECT_EQ(store->checkpoint_failures(), failures + 1);
+    fail_sync = false;
+    EXPECT_FALSE(store->Write(DepositBatch("a", 5)).ok());
+  }
+  std::unique_ptr<RocksDbStore> store = OpenStoreOrDie(LogOptions(scratch.path()));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->FindAccount("a").value(), (AccountState{.balance = 40, .sequence = 4}));
+}
+
 // tests/fixtures/format1_ledger.tar.gz was written by ledgerd 0.1.0 at format version 1 (commit
 // 984f3ec: deposits, a withdrawal, a committed and a refused transfer, then a SIGKILL, so that
 // part of it is still in RocksDB's own WAL).
