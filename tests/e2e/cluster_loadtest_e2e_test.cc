@@ -8,17 +8,15 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "client/loadtest_report.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledgerd_cluster.h"
+#include "tests/e2e/loadtest_report.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/test_paths.h"
 
@@ -47,16 +45,6 @@ class ClusterLoadtestTest : public ::testing::Test, protected LedgerdCluster {
  protected:
   void TearDown() override { std::filesystem::remove(json_path_); }
 
-  // The report the load test wrote, read strictly (a key the message lacks fails the test).
-  loadtest::Report ReadReport() {
-    std::ifstream file(json_path_);
-    const std::string json{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-    loadtest::Report report;
-    const auto parsed = google::protobuf::util::JsonStringToMessage(json, &report);
-    EXPECT_TRUE(parsed.ok()) << parsed.ToString() << ": " << json;
-    return report;
-  }
-
   const std::string json_path_ = (std::filesystem::temp_directory_path() /
                                   ("cluster-loadtest-" + std::to_string(getpid()) + ".json"))
                                      .string();
@@ -78,7 +66,7 @@ TEST_F(ClusterLoadtestTest, ALeaderKilledMidRunIsFollowedAndNoMoneyIsLostOrInven
   const int exit_code = loadtest.WaitForExit(std::chrono::seconds(60)).value_or(-1);
   const std::string output = loadtest.output();
   ASSERT_EQ(exit_code, 0) << output;
-  const loadtest::Report report = ReadReport();
+  const loadtest::Report report = testing_util::ReadLoadtestReport(json_path_);
 
   // Exact: every acknowledged operation is in the balances read from the leader, and every
   // operation the kill left unknown was settled.

@@ -1,9 +1,16 @@
-// Test helper: reads numbers out of ledger-loadtest's --json report without a JSON library.
+// Test helpers: ledger-loadtest's --json report, read strictly as its message, or a number read
+// out of it without a JSON library.
 #ifndef LEDGER_TESTS_E2E_LOADTEST_REPORT_H_
 #define LEDGER_TESTS_E2E_LOADTEST_REPORT_H_
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
+
+#include "client/loadtest_report.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
 
 namespace ledger::testing_util {
 
@@ -15,6 +22,16 @@ inline long long JsonNumber(const std::string& json, const std::string& key) {
   at += key.size() + 3;
   if (at < json.size() && json[at] == '"') ++at;
   return std::atoll(json.c_str() + at);
+}
+
+// The report in `path`, read strictly: a key the message lacks fails the test.
+inline loadtest::Report ReadLoadtestReport(const std::string& path) {
+  std::ifstream file(path);
+  const std::string json{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  loadtest::Report report;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(json, &report);
+  EXPECT_TRUE(parsed.ok()) << parsed.ToString() << ": " << json;
+  return report;
 }
 
 }  // namespace ledger::testing_util
