@@ -34,6 +34,15 @@ inline loadtest::Report ReadLoadtestReport(const std::string& path) {
   return report;
 }
 
+// Exact: every acknowledged operation is in the balances the load test read back, and every
+// call (and transfer) whose outcome a fault left unknown was settled. `output` is the load
+// test's, for the failure message.
+inline void ExpectVerifiedExactly(const loadtest::Report& report, const std::string& output) {
+  EXPECT_EQ(report.verification(), "PASS") << output;
+  EXPECT_EQ(report.ambiguous().unresolved(), 0) << output;
+  EXPECT_EQ(report.transfers().unresolved(), 0) << output;
+}
+
 }  // namespace ledger::testing_util
 
 #endif  // LEDGER_TESTS_E2E_LOADTEST_REPORT_H_
