@@ -1,6 +1,9 @@
 // Test helper: a loopback port nobody listens on now, for a process or a replica that must be
-// told its address before it starts (a cluster's --peers). The kernel picks it; it is released
-// for the caller to take, so another process could take it first: rare on a test machine.
+// told its address before it starts (a cluster's --peers). It is released for the caller to
+// take, so it is chosen where little else can take it first: at random below Linux's ephemeral
+// range (32768 and up), from which the kernel gives out every outgoing connection's local port
+// and every bind to port 0. Picked by the kernel instead, a replica's Raft port was taken by a
+// load test's connection before the replica bound it (raft_start: I/O error, under ASan in CI).
 #ifndef LEDGER_TESTS_UNUSED_PORT_H_
 #define LEDGER_TESTS_UNUSED_PORT_H_
 
@@ -8,20 +11,36 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace ledger::testing_util {
 
-inline int UnusedPort() {
+inline constexpr int kUnusedPortLow = 20000;
+inline constexpr int kUnusedPortHigh = 32767;  // The ephemeral range starts above.
+
+// Whether `port` on loopback can be bound now.
+inline bool PortIsFree(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
   close(fd);
-  return ntohs(address.sin_port);
+  return bound;
+}
+
+inline int UnusedPort() {
+  static thread_local std::mt19937 random{std::random_device{}()};
+  std::uniform_int_distribution<int> pick(kUnusedPortLow, kUnusedPortHigh);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = pick(random);
+    if (PortIsFree(port)) return port;
+  }
+  ADD_FAILURE() << "no free loopback port in " << kUnusedPortLow << "-" << kUnusedPortHigh;
+  return 0;
 }
 
 }  // namespace ledger::testing_util
