@@ -455,7 +455,6 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     uv_loop_close(&r.loop);
     return failure;
   };
-  raft_uv_set_segment_size(&r.io, r.options.raft_segment_bytes);
   // A snapshot is an 8-byte manifest: compressing it (libraft's default, LZ4 on libuv's pool)
   // buys nothing.
   if (int rv = raft_uv_set_snapshot_compression(&r.io, false); rv != 0) {

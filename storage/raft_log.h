@@ -72,9 +72,6 @@ struct RaftLogOptions {
   // snapshot).
   unsigned snapshot_threshold = 65536;
   int64_t snapshot_bytes = int64_t{64} << 20;
-  // libraft's segment size (its default is 8 MiB): each segment it closes stalls its loop as a
-  // snapshot does.
-  size_t raft_segment_bytes = size_t{64} << 20;
   // Entries libraft keeps behind a snapshot (its default, 128): a follower further behind than
   // that needs the leader's snapshot, which this version cannot restore yet.
   unsigned snapshot_trailing = 128;
