@@ -11,7 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "gtest/gtest.h"
 
@@ -32,12 +34,19 @@ inline bool PortIsFree(int port) {
   return bound;
 }
 
+// Never the same port twice in one process: a cluster's three are picked before any is bound.
 inline int UnusedPort() {
-  static thread_local std::mt19937 random{std::random_device{}()};
+  static std::mutex mu;
+  static std::mt19937 random{std::random_device{}()};
+  static std::set<int> given;
+  const std::lock_guard<std::mutex> lock(mu);
   std::uniform_int_distribution<int> pick(kUnusedPortLow, kUnusedPortHigh);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int port = pick(random);
-    if (PortIsFree(port)) return port;
+    if (given.count(port) == 0 && PortIsFree(port)) {
+      given.insert(port);
+      return port;
+    }
   }
   ADD_FAILURE() << "no free loopback port in " << kUnusedPortLow << "-" << kUnusedPortHigh;
   return 0;
