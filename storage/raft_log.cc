@@ -125,6 +125,8 @@ struct RaftLog::Replica {
   absl::Status poison ABSL_GUARDED_BY(mu);
   RaftStatus status ABSL_GUARDED_BY(mu);
 
+  bool closing = false;  // The loop thread's own: raft_close was called.
+
   // Loop thread: proposes what Append queued, or refuses it.
   void OnWake() {
     std::deque<Proposal*> proposals;
@@ -141,7 +143,10 @@ struct RaftLog::Replica {
         Propose(p);
       }
     }
-    if (stop) {
+    // Once: a wake that comes after the close began (an Append that queued as the stop was
+    // asked) must not close libraft and the handles again (libuv aborts on a second uv_close).
+    if (stop && !closing) {
+      closing = true;
       uv_check_stop(&check);
       uv_timer_stop(&retry);
       // Committed (libraft said so) but not mirrored here: the entry is durable on a majority,
@@ -611,8 +616,9 @@ absl::StatusOr<uint64_t> RaftLog::Append(absl::string_view payload) {
     if (r.stopping) return absl::UnavailableError("the replica is stopping");
     proposal.payload = std::string(payload);
     r.queued.push_back(&proposal);
+    // Under the lock: never after the destructor's wake, which closes the replica.
+    uv_async_send(&r.wake);
   }
-  uv_async_send(&r.wake);
   absl::StatusOr<uint64_t> result = proposal.Wait();
   if (absl::IsUnavailable(result.status())) {
     MutexLock lock(&r.mu);
@@ -629,8 +635,8 @@ absl::StatusOr<uint64_t> RaftLog::Barrier() {
     MutexLock lock(&r.mu);
     if (r.stopping) return absl::UnavailableError("the replica is stopping");
     r.queued.push_back(&proposal);
+    uv_async_send(&r.wake);  // Under the lock, as in Append.
   }
-  uv_async_send(&r.wake);
   return proposal.Wait();
 }
 
