@@ -105,6 +105,24 @@ LeaderRouter::Hop LeaderRouter::Follow(const Route* refused_at, const CallOutcom
   return hop;
 }
 
+void LeaderRouter::Answered(const Route* at) {
+  if (at->unreachable_since_ns.load(std::memory_order_relaxed) != 0) {
+    at->unreachable_since_ns.store(0, std::memory_order_relaxed);
+  }
+  // Stored at most once a millisecond: every worker thread answers here, and a store per call
+  // would bounce the cache line between them.
+  const int64_t now = NowNs();
+  if (now - at->answered_at_ns.load(std::memory_order_relaxed) > 1'000'000) {
+    at->answered_at_ns.store(now, std::memory_order_relaxed);
+  }
+}
+
+bool LeaderRouter::AnsweredSince(const Route* at, std::chrono::steady_clock::time_point since) {
+  // Answered keeps the time to a millisecond.
+  return at->answered_at_ns.load(std::memory_order_relaxed) + 1'000'000 >=
+         std::chrono::duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
+}
+
 void LeaderRouter::Unanswered(const Route* at) {
   if (targets_.size() < 2) return;
   at->unreachable_since_ns.store(NowNs(), std::memory_order_relaxed);

@@ -58,6 +58,11 @@ class LeaderRouter {
     // When a call there last found no server (steady clock, ns; 0: it answered since): set by
     // Unanswered, cleared by Answered. For kUnreachableFor, hops pass over it.
     mutable std::atomic<int64_t> unreachable_since_ns{0};
+    // When it last answered a call (steady clock, ns, to about a millisecond; 0: never): a call
+    // that waited out its deadline there while nothing else was answered either found no server
+    // (a paused process, or one cut off from its peers, keeps its connections up and answers
+    // nothing), as AnsweredSince tells.
+    mutable std::atomic<int64_t> answered_at_ns{0};
   };
   // Makes channel number `index` (0 to channels_per_address - 1) to `address`.
   using ChannelMaker =
@@ -93,12 +98,10 @@ class LeaderRouter {
   // other addresses, moves to the next of them. One address: changes nothing.
   void Unanswered(const Route* at) ABSL_LOCKS_EXCLUDED(mu_);
   // After `at` answered a call (any answer of ledgerd's, a refusal included): it is reachable
-  // again. One atomic load when it was already.
-  static void Answered(const Route* at) {
-    if (at->unreachable_since_ns.load(std::memory_order_relaxed) != 0) {
-      at->unreachable_since_ns.store(0, std::memory_order_relaxed);
-    }
-  }
+  // again. Two atomic loads when it was already and answered within the last millisecond.
+  static void Answered(const Route* at);
+  // Whether `at` answered any call at or after `since` (steady clock).
+  static bool AnsweredSince(const Route* at, std::chrono::steady_clock::time_point since);
 
  private:
   Route* RouteTo(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -28,13 +28,17 @@ constexpr double kPushbackJitter = 0.1;
 // How long Connect waits for one address's channels before it looks at the next address's.
 constexpr absl::Duration kConnectPoll = absl::Milliseconds(50);
 
-// Whether a call that `outcome` (not the server's answer) ended found no server at `route`: the
-// connection was lost or refused (UNAVAILABLE), or its deadline passed while it waited for one
-// (--wait_for_ready) rather than while the server worked on it.
-bool FoundNoServer(const CallOutcome& outcome, const LeaderRouter::Route& route) {
+// Whether a call sent at `sent_at` that `outcome` (not the server's answer) ended found no server
+// at `route`: the connection was lost or refused (UNAVAILABLE); or its deadline passed while it
+// waited for a connection (--wait_for_ready), or while the server answered no call at all (a
+// paused process, or a leader cut off from its followers: their connections stay up). A deadline
+// that passed while the server answered others is a slow server, not a missing one.
+bool FoundNoServer(const CallOutcome& outcome, const LeaderRouter::Route& route,
+                   std::chrono::steady_clock::time_point sent_at) {
   if (outcome.code == grpc::StatusCode::UNAVAILABLE) return true;
-  return outcome.code == grpc::StatusCode::DEADLINE_EXCEEDED &&
-         route.channels.front()->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
+  if (outcome.code != grpc::StatusCode::DEADLINE_EXCEEDED) return false;
+  return route.channels.front()->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY ||
+         !LeaderRouter::AnsweredSince(&route, sent_at);
 }
 
 // Makes the channels of each address: --channels of them, each its own connection.
@@ -91,6 +95,8 @@ struct LoadtestDriver::Call {
   Clock::time_point intended_start;
   // This attempt's: the first attempt's is `intended_start`, a retry's when it was sent.
   Clock::time_point attempt_start;
+  // When this attempt was sent (a hop to the leader is sent anew, but is the same attempt).
+  Clock::time_point sent_at;
   bool measured = false;
 };
 
@@ -159,6 +165,7 @@ grpc::Status LoadtestDriver::CallLeader(const Attempt& attempt,
   const uint64_t sequence = call_sequence_.fetch_add(1);
   for (int hop = 0;; ++hop) {
     const LeaderRouter::Route* route = router_.Current();
+    const auto sent_at = std::chrono::steady_clock::now();
     grpc::ClientContext context;
     context.set_deadline(deadline);
     context.set_wait_for_ready(wait_for_ready);
@@ -166,7 +173,7 @@ grpc::Status LoadtestDriver::CallLeader(const Attempt& attempt,
     const CallOutcome outcome = ReadCallOutcome(status);
     if (ServerAnswered(outcome)) {
       LeaderRouter::Answered(route);
-    } else if (FoundNoServer(outcome, *route)) {
+    } else if (FoundNoServer(outcome, *route, sent_at)) {
       router_.Unanswered(route);
     }
     if (outcome.reason != v1::NOT_LEADER) return status;
@@ -224,6 +231,7 @@ std::vector<PlannedCall> LoadtestDriver::NextPlans(Workload& workload) const {
 
 void LoadtestDriver::Send(Call* call) {
   ++call->attempts;
+  call->sent_at = Clock::now();
   call->route = router_.Current();
   call->stub = call->route->stubs[call->sequence % call->route->stubs.size()].get();
   call->context = std::make_unique<grpc::ClientContext>();
@@ -347,20 +355,27 @@ void LoadtestDriver::Finish(Call* call, const grpc::Status& status) {
   if (call_answer.reason == v1::NOT_LEADER && FollowLeader(call, call_answer)) return;
   // The connection was lost or refused (a killed leader), or never came while the call waited
   // for it: the next calls try another member.
-  if (ServerAnswered(call_answer)) {
+  const bool server_answered = ServerAnswered(call_answer);
+  const bool found_no_server =
+      !server_answered && FoundNoServer(call_answer, *call->route, call->sent_at);
+  if (server_answered) {
     LeaderRouter::Answered(call->route);
-  } else if (FoundNoServer(call_answer, *call->route)) {
+  } else if (found_no_server) {
     router_.Unanswered(call->route);
   }
-  // The throttle's "accepted": the server took the attempt on (whatever its answer), rather than
-  // refusing it for overload or leaving it unanswered.
   const grpc::StatusCode code = status.error_code();
   if (options_.rate > 0 && options_.adaptive_in_flight) {
     in_flight_limit_.OnAnswer(code != grpc::StatusCode::RESOURCE_EXHAUSTED);
   }
-  throttle_.CountAnswer(Clock::now(), code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
-                                          code != grpc::StatusCode::UNAVAILABLE &&
-                                          code != grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The throttle hears of load only: a call the server took on (whatever its answer) is
+  // accepted; one refused for overload, or left past its deadline by a server busy with others,
+  // is not. A call that found no server, or that ran out of hops to the leader, says nothing of
+  // load: counted as refused, a failover would throttle the client for a minute after the
+  // cluster is back (the refusals it makes itself would keep it throttled).
+  if (!found_no_server && call_answer.reason != v1::NOT_LEADER) {
+    throttle_.CountAnswer(Clock::now(),
+                          server_answered && code != grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
   const std::vector<CallOutcome> answers =
       call->batched
           ? ApplyOperationOutcomes(call_answer, call->apply_response, call->pending.size())

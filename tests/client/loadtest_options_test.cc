@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/leader_router.h"
@@ -168,6 +169,24 @@ TEST_F(LeaderRouterTest, ALostLeaderIsPassedOverEvenWhenAFollowerStillNamesIt) {
   // Once it answers again, the killed one is a leader to follow.
   LeaderRouter::Answered(killed);
   EXPECT_EQ(router.Follow(router.Current(), Refusal("127.0.0.1:1")).route, killed);
+}
+
+// A call that waited out its deadline tells a missing server (a paused one) from a busy one by
+// whether the server answered anything meanwhile.
+TEST_F(LeaderRouterTest, AnsweredSinceTellsWhetherTheServerAnsweredAnyCallMeanwhile) {
+  LeaderRouter router = NewRouter(members_);
+  const LeaderRouter::Route* leader = router.Current();
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_FALSE(LeaderRouter::AnsweredSince(leader, sent));  // Never answered.
+  LeaderRouter::Answered(leader);
+  EXPECT_TRUE(LeaderRouter::AnsweredSince(leader, sent));
+  // Sent after that answer, and nothing answered since (the time is kept to a millisecond).
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(LeaderRouter::AnsweredSince(leader, std::chrono::steady_clock::now()));
+  // Another route's answers are not this one's.
+  LeaderRouter::Answered(router.targets()[1]);
+  EXPECT_FALSE(LeaderRouter::AnsweredSince(
+      leader, std::chrono::steady_clock::now() - std::chrono::milliseconds(2)));
 }
 
 TEST_F(LeaderRouterTest, OneTargetStaysWhereItIsWhenACallIsLost) {

@@ -1,9 +1,13 @@
-// ledger-loadtest in front of three ledgerd replicas (--target naming all three): the leader is
-// killed (SIGKILL) two seconds into the run and started again two seconds later, as a follower.
-// The load test follows the NOT_LEADER refusals to the new leader, keeps acknowledging
-// operations after the failover, settles the calls the kill left unknown, and verifies every
-// balance from the new leader: no money lost or invented.
+// ledger-loadtest in front of three ledgerd replicas (--target naming all three):
+//  - the leader is killed (SIGKILL) two seconds into the run and started again two seconds
+//    later, as a follower;
+//  - or it is paused (SIGSTOP), which keeps its connections up while it answers nothing, under
+//    an open loop with the adaptive throttle on.
+// The load test leaves it for the others, follows the NOT_LEADER refusals to the new leader,
+// keeps acknowledging operations after the failover, settles the calls the fault left unknown,
+// and verifies every balance from the new leader: no money lost or invented.
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/loadtest_report.pb.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledgerd_cluster.h"
@@ -31,6 +36,8 @@ using testing_util::Subprocess;
 constexpr auto kBeforeKill = std::chrono::seconds(2);
 constexpr auto kKilledFor = std::chrono::seconds(2);
 constexpr int kRunSeconds = 7;
+
+void PrintFailover(const loadtest::Report& report, const std::string& output);
 
 // The OK operations of seconds [first, last) of the report's timeline.
 long long OkBetween(const loadtest::Report& report, int first, int last) {
@@ -86,6 +93,42 @@ TEST_F(ClusterLoadtestTest, ALeaderKilledMidRunIsFollowedAndNoMoneyIsLostOrInven
   EXPECT_NE(leader, old_leader);
   EXPECT_EQ(report.leader().address(), Address(leader)) << output;
 
+  PrintFailover(report, output);
+}
+
+// Paused, the leader answers nothing on connections that stay up: every call there waits out its
+// deadline. The load test must leave it (a deadline while the server answered nothing is no
+// server), and its adaptive throttle must not count those calls as the server refusing load, or
+// it would go on refusing most of its own calls long after the new leader serves.
+TEST_F(ClusterLoadtestTest, ALeaderPausedMidRunIsLeftAndTheOfferedRateIsServedAgain) {
+  constexpr int kRate = 300;
+  constexpr int kPausedRunSeconds = 12;
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  const int old_leader = WaitForServing();
+  ASSERT_GE(old_leader, 0);
+  Subprocess loadtest(
+      {testing_util::LoadtestPath(), "--target=" + Targets(), "--json_file=" + json_path_,
+       "--server_shards=2", "--warmup=0s", "--duration=" + std::to_string(kPausedRunSeconds) + "s",
+       absl::StrCat("--rate=", kRate), "--concurrency=8", "--channels=2", "--accounts=200",
+       "--deadline=1s", "--progress", "--mix=deposit=5,withdraw=3,balance=1,transfer=1"});
+  std::this_thread::sleep_for(kBeforeKill);
+  node(old_leader).Signal(SIGSTOP);
+  const int exit_code = loadtest.WaitForExit(std::chrono::seconds(90)).value_or(-1);
+  node(old_leader).Signal(SIGCONT);
+  const std::string output = loadtest.output();
+  ASSERT_EQ(exit_code, 0) << output;
+  const loadtest::Report report = testing_util::ReadLoadtestReport(json_path_);
+  testing_util::ExpectVerifiedExactly(report, output);
+  ASSERT_GE(report.ok_by_second_size(), kPausedRunSeconds - 1) << output;
+  EXPECT_GT(OkBetween(report, 0, 2), 0) << output;
+  // The last four seconds, well after the failover (about a second): at least half the offered
+  // rate answered OK (about 80% of the calls are writes that succeed; the rest may be refused
+  // for an overdraft or a missing account).
+  EXPECT_GE(OkBetween(report, kPausedRunSeconds - 4, kPausedRunSeconds), kRate * 4 / 2) << output;
+  PrintFailover(report, output);
+}
+
+void PrintFailover(const loadtest::Report& report, const std::string& output) {
   std::cout << "failover: longest time without an OK operation " << report.longest_ok_gap_ms()
             << " ms (until " << report.longest_ok_gap_end_s() << " s); NOT_LEADER refusals "
             << report.leader().refusals() << ", followed " << report.leader().followed()
