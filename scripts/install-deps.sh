@@ -44,6 +44,9 @@ packages=(
   python3 python3-yaml curl
   openssl
   nghttp2-client python3-h2 haproxy
+  # The cluster's fault tests give each replica a network namespace and cut links between them
+  # (tests/e2e/replica_network.h).
+  iproute2 iptables
   postgresql
   docker-compose
 )

@@ -1,5 +1,6 @@
-// Test helper: a minimal blocking HTTP/1.0 GET against a loopback port, enough to scrape
-// /metrics and query Prometheus's HTTP API without an HTTP client library.
+// Test helper: a minimal blocking HTTP/1.0 GET against a port (of loopback unless a host is
+// named), enough to scrape /metrics and query Prometheus's HTTP API without an HTTP client
+// library.
 #ifndef LEDGER_TESTS_HTTP_GET_H_
 #define LEDGER_TESTS_HTTP_GET_H_
 
@@ -19,8 +20,12 @@ struct HttpResponse {
   std::string body;
 };
 
-// GET http://127.0.0.1:`port``path`; nullopt when the connection or the response fails.
-inline std::optional<HttpResponse> HttpGet(int port, const std::string& path) {
+// GET http://`host`:`port``path` (`host` an IPv4 address); nullopt when the connection or the
+// response fails.
+inline std::optional<HttpResponse> HttpGet(const std::string& host, int port,
+                                           const std::string& path) {
+  in_addr host_address{};
+  if (inet_pton(AF_INET, host.c_str(), &host_address) != 1) return std::nullopt;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return std::nullopt;
   const timeval timeout{10, 0};
@@ -28,10 +33,10 @@ inline std::optional<HttpResponse> HttpGet(int port, const std::string& path) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_addr = host_address;
   std::optional<HttpResponse> result;
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n\r\n";
     if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
         static_cast<ssize_t>(request.size())) {
       std::string raw;
@@ -47,6 +52,11 @@ inline std::optional<HttpResponse> HttpGet(int port, const std::string& path) {
   }
   close(fd);
   return result;
+}
+
+// GET http://127.0.0.1:`port``path`.
+inline std::optional<HttpResponse> HttpGet(int port, const std::string& path) {
+  return HttpGet("127.0.0.1", port, path);
 }
 
 }  // namespace ledger::testing_util

@@ -1,8 +1,12 @@
-// The cluster's fault schedule (issue 32): ledger-loadtest runs against three ledgerd replicas
-// while, round after round, a follower and then the leader are SIGKILLed and started again, the
-// leader is paused (SIGSTOP) until the others have elected another and then resumed, and a
-// follower is down long enough to fall behind the leader's snapshot (it fetches the leader's
-// state). In the end:
+// The cluster's fault schedule (issue 32): ledger-loadtest runs against three ledgerd replicas,
+// each on a host of its own (tests/e2e/replica_network.h), while, round after round:
+//  - a follower and then the leader are SIGKILLed and started again;
+//  - the leader is paused (SIGSTOP) until the others have elected another, then resumed;
+//  - a follower is down long enough to fall behind the leader's snapshot (it fetches the
+//    leader's state when started);
+//  - the leader is cut off from both followers until they have elected another, then healed;
+//  - a follower is cut off until it is behind the leader's snapshot, then healed.
+// In the end:
 //  - the load test's verification passes: no acknowledged operation lost, none applied twice,
 //    no money invented, every call the faults left unknown settled;
 //  - every replica, once it leads, answers every account's balance the same;
@@ -29,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/ledgerd_cluster.h"
 #include "tests/e2e/loadtest_report.h"
+#include "tests/e2e/replica_network.h"
 #include "tests/e2e/subprocess.h"
 #include "tests/test_paths.h"
 #include "tests/wait_until.h"
@@ -37,24 +42,27 @@ namespace ledger {
 namespace {
 
 using testing_util::LedgerdCluster;
+using testing_util::OnReplicaNetwork;
 using testing_util::ProcessState;
 using testing_util::Subprocess;
 using testing_util::WaitUntil;
 
 constexpr int kAccounts = 100;
-// The load test runs this long for each round of the schedule, which takes about 12 s (longer
-// under a sanitizer): the schedule must end while the load still runs.
+// The load test runs this long for each round of the schedule, which takes 20-24 s (longer under
+// a sanitizer), and kSlackSeconds more: the schedule must end while the load still runs.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)  // GCC
-constexpr int kRoundSeconds = 45;
+constexpr int kRoundSeconds = 55;
 #elif defined(__has_feature)  // clang
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr int kRoundSeconds = 45;
+constexpr int kRoundSeconds = 55;
 #else
-constexpr int kRoundSeconds = 25;
+constexpr int kRoundSeconds = 30;
 #endif
 #else
-constexpr int kRoundSeconds = 25;
+constexpr int kRoundSeconds = 30;
 #endif
+
+constexpr int kSlackSeconds = 15;
 
 int Rounds() {
   int rounds = 1;
@@ -66,11 +74,14 @@ int Rounds() {
   return rounds;
 }
 
-class ClusterFaultScheduleTest : public ::testing::Test, protected LedgerdCluster {
+class ClusterFaultScheduleTest : public ::testing::Test,
+                                 protected OnReplicaNetwork,
+                                 protected LedgerdCluster {
  protected:
-  // Snapshots every 16 entries, so that a follower paused for a second under load falls behind
+  // Snapshots every 16 entries, so that a follower away for a second under load falls behind
   // the leader's snapshot and must fetch the state.
-  ClusterFaultScheduleTest() : LedgerdCluster({"--raft_snapshot_entries=16"}) {}
+  ClusterFaultScheduleTest() : LedgerdCluster({"--raft_snapshot_entries=16"}, network.hosts()) {}
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(NeedReplicaNetwork()); }
   void TearDown() override { std::filesystem::remove(json_path_); }
 
   // Waits until a replica serves and `i` (just healed) holds the newest entry the leader held
@@ -81,7 +92,8 @@ class ClusterFaultScheduleTest : public ::testing::Test, protected LedgerdCluste
     const std::optional<double> target = LogPosition(leader);
     ASSERT_TRUE(target.has_value()) << fault;
     ASSERT_TRUE(WaitUntil([&] { return LogPosition(i).value_or(0) >= *target; },
-                          absl::StrCat("node ", i + 1, " catches up after ", fault)));
+                          absl::StrCat("node ", i + 1, " catches up after ", fault)))
+        << Diagnostics();
   }
 
   void KillAndRestart(int i, const std::string& fault) {
@@ -118,8 +130,7 @@ class ClusterFaultScheduleTest : public ::testing::Test, protected LedgerdCluste
   }
 
   // A follower down while the leader snapshots past what it holds: started again, it fetches
-  // the leader's state. (Killed rather than paused: ledger-loadtest can sit on a paused member
-  // for the rest of its run, docs/replication.md 9.2.)
+  // the leader's state at its start (CutOffAFollowerPastTheSnapshot is the live replica's case).
   void FollowerBehindTheSnapshot() {
     const int leader = WaitForServing();
     ASSERT_GE(leader, 0);
@@ -142,12 +153,63 @@ class ClusterFaultScheduleTest : public ::testing::Test, protected LedgerdCluste
     ASSERT_NO_FATAL_FAILURE(WaitUntilCaughtUp(follower, "a follower behind the snapshot"));
   }
 
+  // The leader cut off from both followers until they have elected another (it steps down: a
+  // minority), then healed: it takes the new leader's log.
+  void CutOffTheLeader() {
+    const int cut = WaitForServing();
+    ASSERT_GE(cut, 0);
+    network.CutOff(cut);
+    int leader = -1;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          leader = Serving();
+          return leader >= 0 && leader != cut;
+        },
+        "another replica leads"))
+        << Diagnostics();
+    network.Heal();
+    ASSERT_NO_FATAL_FAILURE(WaitUntilCaughtUp(cut, "a leader cut off"));
+  }
+
+  // A follower cut off until the leader has committed 400 entries without it, past its
+  // snapshot, and for longer than its connections last (what the leader sent it is lost), then
+  // healed: it fetches the leader's state.
+  void CutOffAFollowerPastTheSnapshot() {
+    const int leader = WaitForServing();
+    ASSERT_GE(leader, 0);
+    const int cut = (leader + 1) % 3;
+    const size_t restored_before = Occurrences(node(cut).log(), "the leader's state is now");
+    network.CutOff(cut);
+    const auto cut_since = std::chrono::steady_clock::now();
+    const std::optional<double> cut_at = LogPosition(leader);
+    ASSERT_TRUE(
+        WaitUntil([&] { return LogPosition(leader).value_or(0) > cut_at.value_or(0) + 400; },
+                  "the leader commits 400 entries without the follower"))
+        << Diagnostics();
+    std::this_thread::sleep_until(cut_since +
+                                  testing_util::ReplicaNetwork::kConnectionsGiveUpAfter);
+    network.Heal();
+    ASSERT_TRUE(WaitUntil(
+        [&] { return Occurrences(node(cut).log(), "the leader's state is now") > restored_before; },
+        "the healed follower takes the leader's state"))
+        << node(cut).log() << Diagnostics();
+    ASSERT_NO_FATAL_FAILURE(WaitUntilCaughtUp(cut, "a follower cut off"));
+  }
+
+  static size_t Occurrences(const std::string& text, const std::string& needle) {
+    size_t count = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
   // Each replica's Raft metrics, for a failure's message.
   std::string Diagnostics() {
     std::string out;
     for (int i = 0; i < 3; ++i) {
       std::optional<testing_util::HttpResponse> scrape =
-          testing_util::HttpGet(node(i).metrics_port(), "/metrics");
+          testing_util::HttpGet(node(i).metrics_host(), node(i).metrics_port(), "/metrics");
       const std::string log = node(i).log();
       absl::StrAppend(&out, "\nnode ", i + 1, " log (its end):\n",
                       log.substr(log.size() > 3000 ? log.size() - 3000 : 0), "\nnode ", i + 1, ":");
@@ -201,9 +263,9 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
   ASSERT_GE(WaitForServing(), 0);
   Subprocess loadtest({testing_util::LoadtestPath(), "--target=" + Targets(),
                        "--json_file=" + json_path_, "--server_shards=2", "--warmup=0s",
-                       "--duration=" + std::to_string(rounds * kRoundSeconds) + "s",
+                       "--duration=" + std::to_string(rounds * kRoundSeconds + kSlackSeconds) + "s",
                        "--concurrency=8", "--channels=2", absl::StrCat("--accounts=", kAccounts),
-                       "--deadline=2s", "--rate=300", "--throttle_k=0", "--progress",
+                       "--deadline=2s", "--rate=300", "--progress",
                        "--mix=deposit=5,withdraw=3,balance=1,transfer=1"});
   loadtest_ = &loadtest;
   const auto started = std::chrono::steady_clock::now();
@@ -226,6 +288,10 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
     step("a paused leader");
     ASSERT_NO_FATAL_FAILURE(FollowerBehindTheSnapshot());
     step("a follower behind the snapshot");
+    ASSERT_NO_FATAL_FAILURE(CutOffTheLeader());
+    step("a leader cut off");
+    ASSERT_NO_FATAL_FAILURE(CutOffAFollowerPastTheSnapshot());
+    step("a follower cut off past the snapshot");
   }
   // Every fault happened under load: the load test still runs.
   ASSERT_FALSE(loadtest.WaitForExit(std::chrono::milliseconds(0)).has_value())
@@ -235,7 +301,8 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
              .count()
       << " s, longer than the load test's run";
   const int exit_code =
-      loadtest.WaitForExit(std::chrono::seconds(rounds * kRoundSeconds + 60)).value_or(-1);
+      loadtest.WaitForExit(std::chrono::seconds(rounds * kRoundSeconds + kSlackSeconds + 60))
+          .value_or(-1);
   const std::string output = loadtest.output();
   ASSERT_EQ(exit_code, 0) << output;
   const loadtest::Report report = testing_util::ReadLoadtestReport(json_path_);
@@ -261,9 +328,16 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
         },
         "another replica leads"))
         << Diagnostics();
+    // Read from whichever of the two leads by then: leadership may still move between them (a
+    // follower whose election timer ran out on the loaded machine), which is Raft's choice.
     int next = -1;
     const std::map<std::string, int64_t> balances = BalancesFromTheLeader(report.run_id(), &next);
-    ASSERT_EQ(next, leader);
+    ASSERT_GE(next, 0);
+    ASSERT_NE(next, paused);
+    if (next != leader) {
+      std::cout << "  leadership moved from node " << leader + 1 << " to node " << next + 1
+                << " before the read" << Diagnostics() << std::endl;
+    }
     EXPECT_EQ(balances, first) << "node " << next + 1 << " against node " << first_leader + 1;
     have_led.insert(next);
     node(paused).Signal(SIGCONT);
@@ -274,36 +348,16 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
   }
   EXPECT_EQ(have_led.size(), 3u);
 
-  // Every replica holds the newest entry, then all stop; where their logs overlap (one restored
-  // from the leader's state starts later) they are the same, entry for entry.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::optional<double> newest = LogPosition(0);
-        return newest.has_value() && LogPosition(1) == newest && LogPosition(2) == newest;
-      },
-      "every replica holds the newest entry"))
-      << Diagnostics();
-  for (int i = 0; i < 3; ++i) node(i).Signal(SIGTERM);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(node(i).WaitForExit(), 0) << node(i).log();
-  std::array<std::map<uint64_t, std::string>, 3> logs;
-  for (int i = 0; i < 3; ++i) logs[i] = LogOf(i);
-  uint64_t from = 0;
-  for (const auto& log : logs) {
-    ASSERT_FALSE(log.empty());
-    from = std::max(from, log.begin()->first);
-  }
-  const auto suffix = [from](const std::map<uint64_t, std::string>& log) {
-    return std::map<uint64_t, std::string>(log.lower_bound(from), log.end());
-  };
-  EXPECT_GT(suffix(logs[0]).size(), 0u);
-  EXPECT_EQ(suffix(logs[1]), suffix(logs[0]));
-  EXPECT_EQ(suffix(logs[2]), suffix(logs[0]));
+  // The replicas' logs agree wherever they overlap (one restored from the leader's state starts
+  // later).
+  const uint64_t from = StopAllAndExpectEqualLogs();
 
   std::cout << "fault schedule: " << rounds << " round(s); OK operations " << report.ok_per_second()
             << "/s; NOT_LEADER refusals " << report.leader().refusals() << ", followed "
             << report.leader().followed() << "; ambiguous " << report.ambiguous().calls()
             << "; longest time without an OK operation " << report.longest_ok_gap_ms()
-            << " ms; logs compared from position " << from << "\n";
+            << " ms (until " << report.longest_ok_gap_end_s() << " s); logs compared from position "
+            << from << "\n";
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 // Test harness: `LedgerdCluster`, three ledgerd replicas (--node_id, --peers) as three processes
-// on loopback ports (LedgerdProcess each), with what the cluster tests ask of them: which one
-// serves, a deposit through whichever does, the refusals of the others, each replica's newest log
-// position (from /metrics) and, once stopped, its log entry by entry.
+// (LedgerdProcess each) on loopback ports, or each on its own address in its own network
+// namespace (`ReplicaHosts`, from tests/e2e/replica_network.h), with what the cluster tests ask of
+// them: which one serves, a deposit through whichever does, the refusals of the others, each
+// replica's newest log position (from /metrics) and, once stopped, its log entry by entry.
 #ifndef LEDGER_TESTS_E2E_LEDGERD_CLUSTER_H_
 #define LEDGER_TESTS_E2E_LEDGERD_CLUSTER_H_
 
 #include <signal.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <fstream>
@@ -42,27 +44,39 @@ inline char ProcessState(pid_t pid) {
   return name_end == std::string::npos || name_end + 2 >= line.size() ? 0 : line[name_end + 2];
 }
 
+// Where each replica runs: its IPv4 address, and the named network namespace it runs in (this
+// process's when empty). This process must reach every address.
+struct ReplicaHosts {
+  std::array<std::string, 3> address{"127.0.0.1", "127.0.0.1", "127.0.0.1"};
+  std::array<std::string, 3> netns;
+};
+
 class LedgerdCluster {
  public:
   // `flags` are added to every replica's.
-  explicit LedgerdCluster(const std::vector<std::string>& flags = {}) {
+  explicit LedgerdCluster(const std::vector<std::string>& flags = {},
+                          const ReplicaHosts& hosts = {})
+      : hosts_(hosts) {
     std::vector<std::string> peers;
     std::vector<std::string> clients;
     for (int i = 0; i < 3; ++i) {
       grpc_ports_[i] = UnusedPort();
-      peers.push_back(absl::StrCat(i + 1, "=127.0.0.1:", UnusedPort()));
-      clients.push_back(absl::StrCat(i + 1, "=127.0.0.1:", grpc_ports_[i]));
+      peers.push_back(absl::StrCat(i + 1, "=", hosts_.address[i], ":", UnusedPort()));
+      clients.push_back(absl::StrCat(i + 1, "=", Address(i)));
     }
     for (int i = 0; i < 3; ++i) {
       std::vector<std::string> node_flags{
           absl::StrCat("--node_id=", i + 1), "--peers=" + absl::StrJoin(peers, ","),
-          "--peer_clients=" + absl::StrJoin(clients, ","),
-          absl::StrCat("--listen=127.0.0.1:", grpc_ports_[i]),
+          "--peer_clients=" + absl::StrJoin(clients, ","), "--listen=" + Address(i),
           // Fixed, so that a replica that starts again in its process keeps its address.
-          absl::StrCat("--metrics_listen=127.0.0.1:", UnusedPort()), "--shards=2",
+          absl::StrCat("--metrics_listen=", hosts_.address[i], ":", UnusedPort()), "--shards=2",
           "--shutdown_grace=2s"};
+      // A replica on a host of its own serves the test's client from beyond its loopback.
+      if (hosts_.address[i] != "127.0.0.1") node_flags.push_back("--plaintext_beyond_loopback");
       node_flags.insert(node_flags.end(), flags.begin(), flags.end());
-      nodes_[i] = std::make_unique<LedgerdProcess>(std::move(node_flags));
+      LedgerdProcess::Options options;
+      options.netns = hosts_.netns[i];
+      nodes_[i] = std::make_unique<LedgerdProcess>(std::move(node_flags), options);
       // Reconnects soon after a replica starts again (gRPC's first backoff is a second).
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -91,7 +105,7 @@ class LedgerdCluster {
   LedgerdCluster(const LedgerdCluster&) = delete;
   LedgerdCluster& operator=(const LedgerdCluster&) = delete;
 
-  std::string Address(int i) const { return absl::StrCat("127.0.0.1:", grpc_ports_[i]); }
+  std::string Address(int i) const { return absl::StrCat(hosts_.address[i], ":", grpc_ports_[i]); }
   // Every replica's address, for a client's --target.
   std::string Targets() const { return absl::StrCat(Address(0), ",", Address(1), ",", Address(2)); }
   LedgerdProcess& node(int i) { return *nodes_[i]; }
@@ -173,7 +187,7 @@ class LedgerdCluster {
   // The value of `series` in replica i's /metrics; nullopt when it cannot be scraped or lacks it.
   std::optional<double> Metric(int i, const std::string& series) {
     std::optional<testing_util::HttpResponse> scrape =
-        HttpGet(nodes_[i]->metrics_port(), "/metrics");
+        HttpGet(nodes_[i]->metrics_host(), nodes_[i]->metrics_port(), "/metrics");
     if (!scrape.has_value()) return std::nullopt;
     return SampleValue(scrape->body, series);
   }
@@ -198,7 +212,41 @@ class LedgerdCluster {
     return entries;
   }
 
+  // Waits until every replica holds the newest entry, stops all three, and expects their logs to
+  // hold the same entries wherever they overlap (a replica restored from the leader's state
+  // starts later). Returns the first position compared (0 after a failure).
+  uint64_t StopAllAndExpectEqualLogs() {
+    const bool level = WaitUntil(
+        [&] {
+          const std::optional<double> newest = LogPosition(0);
+          return newest.has_value() && LogPosition(1) == newest && LogPosition(2) == newest;
+        },
+        "every replica holds the newest entry");
+    EXPECT_TRUE(level);
+    for (auto& node : nodes_) node->Signal(SIGTERM);
+    for (auto& node : nodes_) EXPECT_EQ(node->WaitForExit(), 0) << node->log();
+    if (!level) return 0;
+    std::array<std::map<uint64_t, std::string>, 3> logs;
+    uint64_t from = 0;
+    for (int i = 0; i < 3; ++i) {
+      logs[i] = LogOf(i);
+      if (logs[i].empty()) {
+        ADD_FAILURE() << "node " << i + 1 << "'s log is empty";
+        return 0;
+      }
+      from = std::max(from, logs[i].begin()->first);
+    }
+    const auto suffix = [from](const std::map<uint64_t, std::string>& log) {
+      return std::map<uint64_t, std::string>(log.lower_bound(from), log.end());
+    };
+    EXPECT_GT(suffix(logs[0]).size(), 0u);
+    EXPECT_EQ(suffix(logs[1]), suffix(logs[0])) << "node 2 against node 1, from " << from;
+    EXPECT_EQ(suffix(logs[2]), suffix(logs[0])) << "node 3 against node 1, from " << from;
+    return from;
+  }
+
  protected:
+  ReplicaHosts hosts_;
   std::array<int, 3> grpc_ports_{};
   std::array<std::unique_ptr<LedgerdProcess>, 3> nodes_;
   std::array<std::unique_ptr<v1::Ledger::Stub>, 3> stubs_;

@@ -76,7 +76,8 @@ LedgerdProcess::LedgerdProcess(std::vector<std::string> flags)
 LedgerdProcess::LedgerdProcess(std::vector<std::string> flags, Options options)
     : options_(std::move(options)) {
   if (options_.credentials == nullptr) options_.credentials = grpc::InsecureChannelCredentials();
-  argv_ = {LedgerdPath()};
+  if (!options_.netns.empty()) argv_ = {"/bin/ip", "netns", "exec", options_.netns};
+  argv_.push_back(LedgerdPath());
   if (!HasFlag(flags, "--listen=")) argv_.push_back("--listen=127.0.0.1:0");
   if (!HasFlag(flags, "--metrics_listen=")) argv_.push_back("--metrics_listen=127.0.0.1:0");
   for (const std::string& flag : flags) {
@@ -166,6 +167,8 @@ LedgerdProcess::~LedgerdProcess() {
   grpc_host_ = HostOf(*grpc);
   grpc_port_ = PortOf(*grpc);
   metrics_port_ = metrics.has_value() ? PortOf(*metrics) : 0;
+  metrics_host_ = metrics.has_value() ? HostOf(*metrics) : "";
+  if (metrics_host_ == "0.0.0.0" || metrics_host_.empty()) metrics_host_ = "127.0.0.1";
   return ::testing::AssertionSuccess();
 }
 

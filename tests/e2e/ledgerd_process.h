@@ -42,6 +42,10 @@ class LedgerdProcess {
     std::string tls_server_name;
     // How long Start waits for the ports file and then for SERVING.
     std::chrono::milliseconds start_timeout = kEventTimeout;
+    // The named network namespace ledgerd runs in (`ip netns exec`, which keeps the PID); the
+    // caller's when empty. Its --listen and --metrics_listen must then name an address that
+    // this process reaches.
+    std::string netns;
   };
 
   // ledgerd with `flags`, and these unless `flags` set them: --listen=127.0.0.1:0,
@@ -83,6 +87,8 @@ class LedgerdProcess {
   // "HOST:PORT" a client on this machine dials for gRPC (a wildcard host becomes loopback).
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The host /metrics is bound to ("127.0.0.1" for a wildcard).
+  const std::string& metrics_host() const { return metrics_host_; }
   std::string target() const;
   // The data directory (empty with --durability=none) and the ports file.
   const std::string& data_dir() const { return data_dir_; }
@@ -109,6 +115,7 @@ class LedgerdProcess {
   std::optional<int> exit_status_;  // waitpid's status once it exited.
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  std::string metrics_host_;
 };
 
 }  // namespace ledger::testing_util
