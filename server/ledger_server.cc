@@ -1,12 +1,15 @@
 #include "server/ledger_server.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "cli/host_port.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -300,6 +303,10 @@ void LedgerServer::FollowLeadership() {
   uint64_t term = 0;
   while (!stop_watching_.WaitForNotificationWithTimeout(kLeadershipPollInterval)) {
     const std::optional<storage::RaftStatus> status = store_->replica_status();
+    if (!status->log_write_failed.empty()) {
+      RestartOnceThereIsRoom(status->log_write_failed);
+      return;
+    }
     if (leading) {
       if (status->leader && status->term == term) continue;
       // Whatever was decided on top of the lost term fails as a failed write does (outcome
@@ -343,6 +350,45 @@ void LedgerServer::FollowLeadership() {
               << " and serves: caught up and loaded " << *loaded << " accounts in "
               << absl::FormatDuration(absl::Now() - since) << "\n";
   }
+}
+
+void LedgerServer::RestartOnceThereIsRoom(const std::string& failure) {
+  const uint64_t node_id = leadership_->node_id();
+  leadership_->set_serving(false);
+  server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
+  std::vector<std::string> dirs{storage_options_.data_dir};
+  if (storage_options_.cluster.has_value() && !storage_options_.cluster->raft_dir.empty()) {
+    dirs.push_back(storage_options_.cluster->raft_dir);
+  }
+  std::cerr << "ledgerd: node " << node_id << " could not write its Raft log: " << failure
+            << ". libraft keeps what it could not write as if written and never writes it again, "
+               "so the replica is stuck: ledger calls are refused NOT_LEADER, and ledgerd "
+               "restarts as a follower once "
+            << absl::StrJoin(dirs, " and ") << " ha" << (dirs.size() > 1 ? "ve " : "s ")
+            << (kRoomToRestartBytes >> 20) << " MiB free" << std::endl;
+  // Said at the first look and then every 30th, not every second.
+  int looks = 0;
+  do {
+    uint64_t least_free = UINT64_MAX;
+    std::string reading;
+    for (const std::string& dir : dirs) {
+      std::error_code error;
+      const std::filesystem::space_info space = std::filesystem::space(dir, error);
+      least_free = std::min<uint64_t>(least_free, error ? 0 : space.available);
+      absl::StrAppend(&reading, reading.empty() ? "" : ", ", dir, ": ",
+                      error ? error.message() : absl::StrCat(space.available >> 20, " MiB free"));
+    }
+    if (least_free >= kRoomToRestartBytes) {
+      std::cerr << "ledgerd: node " << node_id << " has room again (" << reading
+                << "); ledgerd restarts as a follower" << std::endl;
+      demoted_.Notify();
+      return;
+    }
+    if (looks++ % 30 == 0) {
+      std::cerr << "ledgerd: node " << node_id << " waits for room to restart (" << reading << ")"
+                << std::endl;
+    }
+  } while (!stop_watching_.WaitForNotificationWithTimeout(kRoomCheckInterval));
 }
 
 bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {

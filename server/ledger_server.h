@@ -97,6 +97,11 @@ inline constexpr absl::Duration kDataDirectoryCheckInterval = absl::Seconds(1);
 inline constexpr absl::Duration kLeadershipPollInterval = absl::Milliseconds(5);
 // How long a replica waits before it tries again to fetch the leader's state.
 inline constexpr absl::Duration kStateTransferRetryInterval = absl::Seconds(1);
+// The free space a replica whose Raft log could not be written waits for before it starts again:
+// libraft prepares its next 8 MiB segment at once, and the store and the mirror write too.
+inline constexpr uint64_t kRoomToRestartBytes = uint64_t{32} << 20;
+// How often it looks, and says so while it waits.
+inline constexpr absl::Duration kRoomCheckInterval = absl::Seconds(1);
 
 // Thread-safe: port() from any thread; Shutdown from one controlling thread. Shutdown is
 // mandatory before destruction.
@@ -167,6 +172,10 @@ class LedgerServer {
   // and serves; once it no longer leads the term it loaded in, it stops serving and notifies
   // demoted().
   void FollowLeadership();
+  // After a write of libraft's log failed (RaftStatus::log_write_failed): stops serving, waits
+  // until the data directory's and the Raft directory's filesystems have kRoomToRestartBytes free
+  // (or a stop), then asks for the restart (demoted()), which opens libraft's log again.
+  void RestartOnceThereIsRoom(const std::string& failure);
   // A follower behind the leader's snapshot: fetches the leader's state (state_transfer.h).
   // True once it has it (state_to_take() names it, and demoted() is notified); false to try
   // again later.

@@ -4,10 +4,10 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "base/sync_directory.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/backup_download.h"
 #include "server/backup_restore.h"
+#include "storage/data_directory_swap.h"
 
 namespace ledger {
 namespace {
@@ -18,20 +18,14 @@ absl::Status FilesystemError(absl::string_view what, const std::error_code& erro
   return absl::UnavailableError(absl::StrCat(what, ": ", error.message()));
 }
 
-// `data_dir` with `suffix` on its last component ("d/" and "d" alike give "d.transfer"): beside
-// it, never inside.
-std::string Beside(const std::string& data_dir, absl::string_view suffix) {
-  fs::path path = fs::path(data_dir).lexically_normal();
-  if (!path.has_filename()) path = path.parent_path();
-  return absl::StrCat(path.string(), suffix);
-}
-
 }  // namespace
 
 absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
                                               const storage::StoreOptions& options,
                                               uint64_t needed_through) {
-  const std::string transfer = Beside(options.data_dir, ".transfer");
+  // Inside the data directory, on its filesystem: what is fetched is renamed into place.
+  const std::string transfer =
+      absl::StrCat(options.data_dir, "/", storage::kStateTransferDirectory);
   const std::string backup = transfer + "/backup";
   std::error_code error;
   fs::remove_all(transfer, error);
@@ -62,22 +56,14 @@ absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
 }
 
 absl::Status ReplaceDataDirectory(const std::string& data_dir, const std::string& restored) {
-  std::error_code error;
-  const std::string raft = absl::StrCat(data_dir, "/", storage::kRaftDirectory);
-  if (fs::exists(raft, error)) {
-    fs::rename(raft, absl::StrCat(restored, "/", storage::kRaftDirectory), error);
-    if (error) return FilesystemError(absl::StrCat("cannot move ", raft), error);
+  // libraft's term, vote and log stay: the replica's own.
+  if (absl::Status swapped = storage::SwapDataDirectoryContents(
+          data_dir, restored, {std::string(storage::kRaftDirectory)});
+      !swapped.ok()) {
+    return swapped;
   }
-  const std::string replaced = Beside(data_dir, ".replaced");
-  fs::remove_all(replaced, error);
-  fs::rename(data_dir, replaced, error);
-  if (error) return FilesystemError(absl::StrCat("cannot move ", data_dir, " aside"), error);
-  fs::rename(restored, data_dir, error);
-  if (error) return FilesystemError(absl::StrCat("cannot move ", restored, " in place"), error);
-  const fs::path parent = fs::absolute(data_dir).parent_path();
-  if (absl::Status synced = SyncDirectory(parent.string()); !synced.ok()) return synced;
-  fs::remove_all(replaced, error);
-  fs::remove_all(Beside(data_dir, ".transfer"), error);
+  std::error_code error;
+  fs::remove_all(absl::StrCat(data_dir, "/", storage::kStateTransferDirectory), error);
   return absl::OkStatus();
 }
 

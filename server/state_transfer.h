@@ -19,24 +19,24 @@
 namespace ledger {
 
 struct FetchedState {
-  std::string dir;             // A restored data directory beside the replica's own.
+  std::string dir;             // A restored data directory inside the replica's own.
   uint64_t last_position = 0;  // Its log reaches this position.
   std::string ledger_id;
   int64_t bytes = 0;  // What the backup's files took.
 };
 
 // Fetches the state of the leader at `leader_address` (its gRPC address, plaintext) into
-// `options.data_dir` + ".transfer/restored", checked as `ledgerd restore` checks a backup.
-// FailedPrecondition when the state does not reach `needed_through`; the fetch's or the
+// `options.data_dir`/storage::kStateTransferDirectory/restored, checked as `ledgerd restore` checks
+// a backup. FailedPrecondition when the state does not reach `needed_through`; the fetch's or the
 // restore's error otherwise. Whatever a failed attempt wrote is removed by the next one.
 absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
                                               const storage::StoreOptions& options,
                                               uint64_t needed_through);
 
-// With the replica closed: `restored` takes the place of `data_dir`, into which `data_dir`'s
-// Raft directory (kRaftDirectory) is moved first, and the old directory is removed. A crash
-// between the renames leaves `data_dir` missing (ledgerd refuses to start, naming it) and
-// `data_dir`.replaced holding the old one: move it back, or `ledgerd init` a new replica.
+// With the replica closed: the contents of `restored` take the place of `data_dir`'s, all but
+// its Raft directory (kRaftDirectory), which stays. Crash-safe: once the swap has begun, the
+// next open of the store finishes it (storage/data_directory_swap.h); before that, the old
+// contents are untouched.
 absl::Status ReplaceDataDirectory(const std::string& data_dir, const std::string& restored);
 
 }  // namespace ledger

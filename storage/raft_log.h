@@ -94,6 +94,11 @@ struct RaftStatus {
   // does not reach (it was behind the leader's log): it cannot go on until it has the leader's
   // state up to there. Stays set until the replica is opened again.
   uint64_t needs_state_through = 0;
+  // Non-empty once a write to libraft's log failed (a full disk, an I/O error), naming the error.
+  // libraft 0.15 keeps the entries it could not write in its memory as if written, and never
+  // writes them again (a follower skips what its log already holds), so this replica can no
+  // longer make progress: it must be opened again. Stays set until then.
+  std::string log_write_failed;
 };
 
 class RaftLog final : public ReplicatedLog {

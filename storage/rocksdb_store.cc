@@ -33,6 +33,7 @@
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "storage/account_journal_check.h"
+#include "storage/data_directory_swap.h"
 #include "storage/journal_check_pool.h"
 #include "storage/ledger_records.pb.h"
 #include "storage/log_entry.h"
@@ -340,6 +341,13 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
 
 absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options,
                                                                  StoreTestHooks hooks) {
+  // A replica that took the leader's state and crashed while it swapped it in: finished first,
+  // before anything reads the directory (storage/data_directory_swap.h).
+  if (absl::Status swapped =
+          FinishDataDirectorySwap(options.data_dir, {std::string(kRaftDirectory)});
+      !swapped.ok()) {
+    return swapped;
+  }
   if (absl::Status usable = CheckDirectoryForOpen(options.data_dir); !usable.ok()) return usable;
   absl::StatusOr<std::unique_ptr<DataDirectoryGuard>> guard =
       DataDirectoryGuard::Open(options.data_dir);
@@ -358,6 +366,9 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
                               no_staging);
   // A checkpoint's table that a crash left before RocksDB ingested it: the log still has it.
   std::filesystem::remove_all(absl::StrCat(options.data_dir, "/", kCheckpointStagingDirectory),
+                              no_staging);
+  // The leader's state a replica fetched and did not swap in before it stopped.
+  std::filesystem::remove_all(absl::StrCat(options.data_dir, "/", kStateTransferDirectory),
                               no_staging);
   const std::string raft_dir = options.cluster.has_value() && !options.cluster->raft_dir.empty()
                                    ? options.cluster->raft_dir
@@ -444,6 +455,11 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
 }
 
 absl::StatusOr<UpgradeReport> RocksDbStore::Upgrade(const StoreOptions& options) {
+  if (absl::Status swapped =
+          FinishDataDirectorySwap(options.data_dir, {std::string(kRaftDirectory)});
+      !swapped.ok()) {
+    return swapped;
+  }
   if (absl::Status usable = CheckDirectoryForOpen(options.data_dir); !usable.ok()) return usable;
   uint32_t version = 0;
   absl::StatusOr<std::unique_ptr<Handles>> handles =

@@ -140,6 +140,10 @@ struct StoreTestHooks {
 inline constexpr absl::string_view kBackupStagingDirectory = "backup_staging";
 // Where a checkpoint writes the idempotency records' table before RocksDB ingests it.
 inline constexpr absl::string_view kCheckpointStagingDirectory = "checkpoint_staging";
+// Where a cluster replica fetches the leader's state (server/state_transfer.h): inside the data
+// directory, on its filesystem, because it is renamed into place and a data directory may be a
+// mount point. A successful swap, the next fetch and the next open remove it.
+inline constexpr absl::string_view kStateTransferDirectory = "state_transfer";
 // The log's segment size in a backup: small, since a segment's unused tail is copied too.
 inline constexpr int64_t kBackupLogSegmentBytes = int64_t{4} << 20;
 
