@@ -10,7 +10,6 @@ extern "C" {
 #include <algorithm>
 #include <condition_variable>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -18,7 +17,6 @@ extern "C" {
 #include <optional>
 #include <system_error>
 #include <thread>
-#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -28,6 +26,7 @@ extern "C" {
 #include "base/annotated_mutex.h"
 #include "base/check.h"
 #include "storage/local_log.h"
+#include "storage/raft_io_guard.h"
 #include "storage/raft_nodelay.h"
 
 namespace ledger::storage {
@@ -99,7 +98,9 @@ struct RaftLog::Replica {
   uv_check_t check{};
   NodelayTransport nodelay;
   raft_uv_transport& transport = nodelay.transport;
-  raft_io io{};
+  // libraft's I/O behind the guard of two of 0.15's bugs (storage/raft_io_guard.h).
+  RaftIoGuard io_guard;
+  raft_io& io = io_guard.io;
   raft_fsm fsm{};
   struct raft raft {};
   std::thread thread;
@@ -127,60 +128,12 @@ struct RaftLog::Replica {
   absl::Status poison ABSL_GUARDED_BY(mu);
   RaftStatus status ABSL_GUARDED_BY(mu);
 
-  // libraft's own append, which WatchedAppend wraps so that a failed write is seen.
-  int (*io_append)(raft_io*, raft_io_append*, const raft_entry[], unsigned,
-                   raft_io_append_cb) = nullptr;
-
-  // The loop thread's own: a write to libraft's log failed. No write is sent to it after that
-  // (WatchedAppend refuses them): libraft 0.15 would write the next entries after the ones it
-  // failed to write, and its log on disk would have a hole that the next start either refuses
-  // (a closed segment) or reads as other indexes (an open one).
-  bool log_write_failed = false;
-
-  // Loop thread: a write to libraft's log failed with `code`; the replica is stuck until opened
-  // again (RaftStatus::log_write_failed).
+  // Loop thread, from io_guard: a write to libraft's log failed with `code`; the replica is
+  // stuck until opened again (RaftStatus::log_write_failed).
   void OnLogWriteFailed(int code) {
-    log_write_failed = true;
     MutexLock lock(&mu);
     if (!status.log_write_failed.empty()) return;
     status.log_write_failed = absl::StrCat(raft_strerror(code), " (", io.errmsg, ")");
-  }
-
-  // A write of libraft's log, wrapped: the original request and callback, and the replica to tell
-  // when it fails. Standard layout with the request first: libraft's I/O calls back with it.
-  struct WatchedAppendRequest {
-    raft_io_append req{};
-    raft_io_append* original = nullptr;
-    raft_io_append_cb original_cb = nullptr;
-    Replica* replica = nullptr;
-  };
-  static_assert(std::is_standard_layout_v<WatchedAppendRequest>);
-
-  // raft_io.append, through libraft's own: a write that fails later (its callback's status; a
-  // refusal at once is undone by libraft itself) marks the replica stuck, and every write after
-  // it is refused. Cancelled writes, at a close, are not failures.
-  static int WatchedAppend(raft_io* io, raft_io_append* req, const raft_entry entries[], unsigned n,
-                           raft_io_append_cb cb) {
-    // raft_init sets io->data to the raft, whose data is the replica.
-    auto* replica = static_cast<Replica*>(static_cast<struct raft*>(io->data)->data);
-    if (replica->log_write_failed) {
-      // Refused at once: libraft takes back what it put in its memory for it.
-      std::snprintf(io->errmsg, sizeof io->errmsg,
-                    "refused: an earlier write of this log failed; the replica must restart");
-      return RAFT_IOERR;
-    }
-    auto* request = new WatchedAppendRequest{{}, req, cb, replica};
-    const int rv =
-        replica->io_append(io, &request->req, entries, n, [](raft_io_append* done, int status) {
-          auto* request = reinterpret_cast<WatchedAppendRequest*>(done);
-          if (status != 0 && status != RAFT_CANCELED) request->replica->OnLogWriteFailed(status);
-          raft_io_append* original = request->original;
-          const raft_io_append_cb original_cb = request->original_cb;
-          delete request;
-          original_cb(original, status);
-        });
-    if (rv != 0) delete request;
-    return rv;
   }
 
   bool closing = false;  // The loop thread's own: raft_close was called.
@@ -500,6 +453,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     return absl::InternalError(absl::StrCat("raft_uv_init(", r.options.raft_dir,
                                             "): ", raft_strerror(rv), ": ", r.io.errmsg));
   }
+  r.io_guard.Install([&r](int code) { r.OnLogWriteFailed(code); });
   // Until the loop thread runs, a failure must undo what was set up, in the order libraft
   // wants: raft_close (which closes the I/O) and then the I/O's and transport's memory.
   bool raft_initialized = false;
@@ -593,8 +547,6 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   }
   raft_initialized = true;
   r.raft.data = &r;
-  r.io_append = r.io.append;
-  r.io.append = Replica::WatchedAppend;
 
   raft_configuration configuration;
   raft_configuration_init(&configuration);
