@@ -33,26 +33,6 @@ class ClusterNetworkTest : public ::testing::Test,
     ASSERT_NO_FATAL_FAILURE(StartAll());
   }
 
-  // The replica other than `excluded` that serves, once one does.
-  int WaitForServingOtherThan(int excluded) {
-    int leader = -1;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          for (int i = 0; i < 3; ++i) {
-            int64_t balance = 0;
-            if (i != excluded &&
-                Balance(i, "nobody", &balance, std::chrono::milliseconds(300)).error_code() ==
-                    grpc::StatusCode::NOT_FOUND) {
-              leader = i;
-              return true;
-            }
-          }
-          return false;
-        },
-        absl::StrCat("a replica other than node ", excluded + 1, " serves")));
-    return leader;
-  }
-
   // Waits until replica i holds the newest entry replica `leader` holds now.
   void WaitUntilCaughtUp(int i, int leader) {
     const std::optional<double> target = LogPosition(leader);

@@ -138,11 +138,11 @@ class LedgerdCluster {
     return status;
   }
 
-  // The replica that serves: the one whose Balance is not refused NOT_LEADER. -1 while none
-  // does.
-  int Serving() {
+  // The replica that serves: the one whose Balance is not refused NOT_LEADER (`excluded` is not
+  // asked). -1 while none does.
+  int Serving(int excluded = -1) {
     for (int i = 0; i < 3; ++i) {
-      if (!nodes_[i]->running()) continue;
+      if (i == excluded || !nodes_[i]->running()) continue;
       int64_t balance = 0;
       const grpc::Status status = Balance(i, "nobody", &balance, std::chrono::milliseconds(300));
       if (status.error_code() == grpc::StatusCode::NOT_FOUND) return i;
@@ -152,6 +152,19 @@ class LedgerdCluster {
   int WaitForServing() {
     int leader = -1;
     EXPECT_TRUE(WaitUntil([&] { return (leader = Serving()) >= 0; }, "a replica serves"));
+    return leader;
+  }
+
+  // The replica other than `excluded` that serves, once one does (a new leader after `excluded`
+  // was paused, killed or cut off); -1, and a test failure, when none does.
+  int WaitForServingOtherThan(int excluded) {
+    int leader = -1;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          leader = Serving(excluded);
+          return leader >= 0;
+        },
+        absl::StrCat("a replica other than node ", excluded + 1, " serves")));
     return leader;
   }
 
