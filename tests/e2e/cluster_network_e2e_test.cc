@@ -46,6 +46,7 @@ TEST_F(ClusterNetworkTest, ALeaderCutOffFromBothFollowersAcknowledgesNothingAndS
   EXPECT_EQ(DepositOnLeader("erin", 100, "n-1"), 100);
   const int old_leader = WaitForServing();
   ASSERT_GE(old_leader, 0);
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitUntilCaughtUp(i, old_leader));
   network.CutOff(old_leader);
 
   // A write sent to the cut-off leader cannot reach a majority: it is never acknowledged.
@@ -104,6 +105,10 @@ TEST_F(ClusterNetworkTest, AFollowerCutOffPastTheSnapshotFetchesTheLeadersStateW
   const int leader = WaitForServing();
   ASSERT_GE(leader, 0);
   const int cut = (leader + 1) % 3;
+  // Both followers hold the deposit: the leader reaches the one that stays, so the two are a
+  // majority without the one cut off (just after the start, the leader may have heard from one
+  // follower only, and a cut of that one leaves it without a quorum).
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitUntilCaughtUp(i, leader));
   network.CutOff(cut);
   const auto cut_at = std::chrono::steady_clock::now();
   // The leader and the other follower are a majority: every deposit is acknowledged meanwhile.
