@@ -441,8 +441,11 @@ TEST_F(RaftLogTest, TheMirrorIsSyncedBeforeEachSnapshotAndWhenAskedNotAtEachComm
   for (int n = 0; n < 40; ++n) last = AppendOnLeader(absl::StrCat("entry ", n));
   for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
   for (int i = 0; i < 3; ++i) {
-    // About one snapshot per 8 entries applied, each after a sync.
-    EXPECT_GE(mirror_syncs_[i].load(), 3) << "replica " << i + 1;
+    // At most one snapshot per 8 entries applied, each after a sync, and none while the last
+    // one is still being written: on a loaded machine (CI's other tests) a replica took only 1
+    // or 2 of the 5, with or without RaftIoGuard. What matters: synced before a snapshot, and
+    // far from once per commit (40).
+    EXPECT_GE(mirror_syncs_[i].load(), 1) << "replica " << i + 1;
     EXPECT_LE(mirror_syncs_[i].load(), 10) << "replica " << i + 1;
   }
   const int before = mirror_syncs_[0].load();
