@@ -113,10 +113,14 @@ def main():
             log(f"kill {kill + 1}: node {replicas.index(leader) + 1}, {gap:.0f} ms without an "
                 f"acknowledged write, verification PASS")
             leader.start()
-            wait_until(lambda: leader.metric("ledger_replica_applied_position") is not None and
-                       leader.metric("ledger_replica_applied_position") >=
-                       max(r.metric("ledger_replica_commit_position") or 0 for r in replicas),
-                       60, "the killed replica catches up")
+            def caught_up():
+                # Read once: a replica that starts again (or takes the leader's state) has no
+                # /metrics for a moment, and a second read could find none.
+                applied = leader.metric("ledger_replica_applied_position")
+                return applied is not None and applied >= max(
+                    r.metric("ledger_replica_commit_position") or 0 for r in replicas)
+
+            wait_until(caught_up, 60, "the killed replica catches up")
     finally:
         for replica in replicas:
             if replica.process and replica.process.poll() is None:
