@@ -28,11 +28,10 @@ ProgressTicker::ProgressTicker(bool show, std::function<std::string(double secon
   if (!show) return;
   thread_ = std::thread([this, line = std::move(line)] {
     const auto start = Clock::now();
-    absl::MutexLock lock(&mu_);
     for (int second = 1;; ++second) {
       const absl::Duration to_next_line =
           absl::FromChrono(start + std::chrono::seconds(second) - Clock::now());
-      if (mu_.AwaitWithTimeout(absl::Condition(&done_), to_next_line)) return;
+      if (done_.WaitForNotificationWithTimeout(to_next_line)) return;
       std::cerr << line(std::chrono::duration<double>(Clock::now() - start).count()) << "\n";
     }
   });
@@ -40,10 +39,7 @@ ProgressTicker::ProgressTicker(bool show, std::function<std::string(double secon
 
 ProgressTicker::~ProgressTicker() {
   if (!thread_.joinable()) return;
-  {
-    absl::MutexLock lock(&mu_);
-    done_ = true;  // Await re-evaluates its condition when the lock is released.
-  }
+  done_.Notify();
   thread_.join();
 }
 

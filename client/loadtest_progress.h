@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/steady_wait.h"
 #include "client/loadtest_options.h"
 #include "grpcpp/support/status.h"
 
@@ -41,8 +42,7 @@ class ProgressTicker {
   ProgressTicker& operator=(const ProgressTicker&) = delete;
 
  private:
-  absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  SteadyNotification done_;
   std::thread thread_;
 };
 

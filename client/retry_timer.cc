@@ -15,14 +15,14 @@ void RetryTimer::Schedule(Clock::time_point due, std::function<void()> task) {
   if (!task) std::abort();  // An empty task would read as "stopped" in Loop: a bug, not input.
   absl::MutexLock lock(&mu_);
   entries_.push({due, next_order_++, std::move(task)});
-  changed_.Signal();  // It may be due before the one the loop waits for.
+  changed_.NotifyAll();  // It may be due before the one the loop waits for.
 }
 
 void RetryTimer::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    changed_.Signal();
+    changed_.NotifyAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -41,15 +41,19 @@ void RetryTimer::Loop() {
 std::function<void()> RetryTimer::NextDueTask() {
   absl::MutexLock lock(&mu_);
   for (;;) {
+    const uint64_t scheduled = next_order_;
+    const auto changed = [this, scheduled]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || next_order_ != scheduled;
+    };
     if (entries_.empty()) {
       if (stopping_) return nullptr;
-      changed_.Wait(&mu_);
+      changed_.WaitFor(mu_, absl::InfiniteDuration(), changed);
       continue;
     }
     const Clock::time_point due = entries_.top().due;
     if (!stopping_ && Clock::now() < due) {
       // Wakes at the due time, on Stop, or when a task is scheduled; then looks again.
-      changed_.WaitWithTimeout(&mu_, absl::FromChrono(due - Clock::now()));
+      changed_.WaitFor(mu_, absl::FromChrono(due - Clock::now()), changed);
       continue;
     }
     // top() is const; the entry is popped at once, so moving its task out is safe.

@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/steady_wait.h"
 
 namespace ledger {
 
@@ -55,7 +56,7 @@ class RetryTimer {
   std::function<void()> NextDueTask() ABSL_LOCKS_EXCLUDED(mu_);
 
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;  // Signalled on Schedule and Stop.
+  SteadyCondVar changed_;  // Notified on Schedule and Stop.
   std::priority_queue<Entry> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -36,8 +36,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/steady_wait.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "metrics/ledger_metrics.h"
 
@@ -144,7 +144,7 @@ class AuthzPolicyWatcher {
   std::string content_;
   std::string refused_content_;
   const std::shared_ptr<Slot> slot_;
-  absl::Notification stop_;
+  SteadyNotification stop_;
   std::thread thread_;
 };
 

@@ -292,43 +292,46 @@ void ConnectionAcceptor::Run() {
   std::vector<pollfd> polled;
   polled.push_back(pollfd{.fd = wake_fd_, .events = POLLIN, .revents = 0});
   for (int fd : listeners_) polled.push_back(pollfd{.fd = fd, .events = POLLIN, .revents = 0});
-  absl::Time next_prune = absl::Now() + kConnectionPruneInterval;
+  SteadyTime next_prune = SteadyNow() + SteadyTimeout(kConnectionPruneInterval);
   while (true) {
     // Out of descriptors with the reserve spent, or out of kernel memory: a waiting connection
     // would wake every poll at once and fail accept() again. Wait on Stop alone for a moment,
     // then look at the listeners without waiting.
     const bool starved = !TakeReserve();
-    const bool backing_off = starved || absl::Now() < back_off_until_;
+    const bool backing_off = starved || SteadyNow() < back_off_until_;
     // The reserve cannot be taken back until a descriptor is free. Closing only when accept()
     // fails would wait for the next client, and leave the storage and /metrics without any.
     if (starved) CloseIdlestToFreeDescriptors();
-    const absl::Duration wait = backing_off
-                                    ? kOutOfDescriptorsRetry
-                                    : std::max(absl::ZeroDuration(), next_prune - absl::Now());
+    const absl::Duration wait =
+        backing_off ? kOutOfDescriptorsRetry
+                    : std::max(absl::ZeroDuration(), absl::FromChrono(next_prune - SteadyNow()));
     for (pollfd& each : polled) each.revents = 0;
     const int ready = poll(polled.data(), backing_off ? 1 : polled.size(),
                            static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
     if (ready < 0 && errno != EINTR) {  // ENOMEM: nothing to do but wait.
-      back_off_until_ = absl::Now() + kOutOfDescriptorsRetry;
+      back_off_until_ = SteadyNow() + SteadyTimeout(kOutOfDescriptorsRetry);
       continue;
     }
     if (polled[0].revents != 0) return;  // Stop.
-    if (backing_off && absl::Now() >= back_off_until_) {
+    if (backing_off && SteadyNow() >= back_off_until_) {
       poll(polled.data() + 1, polled.size() - 1, 0);
     }
     for (size_t i = 1; i < polled.size(); ++i) {
       if ((polled[i].revents & (POLLIN | POLLERR)) != 0) AcceptFrom(polled[i].fd);
     }
-    if (absl::Now() >= next_prune) {
+    if (SteadyNow() >= next_prune) {
       open_count_.store(static_cast<int64_t>(open_.Prune()), std::memory_order_relaxed);
-      next_prune = absl::Now() + kConnectionPruneInterval;
+      next_prune = SteadyNow() + SteadyTimeout(kConnectionPruneInterval);
     }
   }
 }
 
 size_t ConnectionAcceptor::CloseIdlestToFreeDescriptors() {
-  const absl::Time now = absl::Now();
-  if (now - last_out_of_descriptors_close_ < kOutOfDescriptorsCloseInterval) return 0;
+  const SteadyTime now = SteadyNow();
+  if (last_out_of_descriptors_close_.has_value() &&
+      now - *last_out_of_descriptors_close_ < SteadyTimeout(kOutOfDescriptorsCloseInterval)) {
+    return 0;
+  }
   last_out_of_descriptors_close_ = now;
   const size_t closed = open_.CloseIdlest(close_batch_);
   closed_out_of_descriptors_.fetch_add(static_cast<int64_t>(closed), std::memory_order_relaxed);
@@ -355,7 +358,7 @@ void ConnectionAcceptor::AcceptFrom(int listener) {
       case ENOMEM:
         // Kernel memory, not descriptors: closing connections or the reserve would not help.
         out_of_descriptors_.fetch_add(1, std::memory_order_relaxed);
-        back_off_until_ = absl::Now() + kOutOfDescriptorsRetry;
+        back_off_until_ = SteadyNow() + SteadyTimeout(kOutOfDescriptorsRetry);
         LogAcceptFailure(errno);
         return;
       case EAGAIN:

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/option_bound.h"
+#include "base/steady_wait.h"
 #include "grpcpp/server_builder.h"
 #include "metrics/connection_counts.h"
 #include "server/open_connections.h"
@@ -121,9 +123,9 @@ class ConnectionAcceptor {
   // The loop's own, on its thread.
   OpenConnections open_;
   int reserve_fd_ = -1;
-  absl::Time last_out_of_descriptors_close_ = absl::InfinitePast();
+  std::optional<SteadyTime> last_out_of_descriptors_close_;
   // Until then the loop leaves the listeners alone (accept() or poll() lacked kernel memory).
-  absl::Time back_off_until_ = absl::InfinitePast();
+  SteadyTime back_off_until_;
 
   std::atomic<int64_t> open_count_{0};
   std::atomic<int64_t> accepted_{0};

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <memory>
 
-#include "absl/synchronization/notification.h"
+#include "base/steady_wait.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/version_info.h"
 
@@ -42,7 +42,7 @@ bool StopListeningAndSendGoaways(grpc::Server& server, absl::Duration timeout) {
   // Both need the execution context of one of gRPC's own threads (an ExecCtx, internal to gRPC):
   // a callback alarm runs its function on gRPC's executor, inside one.
   struct Outcome {
-    absl::Notification done;
+    SteadyNotification done;
     bool sent = false;
   };
   auto outcome = std::make_shared<Outcome>();

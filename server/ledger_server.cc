@@ -123,11 +123,11 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   int64_t recovered = 0;
   absl::Duration recovery_time;
   if (store != nullptr && !replica) {
-    const absl::Time recovery_start = absl::Now();
+    const SteadyTime recovery_start = SteadyNow();
     absl::StatusOr<int64_t> loaded = LoadShards(*store, **router, options.storage.data_dir);
     if (!loaded.ok()) return loaded.status();
     recovered = *loaded;
-    recovery_time = absl::Now() - recovery_start;
+    recovery_time = SteadySince(recovery_start);
     metrics->SetRecoverySeconds(absl::ToDoubleSeconds(recovery_time));
   }
 
@@ -326,7 +326,7 @@ void LedgerServer::FollowLeadership() {
       continue;
     }
     if (!status->leader) continue;
-    const absl::Time since = absl::Now();
+    const SteadyTime since = SteadyNow();
     if (absl::Status caught_up = store_->CatchUpAsLeader(); !caught_up.ok()) {
       std::cerr << "ledgerd: node " << node_id << " leads but cannot catch up yet ("
                 << caught_up.message() << "); trying again\n";
@@ -348,7 +348,7 @@ void LedgerServer::FollowLeadership() {
     server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
     std::cerr << "ledgerd: node " << node_id << " leads the cluster in term " << term
               << " and serves: caught up and loaded " << *loaded << " accounts in "
-              << absl::FormatDuration(absl::Now() - since) << "\n";
+              << absl::FormatDuration(SteadySince(since)) << "\n";
   }
 }
 
@@ -415,7 +415,7 @@ bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
     return false;
   }
   for (const auto& [id, address] : sources) {
-    const absl::Time since = absl::Now();
+    const SteadyTime since = SteadyNow();
     std::cerr << "ledgerd: node " << node_id << " is behind the leader's snapshot at log position "
               << status.needs_state_through << "; fetching node " << id << "'s state from "
               << address << "\n";
@@ -429,7 +429,7 @@ bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
     std::cerr << "ledgerd: node " << node_id << " fetched the leader's state from node " << id
               << " (ledger " << fetched->ledger_id << ", through log position "
               << fetched->last_position << ", " << fetched->bytes << " bytes) in "
-              << absl::FormatDuration(absl::Now() - since)
+              << absl::FormatDuration(SteadySince(since))
               << "; it replaces the data directory, and ledgerd starts again on it\n";
     state_to_take_ = fetched->dir;
     demoted_.Notify();
@@ -444,7 +444,7 @@ bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
 void LedgerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  const absl::Time grace_deadline = absl::Now() + shutdown_grace_;
+  const SteadyDeadline grace_deadline(shutdown_grace_);
   stop_watching_.Notify();
   if (watcher_.joinable()) watcher_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
@@ -457,7 +457,7 @@ void LedgerServer::Shutdown() {
   if (acceptor_ != nullptr) acceptor_->Stop();
   const bool goaways_sent =
       server_ != nullptr && StopListeningAndSendGoaways(*server_, kGoawayRequestTimeout);
-  const absl::Time goaways_time = absl::Now();
+  const SteadyDeadline goaways_settled(kGoawaySettleMax);
   // Every ledger call gets a definite answer. From here on new ones are refused at once
   // (UNAVAILABLE, nothing applied); accepted ones are applied and answered with their real
   // outcome; past the grace, those not yet decided are refused unapplied. gRPC never has to
@@ -467,15 +467,17 @@ void LedgerServer::Shutdown() {
   // to finish their steps while the mailboxes are still open. What is left is parked (PENDING in
   // the store, its caller told so) and resumed at the next start.
   router_->transfers().StopAccepting();
-  if (!router_->transfers().Drain(absl::Now() + (grace_deadline - absl::Now()) / 2)) {
+  if (!router_->transfers().Drain(grace_deadline.Left() / 2)) {
     std::cerr << "ledgerd: " << router_->transfers().active()
               << " transfer(s) still in flight at shutdown; they stay PENDING and resume at the "
                  "next start\n";
   }
   router_->CloseMailboxes();
-  absl::Notification drained;
-  std::thread grace_timer([this, &drained, grace_deadline] {
-    if (!drained.WaitForNotificationWithDeadline(grace_deadline)) router_->AbandonUndecided();
+  SteadyNotification drained;
+  std::thread grace_timer([this, &drained, &grace_deadline] {
+    if (!drained.WaitForNotificationWithTimeout(grace_deadline.Left())) {
+      router_->AbandonUndecided();
+    }
   });
   router_->Stop();
   drained.Notify();
@@ -485,8 +487,8 @@ void LedgerServer::Shutdown() {
     // then nothing more can arrive on it. Wait for that (a client's ping answer, one round trip),
     // but not for a connection held open by a stream that only Shutdown ends (a health watch).
     if (goaways_sent) {
-      const absl::Time settled = std::min(grace_deadline, goaways_time + kGoawaySettleMax);
-      while (HasOpenConnections(*server_) && absl::Now() < settled) {
+      while (HasOpenConnections(*server_) && !grace_deadline.Passed() &&
+             !goaways_settled.Passed()) {
         absl::SleepFor(kConnectionPollInterval);
       }
     }
@@ -495,8 +497,8 @@ void LedgerServer::Shutdown() {
     // every call not yet complete at the deadline, including one whose answer a shard has given
     // but gRPC is still sending, and its caller would get "Cancelling all calls" instead of
     // that definite answer (tests/e2e/ledgerd_process_test.cc caught it under ASan).
-    server_->Shutdown(
-        absl::ToChronoTime(std::max(grace_deadline, absl::Now() + kAnswerDeliveryMin)));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      SteadyTimeout(std::max(grace_deadline.Left(), kAnswerDeliveryMin)));
   }
   metrics_endpoint_.reset();  // Last, so that the drain can still be watched.
 }

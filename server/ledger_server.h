@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/steady_wait.h"
 #include "grpcpp/grpcpp.h"
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
@@ -140,7 +140,7 @@ class LedgerServer {
   // A cluster replica: notified once it has stopped leading (or could not load what it leads),
   // after which it serves nothing; ledgerd then starts again as a follower. Never on a single
   // node.
-  const absl::Notification& demoted() const { return demoted_; }
+  const SteadyNotification& demoted() const { return demoted_; }
   // Once demoted() for it: a data directory holding the leader's state, which takes the place of
   // this replica's own before it starts again (ReplaceDataDirectory); empty otherwise.
   const std::string& state_to_take() const { return state_to_take_; }
@@ -199,13 +199,13 @@ class LedgerServer {
   std::unique_ptr<ConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  absl::Notification stop_watching_;
+  SteadyNotification stop_watching_;
   std::thread watcher_;
   // A cluster replica's: null on a single node.
   std::unique_ptr<Leadership> leadership_;
   std::unique_ptr<ReadBarrier> read_barrier_;
   std::thread leadership_thread_;
-  absl::Notification demoted_;
+  SteadyNotification demoted_;
   storage::StoreOptions storage_options_;
   std::map<uint64_t, std::string> peer_client_addresses_;
   bool state_wait_logged_ = false;

@@ -31,9 +31,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/steady_wait.h"
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "server/backup_restore.h"
@@ -554,7 +554,7 @@ class SignalWatcher {
   void Start() {
     thread_ = std::thread([this] { Run(); });
   }
-  absl::Notification& shutdown_requested() { return shutdown_requested_; }
+  ledger::SteadyNotification& shutdown_requested() { return shutdown_requested_; }
 
  private:
   void Run() {
@@ -576,7 +576,7 @@ class SignalWatcher {
 
   sigset_t signals_;
   std::atomic<bool> stop_{false};
-  absl::Notification shutdown_requested_;
+  ledger::SteadyNotification shutdown_requested_;
   std::thread thread_;
 };
 
@@ -948,7 +948,7 @@ int main(int argc, char** argv) {
   }
 
   const StopCause cause = WaitForStop(signals, **server);
-  const absl::Time stop_started = absl::Now();
+  const ledger::SteadyTime stop_started = ledger::SteadyNow();
   if (cause == StopCause::kDemoted) {
     std::cerr << "ledgerd: draining, to start again as a follower" << std::endl;
   }
@@ -956,7 +956,8 @@ int main(int argc, char** argv) {
   if (cause == StopCause::kDemoted) {
     const std::string state_to_take = (*server)->state_to_take();
     server->reset();  // The store and its replica closed: the next start opens them.
-    std::cerr << "ledgerd: drained in " << absl::FormatDuration(absl::Now() - stop_started) << "\n";
+    std::cerr << "ledgerd: drained in " << absl::FormatDuration(ledger::SteadySince(stop_started))
+              << "\n";
     if (!state_to_take.empty()) {
       if (absl::Status replaced =
               ledger::ReplaceDataDirectory(options->storage.data_dir, state_to_take);
@@ -980,7 +981,7 @@ int main(int argc, char** argv) {
   // Once drained, just before the exit: while the file is there, the process it names runs (or
   // was killed, and left it).
   if (!ports_file.empty()) unlink(ports_file.c_str());
-  std::cerr << "ledgerd: stopped cleanly in " << absl::FormatDuration(absl::Now() - stop_started)
-            << "\n";
+  std::cerr << "ledgerd: stopped cleanly in "
+            << absl::FormatDuration(ledger::SteadySince(stop_started)) << "\n";
   return cause == StopCause::kListenerLost ? kExitListenerLost : EXIT_SUCCESS;
 }

@@ -103,22 +103,24 @@ std::optional<int64_t> ListenerWatchdog::ReadQueue() const {
 }
 
 void ListenerWatchdog::Run() {
-  absl::Time waiting_since = absl::InfiniteFuture();
+  bool waiting = false;  // Connections wait in the accept queue, since `waiting_since`.
+  SteadyTime waiting_since;
   int64_t accepted_then = 0;
   while (!stop_.WaitForNotificationWithTimeout(interval_)) {
     const std::optional<int64_t> queue = ReadQueue();
     if (!queue.has_value() || *queue == 0) {
-      waiting_since = absl::InfiniteFuture();
+      waiting = false;
       continue;
     }
-    const absl::Time now = absl::Now();
+    const SteadyTime now = SteadyNow();
     const int64_t accepted = accepted_ ? accepted_() : 0;
     // Connections wait, but some were accepted since the last check: a slow loop, not a dead one.
-    if (waiting_since == absl::InfiniteFuture() || accepted != accepted_then) {
+    if (!waiting || accepted != accepted_then) {
+      waiting = true;
       waiting_since = now;
       accepted_then = accepted;
     }
-    if (now - waiting_since >= stuck_for_) {
+    if (absl::FromChrono(now - waiting_since) >= stuck_for_) {
       on_stuck_();
       return;
     }

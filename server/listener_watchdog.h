@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/steady_wait.h"
 
 namespace ledger {
 
@@ -66,7 +66,7 @@ class ListenerWatchdog {
   const std::function<int64_t()> accepted_;
   const int tcp_fd_;
   const int tcp6_fd_;
-  absl::Notification stop_;
+  SteadyNotification stop_;
   std::thread thread_;
 };
 

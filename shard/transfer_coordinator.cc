@@ -6,6 +6,7 @@
 
 #include "absl/time/clock.h"
 #include "base/check.h"
+#include "base/steady_wait.h"
 
 namespace ledger {
 
@@ -129,10 +130,11 @@ void TransferCoordinator::Stop() {
   for (Flight* flight : undelivered) Park(flight);
 }
 
-bool TransferCoordinator::Drain(absl::Time deadline) const {
+bool TransferCoordinator::Drain(absl::Duration timeout) const {
   if (!started_) return active_.load(std::memory_order_acquire) == 0;  // Nothing would move.
+  const SteadyDeadline deadline(timeout);
   while (active_.load(std::memory_order_acquire) > 0) {
-    if (absl::Now() >= deadline) return false;
+    if (deadline.Passed()) return false;
     absl::SleepFor(absl::Milliseconds(1));
   }
   return true;

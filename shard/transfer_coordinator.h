@@ -77,8 +77,9 @@ class TransferCoordinator {
   // From now on Submit answers kClosed: a shutdown lets the transfers in flight finish (see
   // Drain) before the shards close their mailboxes. Any thread.
   void StopAccepting() { accepting_.store(false, std::memory_order_release); }
-  // Waits until no transfer is being carried, or `deadline`; true when none is. Any thread.
-  bool Drain(absl::Time deadline) const;
+  // Waits until no transfer is being carried, at most `timeout` (on the monotonic clock); true
+  // when none is. Any thread.
+  bool Drain(absl::Duration timeout) const;
 
   // Sends a client's transfer (ids and amount validated, from != to) to the shard of `from`; the
   // strings are copied. On kAccepted, `client` is completed exactly once with the transfer's

@@ -744,6 +744,7 @@ absl::Status RocksDbStore::CatchUpWithLog() {
       absl::MutexLock lock(&apply_mu_);
       applied_ = entries.back().position;
     }
+    apply_changed_.NotifyAll();
     entries.clear();
     bytes = 0;
     return absl::OkStatus();
@@ -786,6 +787,7 @@ RocksDbStore::~RocksDbStore() {
     absl::MutexLock lock(&apply_mu_);
     applier_stopping_ = true;
   }
+  apply_changed_.NotifyAll();
   if (applier_.joinable()) applier_.join();
   if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
     std::cerr << "ledgerd: no checkpoint at the stop (" << checkpointed.message()
@@ -1002,11 +1004,12 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
     // One checkpoint at a time: the copy is of this checkpoint's tables, and none deletes the
     // log segments the copy needs (the pin) before it is set.
     absl::MutexLock checkpoint_lock(&checkpoint_mu_);
-    absl::Time step_start = absl::Now();
+    SteadyTime step_start = SteadyNow();
     const auto step_done = [&](absl::string_view step) {
-      const absl::Time now = absl::Now();
+      const SteadyTime now = SteadyNow();
       absl::StrAppend(&staged.steps, staged.steps.empty() ? "" : ", ", step, " ",
-                      absl::FormatDuration(absl::Trunc(now - step_start, absl::Microseconds(10))));
+                      absl::FormatDuration(
+                          absl::Trunc(absl::FromChrono(now - step_start), absl::Microseconds(10))));
       step_start = now;
     };
     absl::StatusOr<uint64_t> checkpointed = CheckpointLocked(step_done);
@@ -1032,7 +1035,7 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
     staged.applied_position = applied;
   }
   staged.last_position = appended_.load(std::memory_order_acquire);
-  const absl::Time copy_start = absl::Now();
+  const SteadyTime copy_start = SteadyNow();
   absl::Status copied =
       CopyLogEntries(*log_, staged.applied_position + 1, staged.last_position,
                      absl::StrCat(staged.dir, "/", kLogDirectory), kBackupLogSegmentBytes);
@@ -1040,7 +1043,7 @@ absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {
   if (!copied.ok()) return copied;
   absl::StrAppend(
       &staged.steps, ", log copy ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - copy_start, absl::Microseconds(10))));
+      absl::FormatDuration(absl::Trunc(SteadySince(copy_start), absl::Microseconds(10))));
   for (const auto& file : std::filesystem::recursive_directory_iterator(staged.dir, error)) {
     if (!file.is_regular_file()) continue;
     staged.files.push_back(std::filesystem::relative(file.path(), staged.dir).string());
@@ -1079,8 +1082,11 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
   if (absl::Status poison = log_->poisoned(); !poison.ok()) {
     // The last append failed: its entry is on disk in no known form. Writes resume only once the
     // entry is zeroed and synced, so that what the shards rolled back is what the disk holds.
-    const absl::Time now = absl::Now();
-    if (now - last_repair_attempt_ < kReopenInterval) return poison;
+    const SteadyTime now = SteadyNow();
+    if (last_repair_attempt_.has_value() &&
+        now - *last_repair_attempt_ < SteadyTimeout(kReopenInterval)) {
+      return poison;
+    }
     last_repair_attempt_ = now;
     if (absl::Status repaired = log_->Repair(); !repaired.ok()) {
       return absl::UnavailableError(
@@ -1095,7 +1101,7 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
     const auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
       return unapplied_bytes_ < kMaxUnappliedBytes || applier_stopping_;
     };
-    if (!apply_mu_.AwaitWithTimeout(absl::Condition(&room), kApplyWait)) {
+    if (!apply_changed_.WaitFor(apply_mu_, kApplyWait, room)) {
       return absl::UnavailableError(
           "the store is behind the log by more than 64 MiB; writes wait for it");
     }
@@ -1127,9 +1133,17 @@ void RocksDbStore::TakeCommitted(uint64_t position, std::string payload) {
               << " is malformed: " << listed.message() << "\n";
   }
   appended_.store(position, std::memory_order_release);
-  absl::MutexLock lock(&apply_mu_);
-  unapplied_bytes_ += static_cast<int64_t>(payload.size());
-  unapplied_entries_.push_back(Unapplied{.position = position, .payload = std::move(payload)});
+  bool batch_filled = false;
+  {
+    absl::MutexLock lock(&apply_mu_);
+    batch_filled = unapplied_bytes_ < kApplyBatchBytes &&
+                   unapplied_bytes_ + static_cast<int64_t>(payload.size()) >= kApplyBatchBytes;
+    unapplied_bytes_ += static_cast<int64_t>(payload.size());
+    unapplied_entries_.push_back(Unapplied{.position = position, .payload = std::move(payload)});
+  }
+  // The applier, gathering a batch, wakes once it is full (not at every entry: its untimed wait
+  // for the first entry is Abseil's, woken by the unlock).
+  if (batch_filled) apply_changed_.NotifyAll();
 }
 
 std::optional<RaftStatus> RocksDbStore::replica_status() const {
@@ -1155,7 +1169,8 @@ void RocksDbStore::CloseAfterFailureLocked(const absl::Status& failure) {
   closed_.store(true, std::memory_order_release);
   ++generation_;
   failure_ = failure;
-  last_reopen_attempt_ = absl::Now();
+  last_reopen_attempt_ = SteadyNow();
+  apply_changed_.NotifyAll();  // A read waiting for the applier is answered: closed.
 }
 
 std::string RocksDbStore::EncodeGroup(absl::Span<const BatchWrite* const> batches) {
@@ -1200,13 +1215,13 @@ void RocksDbStore::RunApplier() {
   // level is per thread, and this is the thread that writes.
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   std::vector<Unapplied> entries;
-  absl::Time next_spare_attempt = absl::InfinitePast();
-  absl::Time next_checkpoint_attempt = absl::InfinitePast();
+  SteadyTime next_spare_attempt;  // The clock's epoch: at once.
+  SteadyTime next_checkpoint_attempt;
   while (true) {
     // The next segment, made here ahead of time rather than on the journal thread when the
     // current one fills (at most one attempt a second while the disk is full).
-    if (absl::Now() >= next_spare_attempt && !log_->PrepareAhead().ok()) {
-      next_spare_attempt = absl::Now() + absl::Seconds(1);
+    if (SteadyNow() >= next_spare_attempt && !log_->PrepareAhead().ok()) {
+      next_spare_attempt = SteadyNow() + std::chrono::seconds(1);
     }
     uint64_t applied = 0;
     {
@@ -1220,7 +1235,7 @@ void RocksDbStore::RunApplier() {
       const auto batch_ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
         return unapplied_bytes_ >= kApplyBatchBytes || readers_waiting_ > 0 || applier_stopping_;
       };
-      apply_mu_.AwaitWithTimeout(absl::Condition(&batch_ready), kApplyBatchWait);
+      apply_changed_.WaitFor(apply_mu_, kApplyBatchWait, batch_ready);
       // Everything queued, in one RocksDB write: the applier catches up in large batches.
       entries.clear();
       while (!unapplied_entries_.empty()) {
@@ -1245,6 +1260,7 @@ void RocksDbStore::RunApplier() {
         absl::MutexLock stopping(&apply_mu_);
         if (!status.ok() && applier_stopping_) {
           unapplied_bytes_ = 0;
+          apply_changed_.NotifyAll();
           return;  // Stopping: the log keeps what was not applied, for the next start.
         }
       }
@@ -1256,6 +1272,7 @@ void RocksDbStore::RunApplier() {
       applied_ = std::max(applied_, entries.back().position);
       unapplied_bytes_ -= bytes;
     }
+    apply_changed_.NotifyAll();
     ForgetApplied(entries);
     // Once the log has a segment behind the one being written, a checkpoint lets it go; once
     // the records held in memory reach their bound, it writes them to RocksDB.
@@ -1263,9 +1280,9 @@ void RocksDbStore::RunApplier() {
     // attempt writes table files and logs a line.
     if ((log_->SegmentCount() > 1 ||
          RecentRecordsBytes() >= options_.recent_records_checkpoint_bytes) &&
-        absl::Now() >= next_checkpoint_attempt) {
+        SteadyNow() >= next_checkpoint_attempt) {
       if (absl::Status checkpointed = Checkpoint(); !checkpointed.ok()) {
-        next_checkpoint_attempt = absl::Now() + kCheckpointRetryInterval;
+        next_checkpoint_attempt = SteadyNow() + SteadyTimeout(kCheckpointRetryInterval);
         std::cerr << "ledgerd: checkpoint failed (" << checkpointed.message()
                   << "); the log keeps its segments until one succeeds (next try in "
                   << absl::FormatDuration(kCheckpointRetryInterval) << ")\n";
@@ -1347,12 +1364,13 @@ absl::Status RocksDbStore::AwaitApplied() {
   const uint64_t needed = appended_.load(std::memory_order_acquire);
   absl::MutexLock lock(&apply_mu_);
   ++readers_waiting_;
+  apply_changed_.NotifyAll();  // The applier stops gathering a batch.
   const absl::Cleanup done = [this]()
                                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) { --readers_waiting_; };
   const auto reached = [this, needed]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
     return applied_ >= needed || closed_.load(std::memory_order_acquire);
   };
-  if (!apply_mu_.AwaitWithTimeout(absl::Condition(&reached), kApplyWait)) {
+  if (!apply_changed_.WaitFor(apply_mu_, kApplyWait, reached)) {
     return absl::UnavailableError(absl::StrCat("the store has not caught up with the log (applied ",
                                                applied_, " of ", needed, ") within ",
                                                absl::FormatDuration(kApplyWait)));
@@ -1361,8 +1379,8 @@ absl::Status RocksDbStore::AwaitApplied() {
 }
 
 absl::Status RocksDbStore::ReopenLocked() {
-  const absl::Time now = absl::Now();
-  if (now - last_reopen_attempt_ < kReopenInterval) return ClosedError();
+  const SteadyTime now = SteadyNow();
+  if (now - last_reopen_attempt_ < SteadyTimeout(kReopenInterval)) return ClosedError();
   last_reopen_attempt_ = now;
   if (absl::Status in_place = guard_->Check(); !in_place.ok()) return in_place;
   absl::StatusOr<std::unique_ptr<Handles>> reopened = OpenHandles(options_, /*create=*/false);
@@ -1390,6 +1408,7 @@ absl::Status RocksDbStore::ReopenLocked() {
     absl::MutexLock lock(&apply_mu_);
     applied_ = *replayed;
   }
+  apply_changed_.NotifyAll();
   handles_ = *std::move(reopened);
   closed_.store(false, std::memory_order_release);
   ++generation_;

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/steady_wait.h"
 #include "storage/data_directory.h"
 #include "storage/ledger_storage.h"
 #include "storage/local_log.h"
@@ -416,7 +417,7 @@ class RocksDbStore final : public LedgerStorage {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Status reopen_failure_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
+  SteadyTime last_reopen_attempt_ ABSL_GUARDED_BY(mu_);
 
   // The log (a LocalLog, behind the ReplicatedLog seam); the transfer records of its entries the
   // applier has not reached; the idempotency records of its entries since the last checkpoint
@@ -432,7 +433,7 @@ class RocksDbStore final : public LedgerStorage {
   RecentJournal recent_journal_;
   // Serialises WriteGroup: the log's positions are the order entries reach the applier.
   absl::Mutex write_mu_;
-  absl::Time last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);
+  std::optional<SteadyTime> last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);
   // The newest position appended to the log (acknowledged once WriteGroup returns).
   std::atomic<uint64_t> appended_{0};
   std::atomic<uint64_t> checkpoints_{0};
@@ -442,6 +443,9 @@ class RocksDbStore final : public LedgerStorage {
   std::atomic<uint64_t> backup_pin_{UINT64_MAX};
 
   mutable absl::Mutex apply_mu_;
+  // Wakes the timed waits on apply_mu_'s state (absl's own would follow the wall clock):
+  // notified after every change of what they wait for.
+  mutable SteadyCondVar apply_changed_;
   std::deque<Unapplied> unapplied_entries_ ABSL_GUARDED_BY(apply_mu_);
   int64_t unapplied_bytes_ ABSL_GUARDED_BY(apply_mu_) = 0;
   // The newest position whose changes are in the open database.
