@@ -19,6 +19,9 @@ std::string LedgerdPath();
 std::string LedgerctlPath();
 std::string LoadtestPath();
 
+// The library that moves a process's wall clock (tests/clock_shift/clock_shift.cc).
+std::string ClockShiftLibraryPath();
+
 // The tools the end-to-end tests run against (Debian's prometheus package).
 std::string PrometheusPath();
 std::string PromtoolPath();

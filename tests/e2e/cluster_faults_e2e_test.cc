@@ -5,7 +5,10 @@
 //  - a follower is down long enough to fall behind the leader's snapshot (it fetches the
 //    leader's state when started);
 //  - the leader is cut off from both followers until they have elected another, then healed;
-//  - a follower is cut off until it is behind the leader's snapshot, then healed.
+//  - a follower is cut off until it is behind the leader's snapshot, then healed;
+//  - and from the round's start, one replica's wall clock is an hour ahead and another's an hour
+//    behind (a different pair each round), so every fault meets jumped clocks
+//    (tests/e2e/cluster_clock_e2e_test.cc has the focused tests).
 // In the end:
 //  - the load test's verification passes: no acknowledged operation lost, none applied twice,
 //    no money invented, every call the faults left unknown settled;
@@ -29,6 +32,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/loadtest_report.pb.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledgerd_cluster.h"
@@ -80,7 +84,9 @@ class ClusterFaultScheduleTest : public ::testing::Test,
  protected:
   // Snapshots every 16 entries, so that a follower away for a second under load falls behind
   // the leader's snapshot and must fetch the state.
-  ClusterFaultScheduleTest() : LedgerdCluster({"--raft_snapshot_entries=16"}, network.hosts()) {}
+  ClusterFaultScheduleTest()
+      : LedgerdCluster({"--raft_snapshot_entries=16"}, network.hosts(), /*shiftable_clocks=*/true) {
+  }
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(NeedReplicaNetwork()); }
   void TearDown() override { std::filesystem::remove(json_path_); }
 
@@ -94,6 +100,19 @@ class ClusterFaultScheduleTest : public ::testing::Test,
     ASSERT_TRUE(WaitUntil([&] { return LogPosition(i).value_or(0) >= *target; },
                           absl::StrCat("node ", i + 1, " catches up after ", fault)))
         << Diagnostics();
+  }
+
+  // Round r: node r+1's wall clock an hour ahead, the next one's an hour behind, the third's
+  // true (numbering from 1, wrapping). Each replica's clock jumps at most two hours at once.
+  void JumpClocks(int round) {
+    for (int i = 0; i < 3; ++i) {
+      const int place = (i - round % 3 + 3) % 3;
+      const absl::Duration shift = place == 0   ? absl::Hours(1)
+                                   : place == 1 ? -absl::Hours(1)
+                                                : absl::ZeroDuration();
+      ShiftClock(i, shift);
+      std::cout << "  node " << i + 1 << "'s clock: " << absl::FormatDuration(shift) << std::endl;
+    }
   }
 
   void KillAndRestart(int i, const std::string& fault) {
@@ -265,6 +284,7 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
                        .count()
                 << " ms" << std::endl;
     };
+    JumpClocks(round);
     ASSERT_NO_FATAL_FAILURE(KillAndRestart((leader + 1) % 3, "a follower's SIGKILL"));
     step("a follower's SIGKILL");
     ASSERT_NO_FATAL_FAILURE(KillAndRestart(WaitForServing(), "the leader's SIGKILL"));

@@ -27,9 +27,11 @@
 #include "ledger/v1/ledger.grpc.pb.h"
 #include "proto/error_details.h"
 #include "storage/local_log.h"
+#include "tests/clock_shift/clock_shift_file.h"
 #include "tests/e2e/ledgerd_process.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
+#include "tests/scratch_dir.h"
 #include "tests/unused_port.h"
 #include "tests/wait_until.h"
 
@@ -54,8 +56,9 @@ struct ReplicaHosts {
 class LedgerdCluster {
  public:
   // `flags` are added to every replica's.
+  // `shiftable_clocks`: each replica's wall clock can be moved while it runs (ShiftClock).
   explicit LedgerdCluster(const std::vector<std::string>& flags = {},
-                          const ReplicaHosts& hosts = {})
+                          const ReplicaHosts& hosts = {}, bool shiftable_clocks = false)
       : hosts_(hosts) {
     std::vector<std::string> peers;
     std::vector<std::string> clients;
@@ -76,6 +79,11 @@ class LedgerdCluster {
       node_flags.insert(node_flags.end(), flags.begin(), flags.end());
       LedgerdProcess::Options options;
       options.netns = hosts_.netns[i];
+      if (shiftable_clocks) {
+        clocks_[i] =
+            std::make_unique<ClockShiftFile>(clocks_dir_.Sub(absl::StrCat("clock", i + 1)));
+        options.environment = clocks_[i]->Environment();
+      }
       nodes_[i] = std::make_unique<LedgerdProcess>(std::move(node_flags), options);
       // Reconnects soon after a replica starts again (gRPC's first backoff is a second).
       grpc::ChannelArguments args;
@@ -109,6 +117,12 @@ class LedgerdCluster {
   // Every replica's address, for a client's --target.
   std::string Targets() const { return absl::StrCat(Address(0), ",", Address(1), ",", Address(2)); }
   LedgerdProcess& node(int i) { return *nodes_[i]; }
+  // Replica i's wall clock reads the true time plus `shift` from now on, as if its machine's clock
+  // had been set (its monotonic clock does not move). Needs shiftable_clocks.
+  void ShiftClock(int i, absl::Duration shift) {
+    ASSERT_NE(clocks_[i], nullptr) << "the cluster was made without shiftable_clocks";
+    clocks_[i]->Set(shift);
+  }
 
   void StartAll() {
     for (auto& node : nodes_) ASSERT_TRUE(node->Start());
@@ -261,6 +275,8 @@ class LedgerdCluster {
  protected:
   ReplicaHosts hosts_;
   std::array<int, 3> grpc_ports_{};
+  ScratchDir clocks_dir_;
+  std::array<std::unique_ptr<ClockShiftFile>, 3> clocks_;  // Null without shiftable_clocks.
   std::array<std::unique_ptr<LedgerdProcess>, 3> nodes_;
   std::array<std::unique_ptr<v1::Ledger::Stub>, 3> stubs_;
 };

@@ -132,7 +132,13 @@ LedgerdProcess::~LedgerdProcess() {
                                    O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  const int error = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+  // Options::environment first: the first of two same-named variables is the one read.
+  std::vector<std::string> variables = options_.environment;
+  for (char** each = environ; *each != nullptr; ++each) variables.emplace_back(*each);
+  std::vector<char*> envp;
+  for (std::string& variable : variables) envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  const int error = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) {
     pid_ = -1;

@@ -46,6 +46,8 @@ class LedgerdProcess {
     // caller's when empty. Its --listen and --metrics_listen must then name an address that
     // this process reaches.
     std::string netns;
+    // NAME=VALUE variables ledgerd gets besides (or instead of) this process's.
+    std::vector<std::string> environment;
   };
 
   // ledgerd with `flags`, and these unless `flags` set them: --listen=127.0.0.1:0,
