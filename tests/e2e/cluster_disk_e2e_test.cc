@@ -60,12 +60,16 @@ class ClusterDiskTest : public ::testing::Test, protected LedgerdCluster {
     }
   }
 
-  // Fills replica i's filesystem to the last byte.
+  // Fills replica i's filesystem to the last byte. Appends to the fillers of an earlier call:
+  // rewriting them would free their room for a moment, and a replica waiting for room would
+  // see it (and start again on a disk full by the time it opens its log).
   void FillDisk(int i) {
-    const int ignored = std::system(("dd if=/dev/zero of=" + Filler(i) +
-                                     " bs=1M 2>/dev/null; dd if=/dev/zero of=" + Filler(i) +
-                                     ".tail bs=4k 2>/dev/null")
-                                        .c_str());
+    const int ignored =
+        std::system(("dd if=/dev/zero of=" + Filler(i) +
+                     " bs=1M oflag=append conv=notrunc 2>/dev/null; "
+                     "dd if=/dev/zero of=" +
+                     Filler(i) + ".tail bs=4k oflag=append conv=notrunc 2>/dev/null")
+                        .c_str());
     (void)ignored;  // dd fails once the disk is full, which is the point.
     const std::filesystem::space_info space = std::filesystem::space(node(i).data_dir());
     ASSERT_LT(space.available, 8192u);
