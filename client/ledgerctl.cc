@@ -82,6 +82,7 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] apply FILE|- [--batch_size=N]\n"
     "  ledgerctl [flags] health\n"
     "  ledgerctl [flags] backup --to=DIR\n"
+    "  ledgerctl [flags] cluster status\n"
     "\n"
     "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
     "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call;\n"
@@ -93,6 +94,14 @@ constexpr char kUsage[] =
     "empty): the server's files and, last, backup_manifest.json; `ledgerd restore --from=DIR`\n"
     "makes a data directory of it. The server allows it only to callers its authorization\n"
     "policy names (mutual TLS). --deadline does not bound it.\n"
+    "\n"
+    "cluster status asks every member of a cluster (--target's addresses and the members their\n"
+    "answers name: one member's address is enough) who leads, in which term, and how far each\n"
+    "member is behind the leader: NODE, ADDRESS, ROLE (leader, leader-loading, follower, or down\n"
+    "and why), TERM, APPLIED (the newest log position it applied), REPLICATED (the newest the\n"
+    "leader knows its log holds) and BEHIND (positions the leader committed that it has not\n"
+    "applied); JSON: one line per member. It exits 0 when a leader serves and every member\n"
+    "answered, else 5.\n"
     "\n"
     "apply reads JSON Lines from FILE (- for stdin): one ledger.v1.ApplyOperation per non-blank\n"
     "line in protobuf's JSON mapping, e.g.\n"
@@ -152,7 +161,7 @@ constexpr char kUsage[] =
 const std::vector<std::string>& Commands() {
   static const auto* commands =
       new std::vector<std::string>{"deposit",      "withdraw", "balance", "history", "transfer",
-                                   "get-transfer", "apply",    "health",  "backup"};
+                                   "get-transfer", "apply",    "health",  "backup",  "cluster"};
   return *commands;
 }
 
@@ -162,7 +171,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
   if (args.empty())
     ledger::cli::ExitUsage(program,
                            "missing command (deposit, withdraw, balance, history, transfer, "
-                           "get-transfer, apply, health or backup)");
+                           "get-transfer, apply, health, backup or cluster)");
   const std::string& command = args[0];
   if (std::find(Commands().begin(), Commands().end(), command) == Commands().end()) {
     const std::optional<std::string> close = ledger::cli::DidYouMean(command, Commands());
@@ -172,7 +181,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
                      close.has_value() ? absl::StrCat("; did you mean ", *close, "?")
                                        : std::string("; the commands are deposit, withdraw, "
                                                      "balance, history, transfer, get-transfer, "
-                                                     "apply, health and backup")));
+                                                     "apply, health, backup and cluster")));
   }
   const bool write = (command == "deposit" || command == "withdraw") && args.size() == 3;
   const bool transfer = command == "transfer" && args.size() == 4;
@@ -287,7 +296,7 @@ int main(int argc, char** argv) {
       {"balance", ledger::ctl::RunBalance},   {"history", ledger::ctl::RunHistory},
       {"transfer", ledger::ctl::RunTransfer}, {"get-transfer", ledger::ctl::RunGetTransfer},
       {"apply", ledger::ctl::RunApply},       {"health", ledger::ctl::RunHealth},
-      {"backup", ledger::ctl::RunBackup},
+      {"backup", ledger::ctl::RunBackup},     {"cluster", ledger::ctl::RunCluster},
   };
   for (const auto& [name, run] : kCommands) {
     if (command == name) return run(session, args);

@@ -5,6 +5,7 @@
 //   client/ledgerctl_reads.cc          balance, history, get-transfer, health
 //   client/ledgerctl_apply_command.cc  apply
 //   client/ledgerctl_backup.cc         backup
+//   client/ledgerctl_cluster.cc        cluster status
 #ifndef LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
 #define LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
 
@@ -23,6 +24,7 @@ int RunGetTransfer(LedgerctlSession& session, const std::vector<char*>& args);
 int RunHealth(LedgerctlSession& session, const std::vector<char*>& args);
 int RunApply(LedgerctlSession& session, const std::vector<char*>& args);
 int RunBackup(LedgerctlSession& session, const std::vector<char*>& args);
+int RunCluster(LedgerctlSession& session, const std::vector<char*>& args);
 
 }  // namespace ledger::ctl
 

@@ -88,6 +88,12 @@ class LedgerctlSession {
   const std::string& address() const { return address_; }
   // The channel to address().
   const std::shared_ptr<grpc::Channel>& channel() { return RouteTo(address_).channel; }
+  // --target's addresses, in order.
+  const std::vector<std::string>& targets() const { return targets_; }
+  // The channel to `address` (made once, with the session's credentials).
+  const std::shared_ptr<grpc::Channel>& ChannelTo(const std::string& address) {
+    return RouteTo(address).channel;
+  }
   // When the command must have its answer: --deadline from the session's start, shared by
   // every retry.
   absl::Time deadline() const { return deadline_; }

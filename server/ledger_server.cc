@@ -206,6 +206,19 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
       if (address.ok()) replica_hosts.push_back(address->host);
     }
   }
+  std::vector<ClusterStatusService::Member> members;
+  if (replica) {
+    for (const storage::RaftPeer& peer : options.storage.cluster->peers) {
+      const auto client = options.peer_client_addresses.find(peer.id);
+      members.push_back({.node_id = peer.id,
+                         .raft_address = peer.address,
+                         .grpc_address = client == options.peer_client_addresses.end()
+                                             ? std::string()
+                                             : client->second});
+    }
+  }
+  server->cluster_status_service_ = std::make_unique<ClusterStatusService>(
+      server->leadership_.get(), server->store_.get(), std::move(members));
   server->admin_service_ = std::make_unique<LedgerAdminService>(
       server->store_.get(), /*authorized_by_policy=*/policy != nullptr, options.version,
       std::move(replica_hosts));
@@ -250,6 +263,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
           server->transport_security_->credentials());
   builder.RegisterService(&server->service_);
   builder.RegisterService(server->admin_service_.get());
+  builder.RegisterService(server->cluster_status_service_.get());
   builder.RegisterService(&server->reflection_);  // Not gRPC's plugin: see reflection_service.h.
 
   if (!replica) server->router_->Start();

@@ -15,6 +15,7 @@
 #include "metrics/ledger_metrics.h"
 #include "metrics/metrics_endpoint.h"
 #include "server/backup_service.h"
+#include "server/cluster_status_service.h"
 #include "server/connection_acceptor.h"
 #include "server/leadership.h"
 #include "server/ledger_service.h"
@@ -194,6 +195,7 @@ class LedgerServer {
   LedgerService service_;
   std::unique_ptr<ServerTransportSecurity> transport_security_;
   std::unique_ptr<LedgerAdminService> admin_service_;
+  std::unique_ptr<ClusterStatusService> cluster_status_service_;
   ReflectionService reflection_;
   // Accepts the gRPC port's connections and hands them to server_; stopped before it.
   std::unique_ptr<ConnectionAcceptor> acceptor_;

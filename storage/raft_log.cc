@@ -344,6 +344,15 @@ struct RaftLog::Replica {
     status.leader_address = address == nullptr ? "" : address;
     status.commit_position = raft.commit_index;
     status.applied_position = raft.last_applied;
+    status.replicated.clear();
+    if (status.leader) {
+      for (unsigned i = 0; i < raft.configuration.n; ++i) {
+        const raft_id member = raft.configuration.servers[i].id;
+        status.replicated.emplace_back(member, member == raft.id
+                                                   ? raft.last_stored
+                                                   : raft.leader_state.progress[i].match_index);
+      }
+    }
   }
 };
 

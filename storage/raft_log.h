@@ -37,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -90,6 +91,9 @@ struct RaftStatus {
   std::string leader_address;
   uint64_t commit_position = 0;
   uint64_t applied_position = 0;
+  // On the leader: each member's id and the newest position the leader knows its log holds
+  // (Raft's match index; for the leader itself, what its own log has stored). Empty elsewhere.
+  std::vector<std::pair<uint64_t, uint64_t>> replicated;
   // Above 0 once the leader has sent a snapshot through this position that this replica's mirror
   // does not reach (it was behind the leader's log): it cannot go on until it has the leader's
   // state up to there. Stays set until the replica is opened again.

@@ -3,18 +3,27 @@
 // leader is replaced and nothing it acknowledged is lost; a leader paused (SIGSTOP) while the
 // others elect another starts again as a follower in the same process when it resumes, unless it
 // is asked to stop meanwhile; and in the end every replica's log (the mirror of what the cluster
-// committed) is the same, entry for entry.
+// committed) is the same, entry for entry; and `ledgerctl cluster status` asked of one member
+// names them all, the leader, and who is down.
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/ledgerctl_output.pb.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/error_details.h"
 #include "tests/e2e/ledgerd_cluster.h"
+#include "tests/e2e/subprocess.h"
+#include "tests/test_paths.h"
 #include "tests/wait_until.h"
 
 namespace ledger {
@@ -220,6 +229,98 @@ TEST_F(ClusterSnapshotTest, AFollowerBehindTheLeadersLogFetchesItsStateAndCatche
     ASSERT_TRUE(full.contains(position)) << position;
     EXPECT_EQ(full.at(position), payload) << position;
   }
+}
+
+}  // namespace
+}  // namespace ledger
+
+namespace ledger {
+namespace {
+
+// What `ledgerctl --target=TARGET cluster status --json` printed, one line per member.
+struct ClusterStatusRun {
+  int exit_code = -1;
+  std::vector<ctl::ClusterMemberLine> members;
+  std::string output;
+};
+
+ClusterStatusRun RunClusterStatus(const std::string& target, const std::string& flag) {
+  testing_util::Subprocess ledgerctl(
+      {testing_util::LedgerctlPath(), "--target=" + target, "cluster", "status", flag});
+  ClusterStatusRun run;
+  run.exit_code = ledgerctl.WaitForExit().value_or(-1);
+  run.output = ledgerctl.output();
+  if (flag != "--json") return run;
+  for (const absl::string_view line : absl::StrSplit(run.output, '\n', absl::SkipEmpty())) {
+    ctl::ClusterMemberLine member;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &member).ok())
+        << line;
+    run.members.push_back(member);
+  }
+  return run;
+}
+
+TEST_F(ClusterTest, ClusterStatusFromOneFollowerNamesEveryMemberTheLeaderAndWhoIsDown) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  for (int n = 0; n < 5; ++n) DepositOnLeader("erin", 1, absl::StrCat("s-", n));
+  const int leader = WaitForServing();
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 1) % 3;
+  const int other = (leader + 2) % 3;
+  const double term = Metric(leader, "ledger_replica_term").value_or(-1);
+  // Each member has applied the five deposits (and learnt that they are committed).
+  const double committed = Metric(leader, "ledger_replica_commit_position").value_or(-1);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (Metric(i, "ledger_replica_applied_position").value_or(0) < committed) return false;
+        }
+        return true;
+      },
+      "every member applies what the leader committed"));
+
+  // One follower's address is enough: the others come from its answer.
+  ClusterStatusRun run = RunClusterStatus(Address(follower), "--json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.members.size(), 3u) << run.output;
+  for (int i = 0; i < 3; ++i) {
+    const ctl::ClusterMemberLine& member = run.members[i];
+    EXPECT_EQ(member.node_id(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(member.address(), Address(i));
+    EXPECT_EQ(member.role(), i == leader ? "leader" : "follower") << run.output;
+    EXPECT_EQ(member.term(), static_cast<uint64_t>(term));
+    EXPECT_GE(member.applied_position(), static_cast<uint64_t>(committed));
+    EXPECT_GE(member.replicated_position(), static_cast<uint64_t>(committed));
+    EXPECT_TRUE(member.has_behind());
+    EXPECT_FALSE(member.has_error());
+  }
+
+  ClusterStatusRun text = RunClusterStatus(Address(other), "--deadline=5s");
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr(absl::StrCat("node ", leader + 1, " leads in term ",
+                                                  static_cast<uint64_t>(term), " and serves")));
+  // Its header is the one docs/operations.md shows.
+  std::ifstream operations(testing_util::SourceDir() + "/docs/operations.md");
+  std::string doc_header;
+  for (std::string line; std::getline(operations, line);) {
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "NODE  ADDRESS")) {
+      doc_header = std::string(absl::StripLeadingAsciiWhitespace(line));
+    }
+  }
+  ASSERT_FALSE(doc_header.empty());
+  EXPECT_THAT(text.output, HasSubstr("\n" + doc_header + "\n"));
+
+  // A follower down: named down, with why and with what the leader knows of its log; exit 5.
+  nodes_[other]->Kill();
+  run = RunClusterStatus(Address(follower), "--json");
+  EXPECT_EQ(run.exit_code, 5) << run.output;
+  ASSERT_EQ(run.members.size(), 3u) << run.output;
+  const ctl::ClusterMemberLine& down = run.members[other];
+  EXPECT_EQ(down.role(), "down");
+  EXPECT_THAT(down.error(), HasSubstr("UNAVAILABLE"));
+  EXPECT_GE(down.replicated_position(), static_cast<uint64_t>(committed));
+  EXPECT_FALSE(down.has_term());
+  EXPECT_EQ(run.members[leader].role(), "leader");
 }
 
 }  // namespace

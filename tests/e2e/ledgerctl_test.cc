@@ -96,6 +96,10 @@ TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
   EXPECT_EQ(health.exit_code, kExitOk);
   EXPECT_EQ(health.output, "SERVING\n");
   EXPECT_EQ(Run({"deposit", "alice", "5", "--request_id=r-1"}).output, "alice: 1105\n");
+  Result cluster = Run({"cluster", "status"});
+  EXPECT_EQ(cluster.exit_code, kExitOk);
+  EXPECT_EQ(cluster.output,
+            ledgerd_->target() + " is a single node (run without --peers); it serves\n");
 }
 
 TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) {
@@ -140,6 +144,8 @@ TEST_F(LedgerctlTest, JsonOutputIsOneObjectPerLine) {
   EXPECT_EQ(Run({"--json", "balance", "bob"}, true).output,
             "{\"account_id\":\"bob\",\"balance\":\"250\"}\n");
   EXPECT_EQ(Run({"--json", "health"}, true).output, "{\"status\":\"SERVING\"}\n");
+  EXPECT_EQ(Run({"--json", "cluster", "status"}, true).output,
+            "{\"address\":\"" + ledgerd_->target() + "\",\"role\":\"single-node\"}\n");
   Result error = Run({"--json", "balance", "nobody"});
   EXPECT_EQ(error.exit_code, kExitNotFound);
   EXPECT_EQ(error.output,
@@ -165,6 +171,8 @@ TEST_F(LedgerctlTest, ExitCodesNameTheClassOfFailure) {
                                                 {"deposit", "carol", "ten"},
                                                 {"balance"},
                                                 {"health", "extra"},
+                                                {"cluster"},
+                                                {"cluster", "stats"},
                                                 {"balance", "carol", "--request_id=x"},
                                                 {"--deadline=0s", "health"}}) {
     Result result = Run(usage);

@@ -199,9 +199,10 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
     services.push_back(service.name());
   }
   std::sort(services.begin(), services.end());
-  EXPECT_THAT(services, ::testing::ElementsAre("grpc.health.v1.Health",
-                                               "grpc.reflection.v1alpha.ServerReflection",
-                                               "ledger.v1.Ledger", "ledger.v1.LedgerAdmin"));
+  EXPECT_THAT(services,
+              ::testing::ElementsAre("grpc.health.v1.Health",
+                                     "grpc.reflection.v1alpha.ServerReflection", "ledger.v1.Ledger",
+                                     "ledger.v1.LedgerAdmin", "ledger.v1.LedgerCluster"));
 
   request.set_file_containing_symbol("ledger.v1.Ledger");
   ASSERT_TRUE(stream->Write(request));

@@ -118,7 +118,7 @@ TEST(ReflectionServiceTest, ListsTheLedgerHealthAndReflectionServices) {
   }
   EXPECT_THAT(services,
               ElementsAre("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection",
-                          "ledger.v1.Ledger", "ledger.v1.LedgerAdmin"));
+                          "ledger.v1.Ledger", "ledger.v1.LedgerAdmin", "ledger.v1.LedgerCluster"));
   EXPECT_TRUE(stream.Close().ok());
 }
 
@@ -285,7 +285,7 @@ TEST(ReflectionServiceTest, AnswersEveryRequestOfALongStreamOnceAndInOrder) {
     ServerReflectionResponse response;
     ASSERT_TRUE(stream.Read(&response));
     EXPECT_EQ(response.original_request().list_services(), absl::StrCat(i));
-    EXPECT_EQ(response.list_services_response().service_size(), 4);
+    EXPECT_EQ(response.list_services_response().service_size(), 5);
   }
   constexpr int kOneByOne = 500;
   int files_answered = 0;
