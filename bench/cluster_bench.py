@@ -13,6 +13,7 @@ verification must PASS. Prints a markdown table: medians over --rounds, and the 
 import argparse
 import atexit
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -51,9 +52,11 @@ class Cluster:
         clients = ",".join(f"{i + 1}=127.0.0.1:{grpc_ports[i]}" for i in range(3))
         self.processes = []
         self.targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
+        ledger_id = secrets.token_hex(16)  # One ledger: ledgerd refuses a replica of another.
         for i in range(3):
             data_dir = os.path.join(root, f"node{i + 1}")
-            subprocess.run([ledgerd, "init", f"--data_dir={data_dir}"], check=True,
+            subprocess.run([ledgerd, "init", f"--data_dir={data_dir}",
+                            f"--ledger_id={ledger_id}"], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             ports_file = os.path.join(ledgerd_scratch(), "ports.json")
             process = subprocess.Popen(

@@ -13,6 +13,7 @@ each run's verification (it must PASS).
 """
 import argparse
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -79,10 +80,12 @@ def main():
     clients = ",".join(f"{i + 1}=127.0.0.1:{grpc_ports[i]}" for i in range(3))
     targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
     replicas = []
+    ledger_id = secrets.token_hex(16)  # One ledger: ledgerd refuses a replica of another.
     for i in range(3):
         data_dir = os.path.join(root, f"node{i + 1}")
         subprocess.run([os.path.join(args.build, "server", "ledgerd"), "init",
-                        f"--data_dir={data_dir}"], check=True, stdout=subprocess.DEVNULL)
+                        f"--data_dir={data_dir}", f"--ledger_id={ledger_id}"], check=True,
+                       stdout=subprocess.DEVNULL)
         replicas.append(Replica(args.build, i + 1, peers, clients, grpc_ports[i], data_dir,
                                 args.server_cpu))
         replicas[-1].start()

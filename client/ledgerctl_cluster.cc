@@ -33,6 +33,7 @@ struct Reply {
 // Asks each of `addresses` at once; every call is bounded by the command's --deadline.
 std::vector<Reply> AskAll(LedgerctlSession& session, const std::vector<std::string>& addresses) {
   std::vector<std::future<Reply>> pending;
+  pending.reserve(addresses.size());
   for (const std::string& address : addresses) {
     std::shared_ptr<grpc::Channel> channel = session.ChannelTo(address);
     std::shared_ptr<grpc::ClientContext> context = session.NewContext();
@@ -45,6 +46,7 @@ std::vector<Reply> AskAll(LedgerctlSession& session, const std::vector<std::stri
     }));
   }
   std::vector<Reply> replies;
+  replies.reserve(pending.size());
   for (std::future<Reply>& each : pending) replies.push_back(each.get());
   return replies;
 }
@@ -99,9 +101,11 @@ int RunCluster(LedgerctlSession& session, const std::vector<char*>& args) {
         ClusterMemberLine line;
         line.set_address(reply.address);
         line.set_role(Role(reply.response));
+        line.set_ledger_id(reply.response.ledger_id());
         std::cout << JsonLine(line);
       } else {
-        std::cout << reply.address << " is a single node (run without --peers); it serves\n";
+        std::cout << reply.address << " is a single node (run without --peers) of ledger "
+                  << reply.response.ledger_id() << "; it serves\n";
       }
       return kExitOk;
     }
@@ -135,18 +139,33 @@ int RunCluster(LedgerctlSession& session, const std::vector<char*>& args) {
     }
   }
 
+  // The ledger: the serving leader's, else the first answer's. A member of another one is named.
+  std::string ledger_id;
+  if (leader != nullptr) ledger_id = leader->ledger_id();
+  for (const auto& [node_id, row] : rows) {
+    if (ledger_id.empty() && row.answer != nullptr) ledger_id = row.answer->ledger_id();
+  }
   bool degraded = leader == nullptr;
+  for (auto& [node_id, row] : rows) {
+    if (row.answer != nullptr && row.answer->ledger_id() != ledger_id) {
+      row.error = absl::StrCat("holds ledger ", row.answer->ledger_id(), ", not ", ledger_id);
+      degraded = true;
+    }
+  }
   if (!session.options().json) {
     if (leader != nullptr) {
-      std::cout << "node " << leader->node_id() << " leads in term " << leader->term()
-                << " and serves; commit position " << leader->commit_position() << "\n";
+      std::cout << "ledger " << ledger_id << ": node " << leader->node_id() << " leads in term "
+                << leader->term() << " and serves; commit position " << leader->commit_position()
+                << "\n";
     } else {
-      std::cout << "no member serves: no leader, or it has not caught up yet\n";
+      std::cout << "ledger " << (ledger_id.empty() ? "unknown" : ledger_id)
+                << ": no member serves (no leader, or it has not caught up yet)\n";
     }
-    std::cout << absl::StrFormat("%-5s %-22s %-15s %-6s %-9s %-11s %s\n", "NODE", "ADDRESS",
-                                 "ROLE", "TERM", "APPLIED", "REPLICATED", "BEHIND");
+    std::cout << absl::StrFormat("%-5s %-22s %-15s %-6s %-9s %-11s %s\n", "NODE", "ADDRESS", "ROLE",
+                                 "TERM", "APPLIED", "REPLICATED", "BEHIND");
   }
   std::vector<std::pair<std::optional<uint64_t>, const Row*>> listed;
+  listed.reserve(rows.size() + strangers.size());
   for (const auto& [node_id, row] : rows) listed.emplace_back(node_id, &row);
   for (const Row& row : strangers) listed.emplace_back(std::nullopt, &row);
   for (const auto& [node_id, row_pointer] : listed) {
@@ -168,6 +187,7 @@ int RunCluster(LedgerctlSession& session, const std::vector<char*>& args) {
       line.set_address(row.address);
       line.set_role(role);
       if (row.answer != nullptr) {
+        line.set_ledger_id(row.answer->ledger_id());
         line.set_term(row.answer->term());
         line.set_commit_position(row.answer->commit_position());
         line.set_applied_position(row.answer->applied_position());

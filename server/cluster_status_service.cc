@@ -21,6 +21,7 @@ grpc::ServerUnaryReactor* ClusterStatusService::Status(grpc::CallbackServerConte
 }
 
 void ClusterStatusService::Fill(v1::ClusterStatusResponse& response) const {
+  if (store_ != nullptr) response.set_ledger_id(store_->ledger_id());
   if (leadership_ == nullptr) {
     response.set_serving(true);  // A single node that answers serves.
     return;

@@ -25,9 +25,9 @@ class ClusterStatusService final : public v1::LedgerCluster::CallbackService {
     std::string grpc_address;  // --peer_clients; empty when not given.
   };
 
-  // A single node: `leadership` null, and nothing else read. A replica: `leadership` says
-  // whether it serves and `store` where Raft stands; `members` are --peers. Neither is owned:
-  // both outlive the gRPC server.
+  // A single node: `leadership` null; `store` (null without durability) gives the ledger id. A
+  // replica: `leadership` says whether it serves and `store` where Raft stands; `members` are
+  // --peers. Neither is owned: both outlive the gRPC server.
   ClusterStatusService(const Leadership* leadership, const storage::LedgerStorage* store,
                        std::vector<Member> members);
 

@@ -37,6 +37,7 @@
 #include "cli/command_line.h"
 #include "cli/host_port.h"
 #include "server/backup_restore.h"
+#include "server/ledger_id_check.h"
 #include "server/ledger_server.h"
 #include "server/library_logs.h"
 #include "server/listener_watchdog.h"
@@ -229,6 +230,11 @@ namespace {
 // The status a --debug_crash_after_transfer_step exit ends with, for tests to tell it apart.
 constexpr int kDebugCrashExitCode = 86;
 
+// How long a replica waits, before it joins, for the other members to say which ledger they hold
+// (server/ledger_id_check.h). A member that is down refuses the connection at once; one cut off
+// costs this much of every start.
+constexpr absl::Duration kLedgerIdCheckTimeout = absl::Seconds(2);
+
 // Reads the transport flags. Each numeric flag is checked against its bound before it is
 // narrowed into the struct, then the struct as LedgerServer::Start checks it: InvalidArgument
 // names the flag.
@@ -384,6 +390,11 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
       }
       options.peer_client_addresses[client.id] = client.address;
     }
+    // Before it joins: the members that answer hold this replica's ledger.
+    cluster.check_ledger_id = [node_id, members = options.peer_client_addresses](
+                                  const std::string& ledger_id) {
+      return ledger::CheckLedgerIdWithMembers(ledger_id, node_id, members, kLedgerIdCheckTimeout);
+    };
   }
   const std::string raft_listen = absl::GetFlag(FLAGS_raft_listen);
   if (!raft_listen.empty()) {

@@ -400,6 +400,13 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
       }
     }
     const ClusterOptions& cluster = *options.cluster;
+    // A replica of another ledger must not join: with a longer log it could lead, and replace
+    // the members' entries with its own.
+    if (cluster.check_ledger_id) {
+      if (absl::Status same = cluster.check_ledger_id((*handles)->ledger_id); !same.ok()) {
+        return absl::FailedPreconditionError(Refusal(options.data_dir, same.message()));
+      }
+    }
     absl::StatusOr<std::unique_ptr<RaftLog>> opened = RaftLog::Open(RaftLogOptions{
         .node_id = cluster.node_id,
         .peers = cluster.peers,

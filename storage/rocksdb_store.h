@@ -85,6 +85,10 @@ struct ClusterOptions {
   // libraft takes a snapshot every this many entries or 64 MiB of them
   // (RaftLogOptions::snapshot_threshold and snapshot_bytes).
   unsigned snapshot_entries = 65536;
+  // Called with the ledger id this data directory holds before the replica joins the cluster
+  // (before libraft starts): non-OK refuses the directory with that reason. ledgerd asks the
+  // other members which ledger they hold (server/ledger_id_check.h); unset, nothing is checked.
+  std::function<absl::Status(const std::string& ledger_id)> check_ledger_id;
 };
 
 // libraft's directory inside a replica's data directory. Its presence is what marks the data

@@ -7,6 +7,7 @@
 // names them all, the leader, and who is down.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -283,8 +284,11 @@ TEST_F(ClusterTest, ClusterStatusFromOneFollowerNamesEveryMemberTheLeaderAndWhoI
   ClusterStatusRun run = RunClusterStatus(Address(follower), "--json");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   ASSERT_EQ(run.members.size(), 3u) << run.output;
+  const std::string ledger_id = run.members[0].ledger_id();
+  EXPECT_EQ(ledger_id.size(), 32u);
   for (int i = 0; i < 3; ++i) {
     const ctl::ClusterMemberLine& member = run.members[i];
+    EXPECT_EQ(member.ledger_id(), ledger_id);
     EXPECT_EQ(member.node_id(), static_cast<uint64_t>(i + 1));
     EXPECT_EQ(member.address(), Address(i));
     EXPECT_EQ(member.role(), i == leader ? "leader" : "follower") << run.output;
@@ -297,8 +301,9 @@ TEST_F(ClusterTest, ClusterStatusFromOneFollowerNamesEveryMemberTheLeaderAndWhoI
 
   ClusterStatusRun text = RunClusterStatus(Address(other), "--deadline=5s");
   EXPECT_EQ(text.exit_code, 0) << text.output;
-  EXPECT_THAT(text.output, HasSubstr(absl::StrCat("node ", leader + 1, " leads in term ",
-                                                  static_cast<uint64_t>(term), " and serves")));
+  EXPECT_THAT(text.output,
+              HasSubstr(absl::StrCat("ledger ", ledger_id, ": node ", leader + 1, " leads in term ",
+                                     static_cast<uint64_t>(term), " and serves")));
   // Its header is the one docs/operations.md shows.
   std::ifstream operations(testing_util::SourceDir() + "/docs/operations.md");
   std::string doc_header;
@@ -321,6 +326,30 @@ TEST_F(ClusterTest, ClusterStatusFromOneFollowerNamesEveryMemberTheLeaderAndWhoI
   EXPECT_GE(down.replicated_position(), static_cast<uint64_t>(committed));
   EXPECT_FALSE(down.has_term());
   EXPECT_EQ(run.members[leader].role(), "leader");
+}
+
+// A replica whose data directory holds another ledger (here: made again by `ledgerd init`
+// without --ledger_id) is refused before libraft starts: it never joins the elections.
+TEST_F(ClusterTest, AReplicaOfAnotherLedgerIsRefusedBeforeItJoins) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  EXPECT_EQ(DepositOnLeader("frank", 3, "f-1"), 3);
+  const int leader = WaitForServing();
+  ASSERT_GE(leader, 0);
+  const int other = (leader + 1) % 3;
+  ASSERT_EQ(nodes_[other]->Stop(), 0);
+  std::filesystem::remove_all(nodes_[other]->data_dir());
+  testing_util::Subprocess init(
+      {testing_util::LedgerdPath(), "init", "--data_dir=" + nodes_[other]->data_dir()});
+  ASSERT_EQ(init.WaitForExit(), 0) << init.output();
+
+  EXPECT_FALSE(nodes_[other]->Restart());
+  EXPECT_NE(nodes_[other]->WaitForExit(), std::optional<int>(0));
+  EXPECT_THAT(nodes_[other]->log(), HasSubstr("is not a replica of this cluster"));
+  EXPECT_THAT(nodes_[other]->log(), HasSubstr("`ledgerd init --ledger_id=" + ledger_id_ + "`"));
+  EXPECT_FALSE(std::filesystem::exists(nodes_[other]->data_dir() + "/raft/metadata1"))
+      << "libraft started on it";
+  // The other two go on, and keep what they had.
+  EXPECT_EQ(DepositOnLeader("frank", 4, "f-2"), 7);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #define LEDGER_TESTS_E2E_LEDGER_DIR_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/e2e/subprocess.h"
@@ -12,11 +14,14 @@
 
 namespace ledger::testing_util {
 
-// Runs `ledgerd init --data_dir=DIR`; a failed init fails the test that called it.
-inline void InitLedgerDir(const std::string& dir) {
+// Runs `ledgerd init --data_dir=DIR` (with --ledger_id when `ledger_id` is not empty: the
+// replicas of a cluster share one); a failed init fails the test that called it.
+inline void InitLedgerDir(const std::string& dir, const std::string& ledger_id = "") {
   // A 1 MiB first log segment: tests make many ledgers, some on tiny filesystems.
-  Subprocess init(
-      {testing_util::LedgerdPath(), "init", "--data_dir=" + dir, "--log_segment_mib=1"});
+  std::vector<std::string> argv = {testing_util::LedgerdPath(), "init", "--data_dir=" + dir,
+                                   "--log_segment_mib=1"};
+  if (!ledger_id.empty()) argv.push_back("--ledger_id=" + ledger_id);
+  Subprocess init(std::move(argv));
   const std::optional<int> exit_code = init.WaitForExit();
   EXPECT_EQ(exit_code, 0) << init.output();
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -98,8 +99,10 @@ TEST_F(LedgerctlTest, EveryCommandPrintsForAPerson) {
   EXPECT_EQ(Run({"deposit", "alice", "5", "--request_id=r-1"}).output, "alice: 1105\n");
   Result cluster = Run({"cluster", "status"});
   EXPECT_EQ(cluster.exit_code, kExitOk);
-  EXPECT_EQ(cluster.output,
-            ledgerd_->target() + " is a single node (run without --peers); it serves\n");
+  EXPECT_TRUE(std::regex_match(
+      cluster.output, std::regex(ledgerd_->target() + " is a single node \\(run without --peers\\) "
+                                                      "of ledger [0-9a-f]{32}; it serves\n")))
+      << cluster.output;
 }
 
 TEST_F(LedgerctlTest, HistoryListsNewestFirstAndARetriedRequestIdIsAppliedOnce) {
@@ -144,8 +147,11 @@ TEST_F(LedgerctlTest, JsonOutputIsOneObjectPerLine) {
   EXPECT_EQ(Run({"--json", "balance", "bob"}, true).output,
             "{\"account_id\":\"bob\",\"balance\":\"250\"}\n");
   EXPECT_EQ(Run({"--json", "health"}, true).output, "{\"status\":\"SERVING\"}\n");
-  EXPECT_EQ(Run({"--json", "cluster", "status"}, true).output,
-            "{\"address\":\"" + ledgerd_->target() + "\",\"role\":\"single-node\"}\n");
+  const std::string cluster_json = Run({"--json", "cluster", "status"}, true).output;
+  EXPECT_TRUE(std::regex_match(
+      cluster_json, std::regex("\\{\"address\":\"" + ledgerd_->target() +
+                               "\",\"role\":\"single-node\",\"ledger_id\":\"[0-9a-f]{32}\"\\}\n")))
+      << cluster_json;
   Result error = Run({"--json", "balance", "nobody"});
   EXPECT_EQ(error.exit_code, kExitNotFound);
   EXPECT_EQ(error.output,

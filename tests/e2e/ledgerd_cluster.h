@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +80,7 @@ class LedgerdCluster {
       node_flags.insert(node_flags.end(), flags.begin(), flags.end());
       LedgerdProcess::Options options;
       options.netns = hosts_.netns[i];
+      options.ledger_id = ledger_id_;  // Replicas of one ledger: ledgerd refuses others.
       if (shiftable_clocks) {
         clocks_[i] =
             std::make_unique<ClockShiftFile>(clocks_dir_.Sub(absl::StrCat("clock", i + 1)));
@@ -275,6 +277,13 @@ class LedgerdCluster {
  protected:
   ReplicaHosts hosts_;
   std::array<int, 3> grpc_ports_{};
+  // 32 lowercase hexadecimal digits, as `ledgerd init --ledger_id` takes.
+  const std::string ledger_id_ = [] {
+    std::random_device random;
+    std::string id;
+    for (int i = 0; i < 32; ++i) id += "0123456789abcdef"[random() % 16];
+    return id;
+  }();
   ScratchDir clocks_dir_;
   std::array<std::unique_ptr<ClockShiftFile>, 3> clocks_;  // Null without shiftable_clocks.
   std::array<std::unique_ptr<LedgerdProcess>, 3> nodes_;

@@ -87,7 +87,7 @@ LedgerdProcess::LedgerdProcess(std::vector<std::string> flags, Options options)
   const bool in_memory = HasFlag(flags, "--durability=none");
   if (data_dir_.empty() && !in_memory) {
     data_dir_ = scratch_.Sub("data");
-    InitLedgerDir(data_dir_);
+    InitLedgerDir(data_dir_, options_.ledger_id);
     argv_.push_back("--data_dir=" + data_dir_);
   }
   argv_.insert(argv_.end(), flags.begin(), flags.end());

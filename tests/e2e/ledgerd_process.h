@@ -48,6 +48,9 @@ class LedgerdProcess {
     std::string netns;
     // NAME=VALUE variables ledgerd gets besides (or instead of) this process's.
     std::vector<std::string> environment;
+    // The id `ledgerd init` gives the new ledger it makes (a random one when empty): a
+    // cluster's replicas share one.
+    std::string ledger_id;
   };
 
   // ledgerd with `flags`, and these unless `flags` set them: --listen=127.0.0.1:0,
