@@ -3,6 +3,7 @@
 
 - docker-compose accepts docker-compose.yml: its six services, the init and load profiles, only
   the proxy, Prometheus and Grafana published and on 127.0.0.1, ledgerd on an internal network,
+  the cluster profile's three replicas (fixed addresses on an internal network, one ledger id),
   Grafana behind a login, the local images built from Debian's packages, the health check;
 - promtool accepts deploy/prometheus/prometheus.yml as mounted in the compose layout;
 - the Grafana provisioning files and the dashboard parse, and the dashboard reads the provisioned
@@ -41,8 +42,9 @@ check("docker-compose config -q accepts docker-compose.yml", validated.returncod
       validated.stdout)
 compose = yaml.safe_load(run(["docker-compose", "config"]).stdout)
 services = compose.get("services", {})
-check("six services", sorted(services) == ["grafana", "ledger", "ledger-init", "loadtest",
-                                           "prometheus", "proxy"], sorted(services))
+check("six services, and the cluster profile's four",
+      sorted(services) == ["cluster-init", "grafana", "ledger", "ledger-1", "ledger-2", "ledger-3",
+                           "ledger-init", "loadtest", "prometheus", "proxy"], sorted(services))
 check("loadtest runs only under the 'load' profile",
       services.get("loadtest", {}).get("profiles") == ["load"])
 check("loadtest waits for a healthy ledger",
@@ -118,6 +120,37 @@ check("ledger-init runs `ledgerd init --data_dir=/data/ledger` on ledger's volum
       and volumes("ledger-init") == volumes("ledger")
       and "--data_dir=/data/ledger" in services.get("ledger", {}).get("command", []),
       (init, volumes("ledger")))
+
+# Profile "cluster": three replicas, each with its own volume and fixed address on an internal
+# network of their own, the same --peers and --peer_clients, and an init that gives the three one
+# ledger id.
+replicas = ["ledger-1", "ledger-2", "ledger-3"]
+for service in ["cluster-init"] + replicas:
+    check(f"{service} runs only under the 'cluster' profile",
+          services.get(service, {}).get("profiles") == ["cluster"])
+cluster = compose.get("networks", {}).get("cluster", {}) or {}
+check("the cluster network is internal (no route out)", cluster.get("internal") is True, cluster)
+addresses = []
+for number, service in enumerate(replicas, 1):
+    command = services.get(service, {}).get("command", [])
+    address = ((services.get(service, {}).get("networks") or {}).get("cluster") or {}).get(
+        "ipv4_address", "")
+    addresses.append(address)
+    check(f"{service} is node {number}, only on the cluster network, publishes nothing",
+          f"--node_id={number}" in command and networks(service) == ["cluster"]
+          and published(service) == [], (command, networks(service)))
+    check(f"{service} keeps the volume ledger-{number}-data",
+          volumes(service) == [(f"ledger-{number}-data", "/data")], volumes(service))
+peers = ",".join(f"{n}={a}:7001" for n, a in enumerate(addresses, 1))
+clients = ",".join(f"{n}={a}:50051" for n, a in enumerate(addresses, 1))
+for service in replicas:
+    command = services.get(service, {}).get("command", [])
+    check(f"{service}'s --peers and --peer_clients name the three fixed addresses",
+          f"--peers={peers}" in command and f"--peer_clients={clients}" in command, command)
+init_command = " ".join(services.get("cluster-init", {}).get("command", []))
+check("cluster-init makes three replicas of one ledger id",
+      all(f"--data_dir=/data{n}/ledger" in init_command for n in (1, 2, 3))
+      and len(re.findall(r"--ledger_id=\$\$?id\b", init_command)) == 2, init_command)
 
 # The proxy: HAProxy from Debian's package, its config mounted, ledgerd behind it.
 proxy = services.get("proxy", {})

@@ -14,6 +14,10 @@
    exists): ledgerd publishes no port and cannot reach outside its network, Prometheus publishes
    on 127.0.0.1 and scrapes ledgerd (up{job="ledgerd"} == 1 and a ledger_ series in its API),
    and a deposit through the proxy's published port reaches ledgerd.
+5. compose's cluster profile: cluster-init, three replicas, `ledgerctl cluster status` names one
+   leader; the leader SIGKILLed (docker kill), a deposit goes to the new leader, a request_id
+   acknowledged before is not applied again, the killed member is shown down; started again, it
+   catches up, and the balance is exact.
 
 Everything it creates (containers, volumes, networks, the compose project) is removed at the end;
 the images stay, as the layer cache of the next run.
@@ -297,7 +301,10 @@ def test_compose():
     grpc_port, prometheus_port = free_port(), free_port()
     env = dict(os.environ, LEDGER_GRPC_PORT=str(grpc_port), PROMETHEUS_PORT=str(prometheus_port),
                GRAFANA_PORT=str(free_port()), LEDGER_PUBLISH_ADDRESS="127.0.0.1",
-               GRAFANA_ADMIN_PASSWORD_FILE=secret)
+               GRAFANA_ADMIN_PASSWORD_FILE=secret,
+               # docker-compose 1.29 makes every network of the file, the cluster profile's too:
+               # a subnet of its own, so that it does not overlap test_cluster_compose's.
+               LEDGER_CLUSTER_NET="10.231.76")
     services = ["ledger", "prometheus", "proxy"]
     cleanups.append(lambda: run(compose + ["--profile", "init", "--profile", "load", "down", "-v",
                                            "--remove-orphans"], env=env, timeout=120))
@@ -345,6 +352,115 @@ def test_compose():
           " >= 1", len(ok) == 1, prometheus_query(prometheus_port, "ledger_requests_total"))
 
 
+# 5. compose's cluster profile.
+def cluster_status(container):
+    """`ledgerctl cluster status --json` inside `container`: (exit code, {node_id: line})."""
+    result = run(["docker", "exec", container, "ledgerctl", "--target=127.0.0.1:50051",
+                  "--deadline=3s", "--json", "cluster", "status"], timeout=30)
+    members = {}
+    for line in result.stdout.splitlines():
+        try:
+            member = json.loads(line)
+        except ValueError:
+            continue
+        if "node_id" in member:
+            members[int(member["node_id"])] = member
+    return result.returncode, members
+
+
+def wait_cluster(container, condition, seconds=60):
+    status = (None, {})
+    for _ in range(seconds):
+        status = cluster_status(container)
+        if condition(*status):
+            break
+        time.sleep(1)
+    return status
+
+
+def test_cluster_compose():
+    """Profile "cluster": three replicas of one ledger; the leader SIGKILLed, a new one serves
+    without losing what was acknowledged; the killed one started again catches up."""
+    net = "10.231.77"
+    compose = compose_command() + ["--project-name", f"ledgerclustertest{TAG}",
+                                   "--profile", "cluster"]
+    # Compose checks every service's secret files, Grafana's too, whichever services it starts.
+    secret_dir = tempfile.mkdtemp(prefix="ledger-image-test-")
+    cleanups.append(lambda: shutil.rmtree(secret_dir, ignore_errors=True))
+    secret = os.path.join(secret_dir, "grafana_admin_password")
+    with open(secret, "w") as file:
+        file.write("not-used-by-this-test\n")
+    env = dict(os.environ, LEDGER_CLUSTER_NET=net, GRAFANA_ADMIN_PASSWORD_FILE=secret)
+    replicas = ["ledger-1", "ledger-2", "ledger-3"]
+    targets = ",".join(f"{net}.{11 + i}:50051" for i in range(3))
+    cleanups.append(lambda: run(compose + ["down", "-v", "--remove-orphans"], env=env,
+                                timeout=120))
+    # A network an earlier run could not remove would hold the subnet.
+    stale = run(["docker", "network", "ls", "-q", "--filter", "name=ledgerclustertest"]).stdout
+    for network in stale.split():
+        run(["docker", "network", "rm", network])
+    init = run(compose + ["run", "--rm", "cluster-init"], env=env, timeout=120)
+    check("cluster-init makes three replicas of one new ledger (exit 0)",
+          init.returncode == 0 and init.stdout.count("created a new, empty ledger") == 3,
+          init.stdout)
+    up = timed("cluster up", lambda: run(compose + ["up", "-d", "--no-build"] + replicas,
+                                         env=env, timeout=300))
+    if not check("compose --profile cluster up -d " + " ".join(replicas), up.returncode == 0,
+                 up.stdout):
+        raise RuntimeError("cluster up failed")
+    containers = [run(compose + ["ps", "-q", name], env=env).stdout.strip() for name in replicas]
+    for name, container in zip(replicas, containers):
+        health = wait_healthy(container)
+        check(f"{name} becomes healthy", health.startswith("healthy"),
+              f"{health}\n{run(['docker', 'logs', container]).stdout[-3000:]}")
+    code, members = timed("a leader serves", lambda: wait_cluster(
+        containers[0], lambda code, members: code == 0 and len(members) == 3))
+    check("cluster status: three members, one leader, exit 0",
+          code == 0 and sorted(members) == [1, 2, 3]
+          and [m["role"] for m in members.values()].count("leader") == 1, members)
+
+    def deposit(container, amount, request_id):
+        return run(["docker", "exec", container, "ledgerctl", f"--target={targets}",
+                    "--deadline=10s", "deposit", "acct-cluster", str(amount),
+                    f"--request_id={request_id}"], timeout=60)
+
+    first = deposit(containers[0], 100, "cluster-1")
+    check("a deposit through any member reaches the leader", first.stdout.strip().endswith(
+        "acct-cluster: 100"), first.stdout)
+    leader = next((n for n, m in members.items() if m["role"] == "leader"), 1)
+    killed = containers[leader - 1]
+    survivor = containers[leader % 3]
+    run(["docker", "kill", killed], timeout=60)
+    second = None
+    for _ in range(30):
+        second = deposit(survivor, 50, "cluster-2")
+        if second.returncode == 0:
+            break
+        time.sleep(1)
+    check("with the leader SIGKILLed, a new leader takes the next deposit",
+          second.stdout.strip().endswith("acct-cluster: 150"), second.stdout)
+    replay = deposit(survivor, 100, "cluster-1")
+    check("a request_id acknowledged by the killed leader is not applied again",
+          "acct-cluster: 100 (replayed" in replay.stdout, replay.stdout)
+    code, members = cluster_status(survivor)
+    check("cluster status names the killed member down and exits 5",
+          code == 5 and members.get(leader, {}).get("role") == "down", (code, members))
+
+    run(["docker", "start", killed], timeout=60)
+    health = wait_healthy(killed)
+    check("the killed member starts again", health.startswith("healthy"), health)
+    code, members = timed("the restarted member catches up", lambda: wait_cluster(
+        survivor, lambda code, members: code == 0 and all(
+            int(m.get("applied_position", 0)) >= int(m.get("replicated_position", 1))
+            for m in members.values())))
+    check("cluster status: every member answers again, each applied what the leader holds",
+          code == 0 and len(members) == 3, members)
+    balance = run(["docker", "exec", survivor, "ledgerctl", f"--target={targets}",
+                   "balance", "acct-cluster"], timeout=60)
+    check("the balance is 150 after the failover", balance.stdout.strip().endswith(
+        "acct-cluster: 150"), balance.stdout)
+
+
 def main():
     started = time.monotonic()
     dockerd = start_engine()
@@ -352,6 +468,7 @@ def main():
         build_images()
         timed("image checks", test_image)
         timed("compose checks", test_compose)
+        timed("cluster checks", test_cluster_compose)
     except RuntimeError as error:
         check("the run went on to the end", False, error)
     finally:
