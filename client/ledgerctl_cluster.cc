@@ -67,13 +67,19 @@ int RunCluster(LedgerctlSession& session, const std::vector<char*>& args) {
   if (args.size() != 3 || std::string(args[2]) != "status") {
     return UsageError("cluster takes one subcommand: status");
   }
-  // --target's addresses first; then the members their answers name that none of them was.
+  // --target's addresses first; then, at the address the answers give, each member that did not
+  // answer yet (a member that did may be known here by another address than its --peer_clients).
   std::vector<Reply> replies = AskAll(session, session.targets());
   std::set<std::string> asked(session.targets().begin(), session.targets().end());
+  std::set<uint64_t> answered;
+  for (const Reply& reply : replies) {
+    if (reply.status.ok()) answered.insert(reply.response.node_id());
+  }
   std::vector<std::string> named;
   for (const Reply& reply : replies) {
     for (const v1::ClusterMember& member : reply.response.members()) {
-      if (!member.grpc_address().empty() && asked.insert(member.grpc_address()).second) {
+      if (!member.grpc_address().empty() && !answered.count(member.node_id()) &&
+          asked.insert(member.grpc_address()).second) {
         named.push_back(member.grpc_address());
       }
     }
@@ -112,7 +118,11 @@ int RunCluster(LedgerctlSession& session, const std::vector<char*>& args) {
     Row& row = rows[reply.response.node_id()];
     row.address = reply.address;
     row.answer = &reply.response;
-    if (reply.response.leader() && reply.response.serving()) leader = &reply.response;
+    // A leader cut off may not know yet that another leads a later term.
+    if (reply.response.leader() && reply.response.serving() &&
+        (leader == nullptr || reply.response.term() > leader->term())) {
+      leader = &reply.response;
+    }
     for (const v1::ClusterMember& member : reply.response.members()) {
       Row& named_row = rows[member.node_id()];
       if (named_row.address.empty()) named_row.address = member.grpc_address();
@@ -130,6 +140,12 @@ int RunCluster(LedgerctlSession& session, const std::vector<char*>& args) {
     row->address = reply->address;
     row->error = absl::StrCat(StatusCodeName(static_cast<int>(reply->status.error_code())), ": ",
                               reply->status.error_message());
+  }
+  for (auto& [node_id, row] : rows) {
+    if (row.answer == nullptr && row.error.empty()) {
+      row.error =
+          "not asked: no member gives its gRPC address (--peer_clients); add it to --target";
+    }
   }
   if (leader != nullptr) {
     for (const v1::ClusterMember& member : leader->members()) {

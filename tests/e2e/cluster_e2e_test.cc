@@ -299,6 +299,14 @@ TEST_F(ClusterTest, ClusterStatusFromOneFollowerNamesEveryMemberTheLeaderAndWhoI
     EXPECT_FALSE(member.has_error());
   }
 
+  // Named by another address than its --peer_clients one: asked there only, shown there.
+  const std::string alias =
+      absl::StrCat("localhost:", Address(follower).substr(Address(follower).rfind(':') + 1));
+  run = RunClusterStatus(alias, "--json");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(run.members.size(), 3u) << run.output;
+  EXPECT_EQ(run.members[follower].address(), alias);
+
   ClusterStatusRun text = RunClusterStatus(Address(other), "--deadline=5s");
   EXPECT_EQ(text.exit_code, 0) << text.output;
   EXPECT_THAT(text.output,
