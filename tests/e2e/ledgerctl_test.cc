@@ -275,12 +275,13 @@ INSTANTIATE_TEST_SUITE_P(
                         "AMOUNT must be an integer number of minor units; got \"5.00\""},
         CommandLineCase{{"depsit", "alice", "5"},
                         "unknown command \"depsit\"; did you mean deposit?"},
-        CommandLineCase{{"frobnicate"},
-                        "unknown command \"frobnicate\"; the commands are deposit, withdraw, "
-                        "balance, history, transfer, get-transfer, apply, health and backup"},
+        CommandLineCase{
+            {"frobnicate"},
+            "unknown command \"frobnicate\"; the commands are deposit, withdraw, "
+            "balance, history, transfer, get-transfer, apply, health, backup and cluster"},
         CommandLineCase{{},
                         "missing command (deposit, withdraw, balance, history, transfer, "
-                        "get-transfer, apply, health or backup)"},
+                        "get-transfer, apply, health, backup or cluster)"},
         CommandLineCase{{"transfer", "alice", "bob", "-5"},
                         "AMOUNT must be positive; got -5 (to move money back, swap FROM and TO)"},
         CommandLineCase{{"transfer", "alice", "bob", "1.5"},
