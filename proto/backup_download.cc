@@ -7,13 +7,17 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "base/steady_wait.h"
 #include "base/sync_directory.h"
 #include "google/protobuf/util/json_util.h"
 #include "ledger/v1/ledger_admin.grpc.pb.h"
@@ -157,10 +161,29 @@ void RemoveContents(const std::string& dir) {
 }  // namespace
 
 BackupDownload DownloadBackup(const std::shared_ptr<grpc::Channel>& channel, const std::string& dir,
-                              std::chrono::system_clock::time_point deadline) {
+                              std::chrono::system_clock::time_point deadline,
+                              const std::function<bool()>& keep_going) {
   BackupDownload download;
   grpc::ClientContext context;
   if (deadline != std::chrono::system_clock::time_point::max()) context.set_deadline(deadline);
+  // Asks keep_going until the stream ends (the watcher is stopped and joined before `context`
+  // goes: the Cleanup below is declared after it).
+  SteadyNotification finished;
+  std::thread watcher;
+  if (keep_going) {
+    watcher = std::thread([&] {
+      while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+        if (!keep_going()) {
+          context.TryCancel();
+          return;
+        }
+      }
+    });
+  }
+  const absl::Cleanup stop_watching = [&] {
+    finished.Notify();
+    if (watcher.joinable()) watcher.join();
+  };
   v1::BackupRequest request;
   std::unique_ptr<grpc::ClientReader<v1::BackupChunk>> reader =
       v1::LedgerAdmin::NewStub(channel)->Backup(&context, request);

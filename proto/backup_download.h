@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,9 +29,12 @@ struct BackupDownload {
 
 // Downloads a backup into `dir`, which must exist and be empty; on any failure `dir` is left
 // empty again. `deadline` bounds the whole stream (a backup takes as long as its copy).
+// `keep_going`, when set, is asked about every 200 ms from another thread while the stream
+// runs: false cancels it (CANCELLED), as when the source is no longer the one to copy.
 BackupDownload DownloadBackup(
     const std::shared_ptr<grpc::Channel>& channel, const std::string& dir,
-    std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max());
+    std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max(),
+    const std::function<bool()>& keep_going = nullptr);
 
 }  // namespace ledger
 

@@ -6,6 +6,7 @@
 #include "base/steady_wait.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/version_info.h"
+#include "server/grpc_deadline.h"
 
 #if GRPC_CPP_VERSION_MAJOR == 1 && GRPC_CPP_VERSION_MINOR == 51
 #define LEDGER_CONNECTION_DRAIN 1
@@ -49,7 +50,7 @@ bool StopListeningAndSendGoaways(grpc::Server& server, absl::Duration timeout) {
   grpc_core::Server* core = CoreServerOf(server);
   {
     grpc::Alarm alarm;
-    alarm.Set(std::chrono::system_clock::now(), [outcome, core](bool fired) {
+    alarm.Set(GrpcDeadlineIn(absl::ZeroDuration()), [outcome, core](bool fired) {
       if (fired) {
         core->StopListening();
         core->SendGoaways();

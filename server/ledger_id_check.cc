@@ -10,6 +10,7 @@
 #include "base/steady_wait.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger_cluster.grpc.pb.h"
+#include "server/grpc_deadline.h"
 
 namespace ledger {
 
@@ -19,38 +20,46 @@ absl::Status CheckLedgerIdWithMembers(const std::string& ledger_id, uint64_t nod
   struct Answer {
     uint64_t id = 0;
     std::string address;
+    grpc::ClientContext context;
     grpc::Status status;
     v1::ClusterStatusResponse response;
   };
-  const auto deadline = std::chrono::system_clock::now() + SteadyTimeout(timeout);
-  std::vector<std::future<Answer>> pending;
-  pending.reserve(member_addresses.size());
+  // Bounded on the monotonic clock: a member that never answers (paused, cut off) is cancelled
+  // at the deadline, whatever gRPC makes of a wall-clock deadline.
+  const SteadyDeadline deadline(timeout);
+  std::vector<std::shared_ptr<Answer>> answers;
+  std::vector<std::future<void>> pending;
   for (const auto& [id, address] : member_addresses) {
     if (id == node_id) continue;
-    pending.push_back(std::async(std::launch::async, [id, address, deadline] {
-      Answer answer;
-      answer.id = id;
-      answer.address = address;
-      grpc::ClientContext context;
-      context.set_deadline(deadline);
-      answer.status = v1::LedgerCluster::NewStub(
-                          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))
-                          ->Status(&context, v1::ClusterStatusRequest(), &answer.response);
-      return answer;
+    auto answer = std::make_shared<Answer>();
+    answer->id = id;
+    answer->address = address;
+    answer->context.set_deadline(GrpcDeadlineIn(timeout));
+    answers.push_back(answer);
+    pending.push_back(std::async(std::launch::async, [answer] {
+      answer->status =
+          v1::LedgerCluster::NewStub(
+              grpc::CreateChannel(answer->address, grpc::InsecureChannelCredentials()))
+              ->Status(&answer->context, v1::ClusterStatusRequest(), &answer->response);
     }));
   }
-  for (std::future<Answer>& each : pending) {
-    const Answer answer = each.get();
-    if (!answer.status.ok() || answer.response.ledger_id().empty() ||
-        answer.response.ledger_id() == ledger_id) {
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (pending[i].wait_for(SteadyTimeout(deadline.Left())) != std::future_status::ready) {
+      answers[i]->context.TryCancel();
+    }
+    pending[i].get();
+  }
+  for (const std::shared_ptr<Answer>& answer : answers) {
+    if (!answer->status.ok() || answer->response.ledger_id().empty() ||
+        answer->response.ledger_id() == ledger_id) {
       continue;
     }
     return absl::FailedPreconditionError(absl::StrCat(
-        "node ", answer.id, " at ", answer.address, " holds ledger ", answer.response.ledger_id(),
-        ", and this data directory ledger ", ledger_id,
+        "node ", answer->id, " at ", answer->address, " holds ledger ",
+        answer->response.ledger_id(), ", and this data directory ledger ", ledger_id,
         ": it is not a replica of this cluster, and joining would let it replace the members' "
         "entries. A replica is made with `ledgerd init --ledger_id=",
-        answer.response.ledger_id(),
+        answer->response.ledger_id(),
         "` on an empty directory (it then fetches the leader's state)"));
   }
   return absl::OkStatus();

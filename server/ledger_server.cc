@@ -15,6 +15,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/authz_policy.h"
 #include "server/connection_drain.h"
+#include "server/grpc_deadline.h"
 #include "server/state_transfer.h"
 
 namespace ledger {
@@ -433,8 +434,16 @@ bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
     std::cerr << "ledgerd: node " << node_id << " is behind the leader's snapshot at log position "
               << status.needs_state_through << "; fetching node " << id << "'s state from "
               << address << "\n";
-    absl::StatusOr<FetchedState> fetched =
-        FetchLeaderState(address, storage_options_, status.needs_state_through);
+    absl::StatusOr<FetchedState> fetched = FetchLeaderState(
+        address, storage_options_, status.needs_state_through,
+        [this, source = id, from_leader = id == status.leader_id] {
+          // A leader's state stops being worth its wait once another leads
+          // (the source may be cut off: its stream would wait for the ping
+          // to fail). Fetched again from the new leader.
+          if (!from_leader) return true;
+          const std::optional<storage::RaftStatus> now = store_->replica_status();
+          return !now.has_value() || now->leader_id == 0 || now->leader_id == source;
+        });
     if (!fetched.ok()) {
       std::cerr << "ledgerd: node " << node_id << " could not fetch node " << id << "'s state ("
                 << fetched.status().message() << ")\n";
@@ -511,8 +520,7 @@ void LedgerServer::Shutdown() {
     // every call not yet complete at the deadline, including one whose answer a shard has given
     // but gRPC is still sending, and its caller would get "Cancelling all calls" instead of
     // that definite answer (tests/e2e/ledgerd_process_test.cc caught it under ASan).
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      SteadyTimeout(std::max(grace_deadline.Left(), kAnswerDeliveryMin)));
+    server_->Shutdown(GrpcDeadlineIn(std::max(grace_deadline.Left(), kAnswerDeliveryMin)));
   }
   metrics_endpoint_.reset();  // Last, so that the drain can still be watched.
 }

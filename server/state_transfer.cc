@@ -18,11 +18,18 @@ absl::Status FilesystemError(absl::string_view what, const std::error_code& erro
   return absl::UnavailableError(absl::StrCat(what, ": ", error.message()));
 }
 
+// A member that stops answering mid-fetch is given up within about 30 s. Twice ledgerd's
+// default --min_client_ping_interval (10 s): a source that is slow to send its first chunk (a
+// large checkpoint) must not take the pings for abuse and close the connection.
+constexpr int kFetchKeepaliveTimeMs = 20'000;
+constexpr int kFetchKeepaliveTimeoutMs = 10'000;
+
 }  // namespace
 
 absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
                                               const storage::StoreOptions& options,
-                                              uint64_t needed_through) {
+                                              uint64_t needed_through,
+                                              const std::function<bool()>& keep_going) {
   // Inside the data directory, on its filesystem: what is fetched is renamed into place.
   const std::string transfer =
       absl::StrCat(options.data_dir, "/", storage::kStateTransferDirectory);
@@ -31,8 +38,16 @@ absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
   fs::remove_all(transfer, error);
   fs::create_directories(backup, error);
   if (error) return FilesystemError(absl::StrCat("cannot make ", backup), error);
+  // No deadline: a large state takes as long as it takes. But a member that goes silent mid-way
+  // (cut off, paused) must not hold this replica for good: an idle stream on a silent peer sends
+  // nothing TCP could time out on. So the channel pings it, and the fetch fails once a ping goes
+  // unanswered; the caller then tries another member.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kFetchKeepaliveTimeMs);
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kFetchKeepaliveTimeoutMs);
   const BackupDownload download = DownloadBackup(
-      grpc::CreateChannel(leader_address, grpc::InsecureChannelCredentials()), backup);
+      grpc::CreateCustomChannel(leader_address, grpc::InsecureChannelCredentials(), arguments),
+      backup, std::chrono::system_clock::time_point::max(), keep_going);
   if (!download.rpc.ok()) {
     return absl::UnavailableError(absl::StrCat("fetching the leader's state from ", leader_address,
                                                " failed: ", download.rpc.error_message()));

@@ -10,6 +10,7 @@
 #define LEDGER_SERVER_STATE_TRANSFER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,9 +30,12 @@ struct FetchedState {
 // `options.data_dir`/storage::kStateTransferDirectory/restored, checked as `ledgerd restore` checks
 // a backup. FailedPrecondition when the state does not reach `needed_through`; the fetch's or the
 // restore's error otherwise. Whatever a failed attempt wrote is removed by the next one.
+// `keep_going` (asked every 200 ms) false stops the fetch (Cancelled): the caller's way to give
+// up on a source that no longer leads. A source that goes silent is given up within about 30 s.
 absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
                                               const storage::StoreOptions& options,
-                                              uint64_t needed_through);
+                                              uint64_t needed_through,
+                                              const std::function<bool()>& keep_going = nullptr);
 
 // With the replica closed: the contents of `restored` take the place of `data_dir`'s, all but
 // its Raft directory (kRaftDirectory), which stays. Crash-safe: once the swap has begun, the

@@ -208,14 +208,17 @@ class ClusterFaultScheduleTest : public ::testing::Test,
       const std::string log = node(i).log();
       absl::StrAppend(&out, "\nnode ", i + 1, " log (its end):\n",
                       log.substr(log.size() > 3000 ? log.size() - 3000 : 0), "\nnode ", i + 1, ":");
-      // A drain that never ends: where each of its threads waits.
+      // A drain that never ends, or a running replica that does not answer /metrics (and is not
+      // paused): where each of its threads waits.
       const size_t draining = log.rfind("draining, to start again");
-      if (draining != std::string::npos && log.find("drained in", draining) == std::string::npos &&
-          node(i).running()) {
+      const bool stuck_draining =
+          draining != std::string::npos && log.find("drained in", draining) == std::string::npos;
+      if ((stuck_draining || !scrape.has_value()) && node(i).running() &&
+          ProcessState(node(i).pid()) != 'T') {
         Subprocess gdb({"/usr/bin/gdb", "-batch", "-p", std::to_string(node(i).pid()), "-ex",
                         "thread apply all bt"});
         gdb.WaitForExit(std::chrono::seconds(60));
-        absl::StrAppend(&out, "\nnode ", i + 1, " stuck draining; its threads:\n", gdb.output());
+        absl::StrAppend(&out, "\nnode ", i + 1, " stuck; its threads:\n", gdb.output());
       }
       if (!scrape.has_value()) continue;
       for (const char* series :
