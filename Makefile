@@ -86,7 +86,7 @@ test-thread-safety: asan-build
 
 test-asan: asan-build
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan_suppressions.txt \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan_suppressions.txt:print_suppressions=0 \
 	  $(TIMED) "asan tests" ctest --output-on-failure -j $(TEST_JOBS) \
 	  --output-junit ctest-junit.xml
 

@@ -7,13 +7,17 @@
 #ifndef LEDGER_TESTS_UNUSED_PORT_H_
 #define LEDGER_TESTS_UNUSED_PORT_H_
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <set>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -34,7 +38,26 @@ inline bool PortIsFree(int port) {
   return bound;
 }
 
-// Never the same port twice in one process: a cluster's three are picked before any is bound.
+// Whether this process now holds `port` against every other test process: an exclusive lock on
+// a file named after it, kept until the process exits (the kernel drops it then, however it
+// ends). Two test programs running at once (ctest -j) would otherwise pick the same port now and
+// then, and a replica would find another test's ledgerd where its peer should be (a replica
+// checks, at its start, that its peers hold its ledger: CI under ASan).
+inline bool ReservePortForThisProcess(int port) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ledger-test-ports";
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  const int fd = open((dir / std::to_string(port)).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return true;  // No lock to be had here: the port check alone decides.
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return false;
+  }
+  return true;  // The descriptor stays open: the lock lasts as long as the process.
+}
+
+// Never the same port twice in one process (a cluster's three are picked before any is bound),
+// nor one another test process holds.
 inline int UnusedPort() {
   static std::mutex mu;
   static std::mt19937 random{std::random_device{}()};
@@ -43,7 +66,7 @@ inline int UnusedPort() {
   std::uniform_int_distribution<int> pick(kUnusedPortLow, kUnusedPortHigh);
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int port = pick(random);
-    if (given.count(port) == 0 && PortIsFree(port)) {
+    if (given.count(port) == 0 && PortIsFree(port) && ReservePortForThisProcess(port)) {
       given.insert(port);
       return port;
     }

@@ -246,8 +246,11 @@ struct ClusterStatusRun {
 };
 
 ClusterStatusRun RunClusterStatus(const std::string& target, const std::string& flag) {
-  testing_util::Subprocess ledgerctl(
-      {testing_util::LedgerctlPath(), "--target=" + target, "cluster", "status", flag});
+  // JSON lines on stdout; stderr (a sanitizer's report, say) is not among them.
+  testing_util::Subprocess ledgerctl({"/bin/sh", "-c",
+                                      testing_util::LedgerctlPath() + " --target=" + target +
+                                          " cluster status " + flag +
+                                          (flag == "--json" ? " 2>/dev/null" : "")});
   ClusterStatusRun run;
   run.exit_code = ledgerctl.WaitForExit().value_or(-1);
   run.output = ledgerctl.output();
