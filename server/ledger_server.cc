@@ -198,18 +198,15 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   server->transport_security_ = *std::move(transport_security);
   AuthzPolicyWatcher* const policy = server->transport_security_->policy_watcher();
   if (policy != nullptr) policy->CountDenialsIn(server->metrics_);
-  // A replica's peers may fetch its state (server/state_transfer.h) without a policy.
+  // A replica's members (--peers): their hosts may fetch its state without a policy
+  // (server/state_transfer.h), and ledger.v1.LedgerCluster lists them.
   std::vector<std::string> replica_hosts;
+  std::vector<ClusterStatusService::Member> members;
   if (replica) {
     for (const storage::RaftPeer& peer : options.storage.cluster->peers) {
       absl::StatusOr<cli::HostPort> address = cli::ParseHostPort(
           "--peers", peer.address, cli::AddressUse::kConnect, /*example_port=*/7001);
       if (address.ok()) replica_hosts.push_back(address->host);
-    }
-  }
-  std::vector<ClusterStatusService::Member> members;
-  if (replica) {
-    for (const storage::RaftPeer& peer : options.storage.cluster->peers) {
       const auto client = options.peer_client_addresses.find(peer.id);
       members.push_back({.node_id = peer.id,
                          .raft_address = peer.address,
