@@ -42,7 +42,8 @@ void WriteFailed(raft_io* io, int code) {
   if (s.on_write_failed) s.on_write_failed(code);
 }
 
-// Sends what was held, in order, until the first that must still wait.
+// Sends what was held, in order, until the first that must still wait. Never from inside an
+// I/O callback (RaftIoGuard::SendHeld says why).
 void Release(raft_io* io) {
   State& s = StateOf(io);
   while (!s.held.empty() && !s.closing) {
@@ -70,7 +71,6 @@ int SendAppend(raft_io* io, raft_io_append* req, const raft_entry entries[], uns
     const raft_io_append_cb original_cb = request->cb;
     delete request;
     original_cb(original, status);
-    Release(io);
   });
   if (rv != 0) delete request;
   return rv;
@@ -101,7 +101,6 @@ int SendSnapshotPut(raft_io* io, unsigned trailing, raft_io_snapshot_put* req,
                                   const raft_io_snapshot_put_cb original_cb = request->cb;
                                   delete request;
                                   original_cb(original, status);
-                                  Release(io);
                                 });
   if (rv != 0) {
     s.snapshot_in_flight = false;
@@ -163,6 +162,8 @@ void Close(raft_io* io, raft_io_close_cb cb) {
 }
 
 }  // namespace
+
+void RaftIoGuard::SendHeld() { Release(&io); }
 
 void RaftIoGuard::Install(std::function<void(int code)> on_write_failed) {
   state->append = io.append;

@@ -607,8 +607,13 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   r.retry.data = &r;
   uv_check_init(&r.loop, &r.check);
   r.check.data = &r;
-  uv_check_start(&r.check,
-                 [](uv_check_t* handle) { static_cast<Replica*>(handle->data)->Refresh(); });
+  // Each iteration, after the I/O's callbacks: first what the guard holds and may now send
+  // (never from inside those callbacks, storage/raft_io_guard.h), then the status.
+  uv_check_start(&r.check, [](uv_check_t* handle) {
+    auto* replica = static_cast<Replica*>(handle->data);
+    replica->io_guard.SendHeld();
+    replica->Refresh();
+  });
   r.thread = std::thread([&r] {
     pthread_setname_np(pthread_self(), "ledger-raft");
     uv_run(&r.loop, UV_RUN_DEFAULT);
