@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <system_error>
 
@@ -22,7 +23,13 @@ class ScratchDir {
     EXPECT_NE(made, nullptr) << "mkdtemp " << pattern;
     path_ = pattern;
   }
+  // Removed unless the test failed and LEDGER_TEST_KEEP_FAILED is set (to look at a failed
+  // test's files: a replica's Raft segments, a journal).
   ~ScratchDir() {
+    if (::testing::Test::HasFailure() && getenv("LEDGER_TEST_KEEP_FAILED") != nullptr) {
+      std::cerr << "LEDGER_TEST_KEEP_FAILED: kept " << path_ << "\n";
+      return;
+    }
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }
