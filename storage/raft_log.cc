@@ -19,6 +19,7 @@ extern "C" {
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@ extern "C" {
 #include "base/annotated_mutex.h"
 #include "base/check.h"
 #include "storage/local_log.h"
+#include "storage/raft_catch_up.h"
 #include "storage/raft_io_guard.h"
 #include "storage/raft_nodelay.h"
 
@@ -122,6 +124,11 @@ struct RaftLog::Replica {
   // next apply has been asked to take one (snapshot_bytes reached).
   int64_t bytes_since_snapshot = 0;
   bool snapshot_asked = false;
+  // The loop thread's own, on a leader: the followers it has sent a snapshot, until they are
+  // back from the restart that takes its state, and whether they have gone quiet (restarting)
+  // since; and how many entries to keep behind a snapshot for them (storage/raft_catch_up.h).
+  absl::flat_hash_map<raft_id, bool> catching_up;
+  std::optional<CatchUpWindow> catch_up;  // Set at Open, from the options.
   uv_timer_t retry{};
   std::deque<Proposal*> queued ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -288,6 +295,7 @@ struct RaftLog::Replica {
     }
     unmirrored.emplace_back(index, std::string(payload));
     unmirrored_bytes += static_cast<int64_t>(payload.size());
+    catch_up->Committed(index, static_cast<int64_t>(payload.size()));
     FlushUnmirrored();
     bytes_since_snapshot += static_cast<int64_t>(payload.size());
     if (bytes_since_snapshot >= options.snapshot_bytes && !snapshot_asked) {
@@ -326,8 +334,53 @@ struct RaftLog::Replica {
     }
   }
 
+  // Loop thread, each iteration, on a leader (elsewhere there are none): a follower libraft is
+  // sending a snapshot joins `catching_up`. It keeps taking entries while it fetches the state,
+  // then goes quiet while it restarts on it, and leaves once it is heard from again within the
+  // fixed count of the leader's log (libraft's recent_recv: heard from this election timeout).
+  void NoteCatchingUp() {
+    if (raft_state(&raft) != RAFT_LEADER) {
+      catching_up.clear();
+      return;
+    }
+    // libraft's PROGRESS__SNAPSHOT (src/progress.h; not in its public header).
+    constexpr unsigned short kProgressSnapshot = 2;
+    for (unsigned i = 0; i < raft.configuration.n; ++i) {
+      const raft_id member = raft.configuration.servers[i].id;
+      const raft_progress& progress = raft.leader_state.progress[i];
+      if (member == raft.id) continue;
+      if (progress.state == kProgressSnapshot) {
+        catching_up[member] = false;
+        continue;
+      }
+      const auto it = catching_up.find(member);
+      if (it == catching_up.end()) continue;
+      if (!progress.recent_recv) {
+        it->second = true;
+      } else if (it->second &&
+                 progress.match_index + options.snapshot_trailing >= raft.last_stored) {
+        catching_up.erase(it);
+      }
+    }
+  }
+
+  // Loop thread, as a snapshot through `index` is taken: how many entries libraft keeps behind
+  // it, for the followers being caught up.
+  unsigned TrailingFor(uint64_t index) {
+    std::optional<uint64_t> slowest;
+    if (raft_state(&raft) == RAFT_LEADER) {
+      for (unsigned i = 0; i < raft.configuration.n; ++i) {
+        if (!catching_up.contains(raft.configuration.servers[i].id)) continue;
+        const uint64_t match = raft.leader_state.progress[i].match_index;
+        slowest = std::min(slowest.value_or(match), match);
+      }
+    }
+    return catch_up->TrailingFor(index, slowest);
+  }
+
   // Loop thread, once per iteration: what Status() reports.
   void Refresh() {
+    NoteCatchingUp();
     // Raft's own entries (barriers, the no-op of a new term) never reach the FSM: an entry after
     // them fills their positions, and so do these, so that a follower's mirror reaches what it
     // has applied even when a barrier (a read on the leader) was the last entry. Every position
@@ -345,6 +398,7 @@ struct RaftLog::Replica {
     status.commit_position = raft.commit_index;
     status.applied_position = raft.last_applied;
     status.replicated.clear();
+    status.log_kept_from = raft.log.offset + 1;
     if (status.leader) {
       for (unsigned i = 0; i < raft.configuration.n; ++i) {
         const raft_id member = raft.configuration.servers[i].id;
@@ -410,6 +464,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   auto replica = std::make_unique<Replica>();
   Replica& r = *replica;
   r.options = std::move(options);
+  r.catch_up.emplace(r.options.snapshot_trailing, r.options.snapshot_bytes);
   bool mirror_created = false;
   {
     std::error_code error;
@@ -517,6 +572,8 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
     }
     const uint64_t index = self->raft.last_applied;
     std::memcpy((*bufs)[0].base, &index, sizeof index);
+    // libraft reads it as it puts this snapshot and drops entries from memory behind it.
+    raft_set_snapshot_trailing(&self->raft, self->TrailingFor(index));
     *n_bufs = 1;
     self->bytes_since_snapshot = 0;
     if (self->snapshot_asked) {

@@ -74,7 +74,8 @@ struct RaftLogOptions {
   unsigned snapshot_threshold = 65536;
   int64_t snapshot_bytes = int64_t{64} << 20;
   // Entries libraft keeps behind a snapshot (its default, 128): a follower further behind than
-  // that needs the leader's snapshot, which this version cannot restore yet.
+  // that is sent the leader's snapshot and fetches its state. A follower sent one is then kept
+  // more, up to `snapshot_bytes` of entries, until it catches up (storage/raft_catch_up.h).
   unsigned snapshot_trailing = 128;
   // Called on the loop thread for every entry committed after this node started, in order,
   // once it is in the mirror: (position, payload), an empty payload for Raft's own entries.
@@ -98,6 +99,9 @@ struct RaftStatus {
   // does not reach (it was behind the leader's log): it cannot go on until it has the leader's
   // state up to there. Stays set until the replica is opened again.
   uint64_t needs_state_through = 0;
+  // The oldest position libraft still holds in its log (in memory): a follower whose log ends
+  // before it is sent a snapshot.
+  uint64_t log_kept_from = 0;
   // Non-empty once a write to libraft's log failed (a full disk, an I/O error), naming the error.
   // libraft 0.15 keeps the entries it could not write in its memory as if written, and never
   // writes them again (a follower skips what its log already holds), so this replica can no

@@ -553,6 +553,62 @@ TEST_F(RaftLogTest, AFollowerBehindTheLeadersSnapshotSaysSoStaysBehindAndTheOthe
   }
 }
 
+// Sent the leader's snapshot, a follower fetches the leader's state and restarts on it; the
+// leader keeps its entries from the last one the follower's libraft log holds, snapshot
+// after snapshot, so that it is not sent a newer snapshot when it returns
+// (storage/raft_catch_up.h). Without that, the leader kept 2 entries behind each snapshot. A
+// follower that never returns is let go once its entries exceed snapshot_bytes.
+class RaftLogCatchUpTest : public RaftLogTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool over_budget() const { return GetParam(); }
+};
+
+TEST_P(RaftLogCatchUpTest, TheLeaderKeepsItsLogForAFollowerRestartingOnItsState) {
+  snapshot_threshold_ = 4;
+  snapshot_trailing_ = 2;
+  if (over_budget()) snapshot_bytes_ = 2000;
+  StartAll();
+  const uint64_t first = AppendOnLeader("first");
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, first));
+  const int leader = WaitForLeader();
+  const int behind = (leader + 1) % 3;
+  replicas_[behind].reset();
+  for (int n = 0; n < 40; ++n) AppendOnLeader(absl::StrCat("while away ", n));
+  ASSERT_NO_FATAL_FAILURE(Start(behind));
+  ASSERT_TRUE(WaitUntil([&] { return replicas_[behind]->Status().needs_state_through > 0; },
+                        "the replica says it needs the leader's state"));
+  const uint64_t sent = replicas_[behind]->Status().needs_state_through;
+  uint64_t last = 0;
+  for (int n = 0; n < 10; ++n) last = AppendOnLeader(absl::StrCat("while it fetches ", n));
+  const auto held_by_behind = [&]() -> uint64_t {
+    const uint64_t id = static_cast<uint64_t>(behind) + 1;
+    for (const auto& [member, match] : replicas_[leader]->Status().replicated) {
+      if (member == id) return match;
+    }
+    return 0;
+  };
+  // What its libraft log holds: the snapshot sent, and perhaps a few entries after it.
+  const uint64_t held = held_by_behind();
+  ASSERT_GE(held, sent);
+  replicas_[behind].reset();  // It restarts on the fetched state.
+  for (int n = 0; n < 40; ++n) {
+    last = AppendOnLeader(over_budget() ? std::string(100, 'x') : absl::StrCat("restart ", n));
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitForMirrored(leader, last));
+  const RaftStatus status = replicas_[leader]->Status();
+  ASSERT_GT(status.commit_position, held + 40);  // Ten snapshots after what it holds.
+  if (over_budget()) {
+    EXPECT_GT(status.log_kept_from, held + 1);  // 4,000 bytes past it: let go.
+  } else {
+    EXPECT_LE(status.log_kept_from, held);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Budget, RaftLogCatchUpTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "OverTheByteBudget" : "WithinTheByteBudget";
+                         });
+
 TEST_F(RaftLogTest, ALeaderCutOffFromBothFollowersAnswersOutcomeUnknownAndPoisonsTheLog) {
   StartAll();
   AppendOnLeader("committed");
