@@ -4,9 +4,12 @@ goal rows, docs/benchmarks.md): durable Deposits as Apply calls of --batch opera
 Deposits at capacity, and unary Deposits at half of the cluster's capacity (its p99). Every
 server process (the single node, or all three replicas) on --server_cpu, the load test on
 --client_cpu; each round starts fresh data directories and runs the two setups in turn, in
-rotated order. The replicas talk over loopback, without the 1 ms relay of bench/replication: the
-rows are what replicating costs in CPU and local round trips, not a network. Each run's
-verification must PASS. Prints a markdown table: medians over --rounds, and the per-round ratios.
+rotated order. The replicas talk over loopback through bench/replication's delay relay
+(delay_proxy), --relay_us each way (default 500: a 1 ms round trip between any two replicas, as
+issue 32's goal asks); --relay_us=0 connects them directly. Each replica's relay runs on
+--relay_cpu (default: the client's), since a real network costs the servers no CPU. The clients
+reach the replicas directly. Each run's verification must PASS. Prints a markdown table:
+medians over --rounds, and the per-round ratios.
 
   python3 bench/cluster_bench.py --build build/release --rounds 3
 """
@@ -42,15 +45,43 @@ def free_port():
         return probe.getsockname()[1]
 
 
-class Cluster:
-    """Three replicas on loopback, pinned to `cpus`; `targets` lists their gRPC addresses."""
+def wait_for_listener(port, process, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the relay on port {port} exited ({process.returncode})")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
 
-    def __init__(self, build, root, shards, cpus):
-        ledgerd = os.path.join(build, "server", "ledgerd")
+
+class Cluster:
+    """Three replicas on loopback, pinned to `cpus`; `targets` lists their gRPC addresses. With
+    `relay_us`, each replica's Raft port is reached through a delay relay (pinned to
+    `relay_cpu`): it listens on a port of its own (--raft_listen) and the cluster knows it by the
+    relay's (--peers)."""
+
+    def __init__(self, build, root, shards, cpus, relay_us=0, relay_cpu="1", ledgerd=None):
+        ledgerd = ledgerd or os.path.join(build, "server", "ledgerd")
         grpc_ports = [free_port() for _ in range(3)]
-        peers = ",".join(f"{i + 1}=127.0.0.1:{free_port()}" for i in range(3))
+        raft_ports = [free_port() for _ in range(3)]
+        relay_ports = [free_port() for _ in range(3)] if relay_us else raft_ports
+        peers = ",".join(f"{i + 1}=127.0.0.1:{relay_ports[i]}" for i in range(3))
         clients = ",".join(f"{i + 1}=127.0.0.1:{grpc_ports[i]}" for i in range(3))
         self.processes = []
+        self.relays = []
+        self.relay_ports = relay_ports
+        if relay_us:
+            for i in range(3):
+                relay = subprocess.Popen(
+                    ["taskset", "-c", relay_cpu, os.path.join(build, "bench", "delay_proxy"),
+                     f"127.0.0.1:{relay_ports[i]}", f"127.0.0.1:{raft_ports[i]}", str(relay_us)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.relays.append(relay)
+                atexit.register(relay.kill)
+                wait_for_listener(relay_ports[i], relay)
         self.targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
         ledger_id = secrets.token_hex(16)  # One ledger: ledgerd refuses a replica of another.
         for i in range(3):
@@ -62,6 +93,7 @@ class Cluster:
             process = subprocess.Popen(
                 ["taskset", "-c", cpus, ledgerd, f"--node_id={i + 1}", f"--peers={peers}",
                  f"--peer_clients={clients}", f"--listen=127.0.0.1:{grpc_ports[i]}",
+                 f"--raft_listen=127.0.0.1:{raft_ports[i]}",
                  "--metrics_listen=", f"--shards={shards}", f"--data_dir={data_dir}",
                  f"--ports_file={ports_file}"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -77,6 +109,9 @@ class Cluster:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+        for relay in self.relays:
+            relay.kill()
+            relay.wait()
 
 
 WARMUP_SECONDS = 2
@@ -111,7 +146,8 @@ def measure(args, setup, round_number, scratch):
         pids, targets = [process.pid], f"127.0.0.1:{port}"
         stop = lambda: (process.send_signal(signal.SIGTERM), process.wait(timeout=30))
     else:
-        cluster = Cluster(args.build, root, args.shards, args.server_cpu)
+        cluster = Cluster(args.build, root, args.shards, args.server_cpu, args.relay_us,
+                          args.relay_cpu or args.client_cpu)
         pids, targets, stop = [p.pid for p in cluster.processes], cluster.targets, cluster.stop
     rows = {}
     try:
@@ -141,6 +177,9 @@ def main():
     parser.add_argument("--server_cpu", default="0")
     parser.add_argument("--client_cpu", default="1")
     parser.add_argument("--scratch", default=None)
+    parser.add_argument("--relay_us", type=int, default=500,
+                        help="delay each way between replicas, through delay_proxy; 0: direct")
+    parser.add_argument("--relay_cpu", default=None, help="the relays' CPU (default: client's)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     scratch = ledgerd_scratch()
@@ -165,7 +204,8 @@ def main():
                 targets = f"127.0.0.1:{port}"
                 stop = lambda p=process: (p.send_signal(signal.SIGTERM), p.wait(timeout=30))
             else:
-                cluster = Cluster(args.build, root, args.shards, args.server_cpu)
+                cluster = Cluster(args.build, root, args.shards, args.server_cpu, args.relay_us,
+                                  args.relay_cpu or args.client_cpu)
                 targets, stop = cluster.targets, cluster.stop
             try:
                 report, _ = loadtest(args, targets, [f"--rate={cluster_half}"], scratch,
@@ -177,8 +217,12 @@ def main():
     def median(setup, key):
         return statistics.median(r[key] for r in results[setup])
 
-    print(f"| measure | single node | cluster of three | cluster / single, per round |")
-    print("|---|---:|---:|---|")
+    relay = (f"replicas through the relay, {args.relay_us} µs each way" if args.relay_us
+             else "replicas connected directly")
+    print(f"{args.rounds} rounds; {relay}")
+    print(f"| measure | single node | cluster of three | cluster / single, per round | "
+          f"single; cluster, per round |")
+    print("|---|---:|---:|---|---|")
     for key, label, fmt in (
             ("apply", f"Apply of {args.batch} Deposits, 8 in flight: operations/s", "{:,.0f}"),
             ("apply_cpu_us", "server CPU per operation, µs (all replicas)", "{:.2f}"),
@@ -190,8 +234,10 @@ def main():
              "{:.2f}")):
         ratios = ", ".join(f"{c[key] / s[key]:.2f}" for s, c in
                            zip(results["single"], results["cluster"]) if s[key])
+        rounds = "; ".join(f"{fmt.format(s[key])}, {fmt.format(c[key])}"
+                           for s, c in zip(results["single"], results["cluster"]))
         print(f"| {label} | {fmt.format(median('single', key))} | "
-              f"{fmt.format(median('cluster', key))} | {ratios} |")
+              f"{fmt.format(median('cluster', key))} | {ratios} | {rounds} |")
 
 
 if __name__ == "__main__":
