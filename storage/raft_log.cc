@@ -8,6 +8,7 @@ extern "C" {
 #include <uv.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
@@ -125,9 +126,14 @@ struct RaftLog::Replica {
   int64_t bytes_since_snapshot = 0;
   bool snapshot_asked = false;
   // The loop thread's own, on a leader: the followers it has sent a snapshot, until they are
-  // back from the restart that takes its state, and whether they have gone quiet (restarting)
-  // since; and how many entries to keep behind a snapshot for them (storage/raft_catch_up.h).
-  absl::flat_hash_map<raft_id, bool> catching_up;
+  // back from the restart that takes its state; and how many entries to keep behind a snapshot
+  // for them (storage/raft_catch_up.h).
+  struct CatchingUp {
+    // Since when nothing was heard from it (libraft's recent_recv false), if so now.
+    std::optional<std::chrono::steady_clock::time_point> quiet_since;
+    bool restarted = false;  // Quiet for two election timeouts since it was sent the snapshot.
+  };
+  absl::flat_hash_map<raft_id, CatchingUp> catching_up;
   std::optional<CatchUpWindow> catch_up;  // Set at Open, from the options.
   uv_timer_t retry{};
   std::deque<Proposal*> queued ABSL_GUARDED_BY(mu);
@@ -337,7 +343,10 @@ struct RaftLog::Replica {
   // Loop thread, each iteration, on a leader (elsewhere there are none): a follower libraft is
   // sending a snapshot joins `catching_up`. It keeps taking entries while it fetches the state,
   // then goes quiet while it restarts on it, and leaves once it is heard from again within the
-  // fixed count of the leader's log (libraft's recent_recv: heard from this election timeout).
+  // fixed count of the leader's log. libraft's recent_recv says whether it was heard from since
+  // the leader last checked its quorum, once per election timeout, so it is false for a moment
+  // after every check even for a follower that answers: quiet means false for two election
+  // timeouts (a restart takes longer).
   void NoteCatchingUp() {
     if (raft_state(&raft) != RAFT_LEADER) {
       catching_up.clear();
@@ -345,20 +354,27 @@ struct RaftLog::Replica {
     }
     // libraft's PROGRESS__SNAPSHOT (src/progress.h; not in its public header).
     constexpr unsigned short kProgressSnapshot = 2;
+    const auto now = std::chrono::steady_clock::now();
+    const auto quiet_for = absl::ToChronoMilliseconds(2 * options.election_timeout);
     for (unsigned i = 0; i < raft.configuration.n; ++i) {
       const raft_id member = raft.configuration.servers[i].id;
       const raft_progress& progress = raft.leader_state.progress[i];
       if (member == raft.id) continue;
       if (progress.state == kProgressSnapshot) {
-        catching_up[member] = false;
+        catching_up[member] = CatchingUp{};
         continue;
       }
       const auto it = catching_up.find(member);
       if (it == catching_up.end()) continue;
+      CatchingUp& follower = it->second;
       if (!progress.recent_recv) {
-        it->second = true;
-      } else if (it->second &&
-                 progress.match_index + options.snapshot_trailing >= raft.last_stored) {
+        if (!follower.quiet_since.has_value()) follower.quiet_since = now;
+        if (now - *follower.quiet_since >= quiet_for) follower.restarted = true;
+        continue;
+      }
+      follower.quiet_since.reset();
+      if (follower.restarted &&
+          progress.match_index + options.snapshot_trailing >= raft.last_stored) {
         catching_up.erase(it);
       }
     }
