@@ -169,6 +169,11 @@ void LedgerMetrics::CollectReplica(std::vector<prometheus::MetricFamily>& famili
              "Read barriers that failed (this replica could not show it still led): their reads "
              "were refused NOT_LEADER.",
              MetricType::Counter, static_cast<double>(stats.read_barrier_failures));
+  PushSingle(families, "ledger_replica_sends_refused_total",
+             "Raft messages this replica did not send because their peer already had 16 MiB of "
+             "entries or 4,096 messages queued (a peer cut off by the network): each is lost, as "
+             "Raft allows, and sent again once the peer answers. Counts from the log's last open.",
+             MetricType::Counter, static_cast<double>(stats.sends_refused));
 }
 
 void LedgerMetrics::CollectBackups(std::vector<prometheus::MetricFamily>& families) const {

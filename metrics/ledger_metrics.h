@@ -171,6 +171,7 @@ struct ReplicaStats {
   uint64_t needs_state_through = 0;  // Above 0 while it waits for a member's state.
   uint64_t read_barriers = 0;
   uint64_t read_barrier_failures = 0;
+  uint64_t sends_refused = 0;  // Raft messages refused: their peer had too much queued.
 };
 
 // Online backups since start (ledger_backups_total, ledger_backup_last_success_timestamp_seconds).

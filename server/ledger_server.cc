@@ -184,6 +184,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
             stats.commit_position = status->commit_position;
             stats.applied_position = status->applied_position;
             stats.needs_state_through = status->needs_state_through;
+            stats.sends_refused = status->sends_refused;
           }
           return stats;
         });

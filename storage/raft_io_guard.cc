@@ -1,6 +1,8 @@
 #include "storage/raft_io_guard.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <type_traits>
 #include <utility>
 
 namespace ledger::storage {
@@ -28,6 +30,61 @@ struct SnapshotPutRequest {
   raft_io* io = nullptr;
 };
 static_assert(std::is_standard_layout_v<SnapshotPutRequest>);
+
+struct SendRequest {
+  raft_io_send req{};
+  raft_io_send* original = nullptr;
+  raft_io_send_cb cb = nullptr;
+  raft_io* io = nullptr;
+  raft_id peer = 0;
+  int64_t bytes = 0;
+};
+static_assert(std::is_standard_layout_v<SendRequest>);
+
+// The payload a message carries: its entries, or its snapshot.
+int64_t PayloadBytes(const raft_message& message) {
+  int64_t bytes = 0;
+  if (message.type == RAFT_IO_APPEND_ENTRIES) {
+    for (unsigned i = 0; i < message.append_entries.n_entries; ++i) {
+      bytes += static_cast<int64_t>(message.append_entries.entries[i].buf.len);
+    }
+  } else if (message.type == RAFT_IO_INSTALL_SNAPSHOT) {
+    bytes = static_cast<int64_t>(message.install_snapshot.data.len);
+  }
+  return bytes;
+}
+
+int Send(raft_io* io, raft_io_send* req, const raft_message* message, raft_io_send_cb cb) {
+  State& s = StateOf(io);
+  State::Queued& queued = s.queued[message->server_id];
+  if (queued.messages >= s.max_queued_messages || queued.bytes >= s.max_queued_bytes) {
+    ++s.sends_refused;
+    std::snprintf(io->errmsg, sizeof io->errmsg,
+                  "refused: %lld messages (%lld bytes of entries) already queued for server %llu",
+                  static_cast<long long>(queued.messages), static_cast<long long>(queued.bytes),
+                  static_cast<unsigned long long>(message->server_id));
+    return RAFT_NOCONNECTION;
+  }
+  auto* request = new SendRequest{{}, req, cb, io, message->server_id, PayloadBytes(*message)};
+  queued.bytes += request->bytes;
+  ++queued.messages;
+  const int rv = s.send(io, &request->req, message, [](raft_io_send* done, int status) {
+    auto* request = reinterpret_cast<SendRequest*>(done);
+    State::Queued& queued = StateOf(request->io).queued[request->peer];
+    queued.bytes -= request->bytes;
+    --queued.messages;
+    raft_io_send* original = request->original;
+    const raft_io_send_cb original_cb = request->cb;
+    delete request;
+    original_cb(original, status);
+  });
+  if (rv != 0) {
+    queued.bytes -= request->bytes;
+    --queued.messages;
+    delete request;
+  }
+  return rv;
+}
 
 int Refuse(raft_io* io) {
   std::snprintf(io->errmsg, sizeof io->errmsg,
@@ -170,11 +227,13 @@ void RaftIoGuard::Install(std::function<void(int code)> on_write_failed) {
   state->truncate = io.truncate;
   state->snapshot_put = io.snapshot_put;
   state->close = io.close;
+  state->send = io.send;
   state->on_write_failed = std::move(on_write_failed);
   io.append = Append;
   io.truncate = Truncate;
   io.snapshot_put = SnapshotPut;
   io.close = Close;
+  io.send = Send;
 }
 
 }  // namespace ledger::storage

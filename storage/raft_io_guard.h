@@ -1,5 +1,6 @@
 // Defines `RaftIoGuard`: what RaftLog puts between libraft 0.15 and its libuv I/O (raft_io), for
-// two bugs of that version (Debian 12's; both fixed upstream in 2023, after 0.17.1):
+// two bugs of that version (Debian 12's; both fixed upstream in 2023, after 0.17.1) and one
+// unbounded queue:
 //
 // - **One barrier at a time.** A truncation (a follower replacing entries that conflict with the
 //   leader's) and a snapshot's write both ask the I/O for a barrier (close the open segment,
@@ -22,6 +23,13 @@
 //   memory as if written, and a later write could succeed after it, leaving a hole on disk. After
 //   the first failure every write is refused at once (libraft takes back what it put in memory
 //   for it), and `on_write_failed` says so: the replica must be opened again.
+// - **A bounded queue per peer.** libraft hands every message to libuv, which queues what the
+//   socket cannot take yet in memory; to a follower cut off by the network that is everything
+//   the leader replicates until TCP gives the connection up, 15 minutes by Linux's default
+//   (1.2 MiB/s at 2,000 Deposits/s, docs/replication.md 9.2 item 3). So a message to a peer
+//   that already has `max_queued_bytes` of entries, or `max_queued_messages` messages, waiting
+//   is refused (RAFT_NOCONNECTION): libraft takes it as lost, which Raft allows, and sends again
+//   from where that peer's log ends once it answers.
 //
 // Loop thread only. Standard layout, with the raft_io first: libraft sees only that member, and
 // the wrappers find the rest from it (as storage/raft_nodelay.h does for the transport).
@@ -37,6 +45,7 @@ extern "C" {
 #include <deque>
 #include <functional>
 #include <type_traits>
+#include <unordered_map>
 
 namespace ledger::storage {
 
@@ -51,6 +60,17 @@ struct RaftIoGuard {
     int (*snapshot_put)(raft_io*, unsigned, raft_io_snapshot_put*, const raft_snapshot*,
                         raft_io_snapshot_put_cb) = nullptr;
     void (*close)(raft_io*, raft_io_close_cb) = nullptr;
+    int (*send)(raft_io*, raft_io_send*, const raft_message*, raft_io_send_cb) = nullptr;
+    // What each peer has queued: messages sent whose callback has not come, and their entries'
+    // bytes; and the limits past which a message to it is refused.
+    struct Queued {
+      int64_t bytes = 0;
+      int64_t messages = 0;
+    };
+    std::unordered_map<raft_id, Queued> queued;
+    int64_t max_queued_bytes = int64_t{16} << 20;
+    int64_t max_queued_messages = 4096;
+    uint64_t sends_refused = 0;
     std::function<void(int code)> on_write_failed;
     bool write_failed = false;
     bool closing = false;
@@ -79,6 +99,9 @@ struct RaftIoGuard {
   // iteration, after the I/O's callbacks of that iteration have returned (and the I/O has
   // cleared the barrier they completed).
   void SendHeld();
+
+  // Messages refused because their peer's queue was full, since Install. Loop thread.
+  uint64_t sends_refused() const { return state->sends_refused; }
 
   // For tests: whether requests are held.
   size_t held() const { return state->held.size(); }

@@ -415,6 +415,7 @@ struct RaftLog::Replica {
     status.applied_position = raft.last_applied;
     status.replicated.clear();
     status.log_kept_from = raft.log.offset + 1;
+    status.sends_refused = io_guard.sends_refused();
     if (status.leader) {
       for (unsigned i = 0; i < raft.configuration.n; ++i) {
         const raft_id member = raft.configuration.servers[i].id;

@@ -102,6 +102,9 @@ struct RaftStatus {
   // The oldest position libraft still holds in its log (in memory): a follower whose log ends
   // before it is sent a snapshot.
   uint64_t log_kept_from = 0;
+  // Messages to a peer refused because too much was already queued for it (a peer the network
+  // cut off: storage/raft_io_guard.h), since this log was opened.
+  uint64_t sends_refused = 0;
   // Non-empty once a write to libraft's log failed (a full disk, an I/O error), naming the error.
   // libraft 0.15 keeps the entries it could not write in its memory as if written, and never
   // writes them again (a follower skips what its log already holds), so this replica can no

@@ -25,6 +25,7 @@ struct FakeIo {
   std::vector<bool> appends_done;
   std::vector<bool> puts_done;
   bool snapshot_barrier = false;  // Set by a snapshot put; cleared after its callback returns.
+  std::vector<std::pair<raft_io_send*, raft_io_send_cb>> sends;
 };
 FakeIo* fake = nullptr;
 
@@ -49,6 +50,11 @@ int FakeSnapshotPut(raft_io*, unsigned, raft_io_snapshot_put* req, const raft_sn
   fake->puts_done.push_back(false);
   return 0;
 }
+int FakeSend(raft_io*, raft_io_send* req, const raft_message* message, raft_io_send_cb cb) {
+  fake->calls.push_back(absl::StrCat("send to ", message->server_id));
+  fake->sends.emplace_back(req, cb);
+  return 0;
+}
 void FakeClose(raft_io* io, raft_io_close_cb cb) {
   fake->calls.push_back("close");
   if (cb != nullptr) cb(io);
@@ -68,6 +74,7 @@ class RaftIoGuardTest : public ::testing::Test {
     guard_.io.truncate = FakeTruncate;
     guard_.io.snapshot_put = FakeSnapshotPut;
     guard_.io.close = FakeClose;
+    guard_.io.send = FakeSend;
     guard_.Install([this](int code) { failures_.push_back(code); });
   }
   // What the fake never completed is cancelled, as the I/O does when it closes.
@@ -77,6 +84,9 @@ class RaftIoGuardTest : public ::testing::Test {
     }
     for (size_t i = 0; i < fake_.puts.size(); ++i) {
       if (!fake_.puts_done[i]) CompleteSnapshot(i, RAFT_CANCELED);
+    }
+    for (size_t i = sends_completed_; i < fake_.sends.size(); ++i) {
+      fake_.sends[i].second(fake_.sends[i].first, RAFT_CANCELED);
     }
     fake = nullptr;
   }
@@ -109,7 +119,36 @@ class RaftIoGuardTest : public ::testing::Test {
     fake_.snapshot_barrier = false;  // UvUnblock, after the callback.
   }
 
+  // libraft's AppendEntries to `peer` with one entry of `bytes`; its status lands in `status`.
+  int SendEntry(raft_id peer, size_t bytes, int* status) {
+    payloads_.emplace_back(bytes, 'x');
+    raft_entry& entry = sent_entries_.emplace_back();
+    entry.buf.base = payloads_.back().data();
+    entry.buf.len = bytes;
+    raft_message message{};
+    message.type = RAFT_IO_APPEND_ENTRIES;
+    message.server_id = peer;
+    message.append_entries.entries = &entry;
+    message.append_entries.n_entries = 1;
+    raft_io_send& req = send_requests_.emplace_back();
+    req.data = status;
+    return guard_.io.send(&guard_.io, &req, &message, [](raft_io_send* done, int result) {
+      *static_cast<int*>(done->data) = result;
+    });
+  }
+  // The fake I/O completes the sends it took, in order, through the `n`th.
+  void CompleteSendsThrough(size_t n) {
+    for (; sends_completed_ < n; ++sends_completed_) {
+      fake_.sends[sends_completed_].second(fake_.sends[sends_completed_].first, 0);
+    }
+  }
+
   FakeIo fake_;
+  std::deque<std::string> payloads_;
+  std::deque<raft_entry> sent_entries_;
+  std::deque<raft_io_send> send_requests_;
+  size_t sends_completed_ = 0;
+  std::deque<int> send_statuses_;  // The fixture's: the destructor completes sends into them.
   std::deque<Answered> answered_;  // Before the guard: outlives its callbacks.
   RaftIoGuard guard_;
   std::vector<int> failures_;
@@ -206,6 +245,31 @@ TEST_F(RaftIoGuardTest, AtACloseWhatIsHeldIsCancelledAndNeverSent) {
   EXPECT_EQ(held.status, RAFT_CANCELED);
   EXPECT_EQ(fake_.calls, (std::vector<std::string>{"snapshot", "close"}));
   EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(RaftIoGuardTest, APeerWhoseQueueIsFullIsRefusedUntilItDrainsAndOthersAreNot) {
+  guard_.state->max_queued_bytes = 1000;
+  guard_.state->max_queued_messages = 3;
+  std::deque<int>& statuses = send_statuses_;
+  // Two messages of 600 bytes to peer 2: the second goes (under 1,000 before it), the third not.
+  EXPECT_EQ(SendEntry(2, 600, &statuses.emplace_back(-1)), 0);
+  EXPECT_EQ(SendEntry(2, 600, &statuses.emplace_back(-1)), 0);
+  EXPECT_EQ(SendEntry(2, 10, &statuses.emplace_back(-1)), RAFT_NOCONNECTION);
+  EXPECT_NE(std::string(guard_.io.errmsg).find("already queued for server 2"), std::string::npos);
+  // Another peer's queue is its own: three small messages go, a fourth is one too many.
+  EXPECT_EQ(SendEntry(3, 10, &statuses.emplace_back(-1)), 0);
+  EXPECT_EQ(SendEntry(3, 10, &statuses.emplace_back(-1)), 0);
+  EXPECT_EQ(SendEntry(3, 10, &statuses.emplace_back(-1)), 0);
+  EXPECT_EQ(SendEntry(3, 10, &statuses.emplace_back(-1)), RAFT_NOCONNECTION);
+  EXPECT_EQ(guard_.sends_refused(), 2u);
+  EXPECT_EQ(fake_.sends.size(), 5u);
+  // Once the socket took peer 2's first, it has room again; callbacks reach libraft as they came.
+  CompleteSendsThrough(1);
+  EXPECT_EQ(statuses[0], 0);
+  EXPECT_EQ(statuses[1], -1);
+  EXPECT_EQ(SendEntry(2, 10, &statuses.emplace_back(-1)), 0);
+  EXPECT_EQ(fake_.calls.back(), "send to 2");
+  EXPECT_EQ(guard_.sends_refused(), 2u);
 }
 
 }  // namespace
