@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -466,10 +468,20 @@ void LedgerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   const SteadyDeadline grace_deadline(shutdown_grace_);
+  // Each phase's time, for drain_phases().
+  SteadyTime phase_started = SteadyNow();
+  std::vector<std::string> phases;
+  const auto phase_done = [&phase_started, &phases](absl::string_view phase) {
+    const SteadyTime now = SteadyNow();
+    phases.push_back(
+        absl::StrCat(phase, " ", absl::FormatDuration(absl::FromChrono(now - phase_started))));
+    phase_started = now;
+  };
   stop_watching_.Notify();
   if (watcher_.joinable()) watcher_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
   if (server_ != nullptr) SetServing(*server_, false);
+  phase_done("watchers");
   // Clients first: no new connection (ours is the only listener; gRPC frees what the acceptor
   // hands connections to when it stops listening, so the acceptor stops before that), and every
   // connection is told to go elsewhere (GOAWAY)
@@ -479,6 +491,7 @@ void LedgerServer::Shutdown() {
   const bool goaways_sent =
       server_ != nullptr && StopListeningAndSendGoaways(*server_, kGoawayRequestTimeout);
   const SteadyDeadline goaways_settled(kGoawaySettleMax);
+  phase_done("GOAWAYs");
   // Every ledger call gets a definite answer. From here on new ones are refused at once
   // (UNAVAILABLE, nothing applied); accepted ones are applied and answered with their real
   // outcome; past the grace, those not yet decided are refused unapplied. gRPC never has to
@@ -493,6 +506,7 @@ void LedgerServer::Shutdown() {
               << " transfer(s) still in flight at shutdown; they stay PENDING and resume at the "
                  "next start\n";
   }
+  phase_done("transfers");
   router_->CloseMailboxes();
   SteadyNotification drained;
   std::thread grace_timer([this, &drained, &grace_deadline] {
@@ -503,6 +517,7 @@ void LedgerServer::Shutdown() {
   router_->Stop();
   drained.Notify();
   grace_timer.join();
+  phase_done("shards");
   if (server_ != nullptr) {
     // Each client closes its connection once it has read the GOAWAY and its last answer; by
     // then nothing more can arrive on it. Wait for that (a client's ping answer, one round trip),
@@ -513,14 +528,17 @@ void LedgerServer::Shutdown() {
         absl::SleepFor(kConnectionPollInterval);
       }
     }
+    phase_done("clients");
     // What is left is not the shards' (History, health watches, reflection streams): the rest
     // of the grace, then gRPC cancels it. Never less than kAnswerDeliveryMin: gRPC cancels
     // every call not yet complete at the deadline, including one whose answer a shard has given
     // but gRPC is still sending, and its caller would get "Cancelling all calls" instead of
     // that definite answer (tests/e2e/ledgerd_process_test.cc caught it under ASan).
     server_->Shutdown(GrpcDeadlineIn(std::max(grace_deadline.Left(), kAnswerDeliveryMin)));
+    phase_done("gRPC");
   }
   metrics_endpoint_.reset();  // Last, so that the drain can still be watched.
+  drain_phases_ = absl::StrJoin(phases, ", ");
 }
 
 }  // namespace ledger

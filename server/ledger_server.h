@@ -157,6 +157,10 @@ class LedgerServer {
   // of the grace, then are cancelled, but not before kAnswerDeliveryMin has passed); stop serving
   // metrics. Idempotent.
   void Shutdown();
+  // Once Shutdown has returned: where its time went, phase by phase ("watchers 8us, GOAWAYs 1ms,
+  // transfers 9us, shards 3ms, clients 0, gRPC 2ms"), for the log line that says how long the
+  // drain took, so that a slow drain names its cause.
+  const std::string& drain_phases() const { return drain_phases_; }
 
  private:
   LedgerServer(std::shared_ptr<LedgerMetrics> metrics,
@@ -213,6 +217,7 @@ class LedgerServer {
   bool state_wait_logged_ = false;
   std::string state_to_take_;
   bool shut_down_ = false;
+  std::string drain_phases_;
 };
 
 }  // namespace ledger

@@ -964,11 +964,14 @@ int main(int argc, char** argv) {
     std::cerr << "ledgerd: draining, to start again as a follower" << std::endl;
   }
   (*server)->Shutdown();
+  const std::string phases = (*server)->drain_phases();
   if (cause == StopCause::kDemoted) {
     const std::string state_to_take = (*server)->state_to_take();
+    const ledger::SteadyTime closing = ledger::SteadyNow();
     server->reset();  // The store and its replica closed: the next start opens them.
     std::cerr << "ledgerd: drained in " << absl::FormatDuration(ledger::SteadySince(stop_started))
-              << "\n";
+              << " (" << phases << ", closing the store "
+              << absl::FormatDuration(ledger::SteadySince(closing)) << ")\n";
     if (!state_to_take.empty()) {
       if (absl::Status replaced =
               ledger::ReplaceDataDirectory(options->storage.data_dir, state_to_take);
@@ -993,6 +996,6 @@ int main(int argc, char** argv) {
   // was killed, and left it).
   if (!ports_file.empty()) unlink(ports_file.c_str());
   std::cerr << "ledgerd: stopped cleanly in "
-            << absl::FormatDuration(ledger::SteadySince(stop_started)) << "\n";
+            << absl::FormatDuration(ledger::SteadySince(stop_started)) << " (" << phases << ")\n";
   return cause == StopCause::kListenerLost ? kExitListenerLost : EXIT_SUCCESS;
 }

@@ -27,6 +27,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,10 @@ constexpr int kRoundSeconds = 30;
 
 constexpr int kSlackSeconds = 15;
 
+// How long the cluster must hold still before the next fault (WaitUntilCaughtUp): two election
+// timeouts (ledgerd's default, 300 ms).
+constexpr std::chrono::milliseconds kSettledFor{600};
+
 int Rounds() {
   int rounds = 1;
   const char* env = std::getenv("LEDGER_FAULT_ROUNDS");
@@ -100,23 +105,47 @@ class ClusterFaultScheduleTest : public ::testing::Test,
     ASSERT_TRUE(WaitUntil([&] { return LogPosition(i).value_or(0) >= *target; },
                           absl::StrCat("node ", i + 1, " catches up after ", fault)))
         << Diagnostics();
-    // And the next fault starts on a whole cluster: no replica still fetching a member's state.
-    // Under load with a snapshot every 16 entries, one that restarted to take the leader's state
-    // can be behind the next snapshot again and fetch once more (docs/replication.md 9.2); a
-    // leader cut off meanwhile would leave the other two without a quorum.
+    // And the next fault starts on a whole cluster: every replica running as a member and
+    // holding the leader's log. Not one still fetching a member's state: under load with a
+    // snapshot every 16 entries, one that restarted to take the leader's state can be behind the
+    // next snapshot again and fetch once more (docs/replication.md 9.2). Not one draining to
+    // start again as a follower (a leader healed after a cut-off, say), which holds the log
+    // position but is about to leave the cluster for its restart. Either way, cutting off
+    // another replica meanwhile would leave the leader without a quorum. Held for two election
+    // timeouts (a replica that has just lost its lead notices within one), so that a replica
+    // about to drain has said so.
+    // When the cluster was last seen unsettled.
+    auto unsettled_at = std::chrono::steady_clock::now();
     ASSERT_TRUE(WaitUntil(
         [&] {
+          const auto now = std::chrono::steady_clock::now();
           for (int r = 0; r < 3; ++r) {
-            if (Metric(r, "ledger_replica_needs_state_through").value_or(1) != 0 ||
+            if (Restarting(r) || Metric(r, "ledger_replica_needs_state_through").value_or(1) != 0 ||
                 LogPosition(r).value_or(0) < *target) {
+              unsettled_at = now;
               return false;
             }
           }
-          return true;
+          return now - unsettled_at >= kSettledFor;
         },
         absl::StrCat("every replica holds the leader's log after ", fault),
         testing_util::kEventTimeout, std::chrono::milliseconds(50)))
         << Diagnostics();
+  }
+
+  // Whether replica i is between losing its lead (or taking a member's state) and serving
+  // again as a follower: its log has said "draining, to start again" more often than its
+  // started line since the test last started it.
+  bool Restarting(int i) {
+    const std::string log = node(i).log();
+    const auto count = [&log](std::string_view needle) {
+      int n = 0;
+      for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) {
+        ++n;
+      }
+      return n;
+    };
+    return count(": listening on ") <= count("draining, to start again");
   }
 
   // Round r: node r+1's wall clock an hour ahead, the next one's an hour behind, the third's
@@ -214,6 +243,20 @@ class ClusterFaultScheduleTest : public ::testing::Test,
                                   testing_util::ReplicaNetwork::kConnectionsGiveUpAfter);
     network.Heal();
     ASSERT_NO_FATAL_FAILURE(WaitUntilCaughtUp(cut, "a follower cut off"));
+  }
+
+  // How long each drain of replica i took to start again as a follower ("drained in ..." in its
+  // log since its last start by the test), for the summary and a failure's message.
+  std::string Drains(int i) {
+    const std::string log = node(i).log();
+    std::string out;
+    constexpr std::string_view kDrained = "drained in ";
+    for (size_t at = log.find(kDrained); at != std::string::npos; at = log.find(kDrained, at + 1)) {
+      const size_t end = log.find('\n', at);
+      absl::StrAppend(&out, out.empty() ? "" : ", ",
+                      log.substr(at + kDrained.size(), end - at - kDrained.size()));
+    }
+    return out.empty() ? "none" : out;
   }
 
   // Each replica's Raft metrics, for a failure's message.
@@ -378,6 +421,10 @@ TEST_F(ClusterFaultScheduleTest, NoAcknowledgedOperationIsLostAndEveryReplicaEnd
             << "; longest time without an OK operation " << report.longest_ok_gap_ms()
             << " ms (until " << report.longest_ok_gap_end_s() << " s); logs compared from position "
             << from << "\n";
+  for (int i = 0; i < 3; ++i) {
+    std::cout << "node " << i + 1 << "'s drains since the test last started it: " << Drains(i)
+              << "\n";
+  }
 }
 
 }  // namespace
