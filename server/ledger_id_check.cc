@@ -16,6 +16,7 @@ namespace ledger {
 
 absl::Status CheckLedgerIdWithMembers(const std::string& ledger_id, uint64_t node_id,
                                       const std::map<uint64_t, std::string>& member_addresses,
+                                      const std::shared_ptr<grpc::ChannelCredentials>& credentials,
                                       absl::Duration timeout) {
   struct Answer {
     uint64_t id = 0;
@@ -36,10 +37,9 @@ absl::Status CheckLedgerIdWithMembers(const std::string& ledger_id, uint64_t nod
     answer->address = address;
     answer->context.set_deadline(GrpcDeadlineIn(timeout));
     answers.push_back(answer);
-    pending.push_back(std::async(std::launch::async, [answer] {
+    pending.push_back(std::async(std::launch::async, [answer, credentials] {
       answer->status =
-          v1::LedgerCluster::NewStub(
-              grpc::CreateChannel(answer->address, grpc::InsecureChannelCredentials()))
+          v1::LedgerCluster::NewStub(grpc::CreateChannel(answer->address, credentials))
               ->Status(&answer->context, v1::ClusterStatusRequest(), &answer->response);
     }));
   }

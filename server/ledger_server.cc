@@ -18,6 +18,7 @@
 #include "server/authz_policy.h"
 #include "server/connection_drain.h"
 #include "server/grpc_deadline.h"
+#include "server/peer_credentials.h"
 #include "server/state_transfer.h"
 
 namespace ledger {
@@ -194,6 +195,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
   server->leadership_ = std::move(leadership);
   server->storage_options_ = options.storage;
   server->peer_client_addresses_ = options.peer_client_addresses;
+  server->peer_security_ = options.transport_security;
   server->read_barrier_ = std::move(read_barrier);
   server->metrics_->AttachAdmission(&server->admission_);
   server->recovered_accounts_ = recovered;
@@ -434,8 +436,16 @@ bool LedgerServer::TakeLeadersState(const storage::RaftStatus& status) {
     std::cerr << "ledgerd: node " << node_id << " is behind the leader's snapshot at log position "
               << status.needs_state_through << "; fetching node " << id << "'s state from "
               << address << "\n";
+    // Built for each fetch: a certificate rotated since the start is the one presented.
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        PeerChannelCredentials(peer_security_);
+    if (!credentials.ok()) {
+      std::cerr << "ledgerd: node " << node_id
+                << " cannot fetch a member's state: " << credentials.status().message() << "\n";
+      break;
+    }
     absl::StatusOr<FetchedState> fetched = FetchLeaderState(
-        address, storage_options_, status.needs_state_through,
+        address, *credentials, storage_options_, status.needs_state_through,
         [this, source = id, from_leader = id == status.leader_id] {
           // A leader's state stops being worth its wait once another leads
           // (the source may be cut off: its stream would wait for the ping

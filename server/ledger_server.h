@@ -214,6 +214,8 @@ class LedgerServer {
   SteadyNotification demoted_;
   storage::StoreOptions storage_options_;
   std::map<uint64_t, std::string> peer_client_addresses_;
+  // This replica's own TLS files: it reaches the members as they serve (peer_credentials.h).
+  TransportSecurityOptions peer_security_;
   bool state_wait_logged_ = false;
   std::string state_to_take_;
   bool shut_down_ = false;

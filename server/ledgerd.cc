@@ -41,6 +41,7 @@
 #include "server/ledger_server.h"
 #include "server/library_logs.h"
 #include "server/listener_watchdog.h"
+#include "server/peer_credentials.h"
 #include "server/state_transfer.h"
 #include "server/transport_limits.h"
 
@@ -198,6 +199,11 @@ ABSL_FLAG(std::string, peer_clients, "",
           "with --node_id: each member's gRPC address as its clients reach it, "
           "ID=HOST:PORT,...; a follower names the leader's in its NOT_LEADER refusals. Empty: "
           "refusals name the leader's id only");
+ABSL_FLAG(std::string, peer_tls_ca_file, "",
+          "with --node_id and --tls_cert_file: PEM CA bundle that verifies the other members' "
+          "gRPC certificates when this replica fetches a member's state or asks its ledger id "
+          "(it presents --tls_cert_file as its client certificate). Empty: --tls_client_ca_file, "
+          "or the system's roots without it");
 ABSL_FLAG(std::string, raft_listen, "",
           "with --node_id: where this replica listens for the others; empty: its own address in "
           "--peers");
@@ -331,6 +337,7 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
     for (const auto& [flag, set] :
          {std::pair<const char*, bool>{"--peers", !peers_flag.empty()},
           {"--peer_clients", !absl::GetFlag(FLAGS_peer_clients).empty()},
+          {"--peer_tls_ca_file", !absl::GetFlag(FLAGS_peer_tls_ca_file).empty()},
           {"--raft_listen", !absl::GetFlag(FLAGS_raft_listen).empty()},
           {"--raft_dir", !absl::GetFlag(FLAGS_raft_dir).empty()},
           {"--raft_snapshot_entries", absl::GetFlag(FLAGS_raft_snapshot_entries) != 65536}}) {
@@ -391,9 +398,14 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
       options.peer_client_addresses[client.id] = client.address;
     }
     // Before it joins: the members that answer hold this replica's ledger.
-    cluster.check_ledger_id = [node_id, members = options.peer_client_addresses](
-                                  const std::string& ledger_id) {
-      return ledger::CheckLedgerIdWithMembers(ledger_id, node_id, members, kLedgerIdCheckTimeout);
+    cluster.check_ledger_id =
+        [node_id, members = options.peer_client_addresses,
+         security = options.transport_security](const std::string& ledger_id) -> absl::Status {
+      absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+          ledger::PeerChannelCredentials(security);
+      if (!credentials.ok()) return credentials.status();
+      return ledger::CheckLedgerIdWithMembers(ledger_id, node_id, members, *credentials,
+                                              kLedgerIdCheckTimeout);
     };
   }
   const std::string raft_listen = absl::GetFlag(FLAGS_raft_listen);
@@ -523,6 +535,7 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
   options.transport_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.transport_security.authz_policy_file = absl::GetFlag(FLAGS_authz_policy_file);
   options.transport_security.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  options.transport_security.peer_ca_file = absl::GetFlag(FLAGS_peer_tls_ca_file);
   // Safe by default: plaintext gRPC beyond this machine only when asked for by name.
   if (options.transport_security.cert_file.empty() && !listen->IsLoopback() &&
       !absl::GetFlag(FLAGS_plaintext_beyond_loopback)) {

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_code_names.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/backup_download.h"
 #include "server/backup_restore.h"
@@ -26,10 +27,10 @@ constexpr int kFetchKeepaliveTimeoutMs = 10'000;
 
 }  // namespace
 
-absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
-                                              const storage::StoreOptions& options,
-                                              uint64_t needed_through,
-                                              const std::function<bool()>& keep_going) {
+absl::StatusOr<FetchedState> FetchLeaderState(
+    const std::string& leader_address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const storage::StoreOptions& options, uint64_t needed_through,
+    const std::function<bool()>& keep_going) {
   // Inside the data directory, on its filesystem: what is fetched is renamed into place.
   const std::string transfer =
       absl::StrCat(options.data_dir, "/", storage::kStateTransferDirectory);
@@ -45,12 +46,19 @@ absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kFetchKeepaliveTimeMs);
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kFetchKeepaliveTimeoutMs);
-  const BackupDownload download = DownloadBackup(
-      grpc::CreateCustomChannel(leader_address, grpc::InsecureChannelCredentials(), arguments),
-      backup, std::chrono::system_clock::time_point::max(), keep_going);
+  const BackupDownload download =
+      DownloadBackup(grpc::CreateCustomChannel(leader_address, credentials, arguments), backup,
+                     std::chrono::system_clock::time_point::max(), keep_going);
   if (!download.rpc.ok()) {
-    return absl::UnavailableError(absl::StrCat("fetching the leader's state from ", leader_address,
-                                               " failed: ", download.rpc.error_message()));
+    // PERMISSION_DENIED: the member's authorization policy does not admit this replica's
+    // certificate to the backup; the operator must add it (docs/replication.md).
+    const bool refused = download.rpc.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+    return absl::UnavailableError(absl::StrCat(
+        "fetching the leader's state from ", leader_address,
+        " failed: ", StatusCodeName(download.rpc.error_code()), ": ", download.rpc.error_message(),
+        refused ? " (its --authz_policy_file must allow this replica's certificate "
+                  "/ledger.v1.LedgerAdmin/Backup)"
+                : ""));
   }
   if (!download.failure.ok()) return download.failure;
   if (download.manifest.last_position() < needed_through) {

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/security/credentials.h"
 #include "storage/rocksdb_store.h"
 
 namespace ledger {
@@ -26,16 +28,17 @@ struct FetchedState {
   int64_t bytes = 0;  // What the backup's files took.
 };
 
-// Fetches the state of the leader at `leader_address` (its gRPC address, plaintext) into
+// Fetches the state of the leader at `leader_address` (its gRPC address, reached with
+// `credentials`: PeerChannelCredentials) into
 // `options.data_dir`/storage::kStateTransferDirectory/restored, checked as `ledgerd restore` checks
 // a backup. FailedPrecondition when the state does not reach `needed_through`; the fetch's or the
 // restore's error otherwise. Whatever a failed attempt wrote is removed by the next one.
 // `keep_going` (asked every 200 ms) false stops the fetch (Cancelled): the caller's way to give
 // up on a source that no longer leads. A source that goes silent is given up within about 30 s.
-absl::StatusOr<FetchedState> FetchLeaderState(const std::string& leader_address,
-                                              const storage::StoreOptions& options,
-                                              uint64_t needed_through,
-                                              const std::function<bool()>& keep_going = nullptr);
+absl::StatusOr<FetchedState> FetchLeaderState(
+    const std::string& leader_address, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    const storage::StoreOptions& options, uint64_t needed_through,
+    const std::function<bool()>& keep_going = nullptr);
 
 // With the replica closed: the contents of `restored` take the place of `data_dir`'s, all but
 // its Raft directory (kRaftDirectory), which stays. Crash-safe: once the swap has begun, the

@@ -41,6 +41,11 @@ absl::Status Validate(const TransportSecurityOptions& options) {
           "--authz_policy_file needs mutual TLS (--tls_cert_file, --tls_key_file and "
           "--tls_client_ca_file): the policy names clients by their certificates");
     }
+    if (!options.peer_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--peer_tls_ca_file needs --tls_cert_file and --tls_key_file: a replica reaches the "
+          "other members over TLS only when it serves TLS itself");
+    }
     return absl::OkStatus();
   }
   if (options.cert_file.empty()) {
@@ -65,6 +70,9 @@ absl::Status Validate(const TransportSecurityOptions& options) {
   if (status.ok()) status = CheckPemFile("--tls_key_file", options.key_file, "PRIVATE KEY");
   if (status.ok() && options.mutual_tls()) {
     status = CheckPemFile("--tls_client_ca_file", options.client_ca_file, "CERTIFICATE");
+  }
+  if (status.ok() && !options.peer_ca_file.empty()) {
+    status = CheckPemFile("--peer_tls_ca_file", options.peer_ca_file, "CERTIFICATE");
   }
   return status;
 }

@@ -31,6 +31,10 @@ struct TransportSecurityOptions {
   std::string authz_policy_file;
   // How often the files above are read again for changes (whole seconds, at least 1).
   absl::Duration refresh_interval = absl::Seconds(60);
+  // A cluster replica with TLS: the PEM CA bundle that verifies the other members'
+  // certificates when it reaches their gRPC ports (server/peer_credentials.h). Empty:
+  // client_ca_file, or the system's roots without it.
+  std::string peer_ca_file;
 
   bool tls() const { return !cert_file.empty() || !key_file.empty(); }
   bool mutual_tls() const { return !client_ca_file.empty(); }

@@ -58,8 +58,11 @@ class LedgerdCluster {
  public:
   // `flags` are added to every replica's.
   // `shiftable_clocks`: each replica's wall clock can be moved while it runs (ShiftClock).
+  // `credentials`: what the test (its calls, and the harness's health checks) reaches the
+  // replicas with; plaintext when null.
   explicit LedgerdCluster(const std::vector<std::string>& flags = {},
-                          const ReplicaHosts& hosts = {}, bool shiftable_clocks = false)
+                          const ReplicaHosts& hosts = {}, bool shiftable_clocks = false,
+                          std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr)
       : hosts_(hosts) {
     std::vector<std::string> peers;
     std::vector<std::string> clients;
@@ -81,19 +84,22 @@ class LedgerdCluster {
       LedgerdProcess::Options options;
       options.netns = hosts_.netns[i];
       options.ledger_id = ledger_id_;  // Replicas of one ledger: ledgerd refuses others.
+      options.credentials = credentials;
       if (shiftable_clocks) {
         clocks_[i] =
             std::make_unique<ClockShiftFile>(clocks_dir_.Sub(absl::StrCat("clock", i + 1)));
         options.environment = clocks_[i]->Environment();
       }
       nodes_[i] = std::make_unique<LedgerdProcess>(std::move(node_flags), options);
+    }
+    if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+    for (int i = 0; i < 3; ++i) {
       // Reconnects soon after a replica starts again (gRPC's first backoff is a second).
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-      stubs_[i] = v1::Ledger::NewStub(
-          grpc::CreateCustomChannel(Address(i), grpc::InsecureChannelCredentials(), args));
+      stubs_[i] = v1::Ledger::NewStub(grpc::CreateCustomChannel(Address(i), credentials, args));
     }
   }
 

@@ -439,6 +439,11 @@ INSTANTIATE_TEST_SUITE_P(
     Flags, LedgerdBadFlagTest,
     testing::Values(
         BadFlagCase{"--shards=1", "--shards must be 2 to 1024; got 1"},
+        // The cluster's flags need --node_id (docs/replication.md).
+        BadFlagCase{"--peers=1=127.0.0.1:7001",
+                    "--peers is for a cluster replica: give --node_id too"},
+        BadFlagCase{"--peer_tls_ca_file=ca.pem",
+                    "--peer_tls_ca_file is for a cluster replica: give --node_id too"},
         BadFlagCase{"--fair_share_by=ip",
                     "--fair_share_by must be address or connection; got \"ip\""},
         // Plaintext beyond loopback only when asked for by name (or with TLS: tls_e2e_test.cc).

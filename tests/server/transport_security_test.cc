@@ -314,7 +314,7 @@ TEST_F(TransportSecurityTest, StartRefusesOptionsThatCannotWorkAndSaysWhy) {
        "--tls_key_file needs --tls_cert_file"},
       {"cert without key", with([](auto& o) { o.key_file.clear(); }),
        "--tls_cert_file needs --tls_key_file"},
-      {"client CA without cert", TransportSecurityOptions{"", "", pki_.Cert("ca"), "", {}},
+      {"client CA without cert", TransportSecurityOptions{"", "", pki_.Cert("ca"), "", {}, ""},
        "--tls_client_ca_file (mutual TLS) needs --tls_cert_file and --tls_key_file"},
       {"policy without mutual TLS", with([&](auto& o) {
          o.client_ca_file.clear();
@@ -332,6 +332,11 @@ TEST_F(TransportSecurityTest, StartRefusesOptionsThatCannotWorkAndSaysWhy) {
        "--authz_policy_file: authorization policy "},
       {"missing policy", with([&](auto& o) { o.authz_policy_file = pki_.Path("nope.json"); }),
        "No such file or directory"},
+      {"peer CA without TLS", TransportSecurityOptions{"", "", "", "", {}, pki_.Cert("ca")},
+       "--peer_tls_ca_file needs --tls_cert_file and --tls_key_file: a replica reaches the "
+       "other members over TLS only when it serves TLS itself"},
+      {"peer CA not PEM", with([&](auto& o) { o.peer_ca_file = pki_.Path("not-pem.pem"); }),
+       "--peer_tls_ca_file: "},
       {"refresh too short", with([](auto& o) { o.refresh_interval = absl::Milliseconds(10); }),
        "--tls_refresh_interval must be 1s to 24h; got 10ms"},
   };
