@@ -27,6 +27,7 @@ extern "C" {
 #include "absl/strings/str_split.h"
 #include "base/annotated_mutex.h"
 #include "base/check.h"
+#include "base/steady_wait.h"
 #include "storage/local_log.h"
 #include "storage/raft_catch_up.h"
 #include "storage/raft_io_guard.h"
@@ -130,7 +131,7 @@ struct RaftLog::Replica {
   // for them (storage/raft_catch_up.h).
   struct CatchingUp {
     // Since when nothing was heard from it (libraft's recent_recv false), if so now.
-    std::optional<std::chrono::steady_clock::time_point> quiet_since;
+    std::optional<SteadyTime> quiet_since;
     bool restarted = false;  // Quiet for two election timeouts since it was sent the snapshot.
   };
   absl::flat_hash_map<raft_id, CatchingUp> catching_up;
@@ -354,8 +355,8 @@ struct RaftLog::Replica {
     }
     // libraft's PROGRESS__SNAPSHOT (src/progress.h; not in its public header).
     constexpr unsigned short kProgressSnapshot = 2;
-    const auto now = std::chrono::steady_clock::now();
-    const auto quiet_for = absl::ToChronoMilliseconds(2 * options.election_timeout);
+    const SteadyTime now = SteadyNow();
+    const absl::Duration quiet_for = 2 * options.election_timeout;
     for (unsigned i = 0; i < raft.configuration.n; ++i) {
       const raft_id member = raft.configuration.servers[i].id;
       const raft_progress& progress = raft.leader_state.progress[i];
@@ -369,7 +370,7 @@ struct RaftLog::Replica {
       CatchingUp& follower = it->second;
       if (!progress.recent_recv) {
         if (!follower.quiet_since.has_value()) follower.quiet_since = now;
-        if (now - *follower.quiet_since >= quiet_for) follower.restarted = true;
+        if (absl::FromChrono(now - *follower.quiet_since) >= quiet_for) follower.restarted = true;
         continue;
       }
       follower.quiet_since.reset();
