@@ -362,7 +362,11 @@ std::string Auditor::GroupWritten(size_t count, const WriteFacts& facts) {
       batch->state = Batch::State::kDurable;
       continue;
     }
-    if (facts.write_result == WriteFault::kSyncFails) undecided_.push_back(*batch);
+    // Its entry may be whole on disk, or committed by the next leader: a restart decides.
+    if (facts.write_result == WriteFault::kSyncFails ||
+        facts.write_result == WriteFault::kLeadershipLost) {
+      undecided_.push_back(*batch);
+    }
     batch->state = Batch::State::kFailed;
   }
   return "";
@@ -589,7 +593,15 @@ void Auditor::Crashed() {
 
 void Auditor::Reopened(bool kept_failed_entry) {
   if (kept_failed_entry) {
-    LEDGER_CHECK(!undecided_.empty());
+    if (undecided_.empty()) {
+      // A write after the failure repaired the log, which takes the entry back for good.
+      if (violation_.empty()) {
+        violation_ =
+            "the log kept, at a restart, an entry that a later write had repaired away: writes "
+            "decided without it precede it";
+      }
+      return;
+    }
     for (const Batch& batch : undecided_) {
       Store(batch);
       landed_ambiguous_net_ += batch.net;

@@ -17,8 +17,12 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   *clock_ += write_plan_.write_delay;
   if (!log_.poisoned().ok()) {
     // As RocksDbStore::WriteGroup: an earlier append failed, and its entry is removed for good
-    // before anything is appended after it.
-    LEDGER_CHECK(log_.Repair().ok());
+    // before anything is appended after it; but after a lost leadership the log refuses until
+    // the replica has started again as a follower, and nothing of the group is stored.
+    if (absl::Status repaired = log_.Repair(); !repaired.ok()) {
+      write_facts_.write_result = WriteFault::kFail;
+      return repaired;
+    }
     write_facts_.repaired = true;
   }
   if (write_plan_.write == WriteFault::kNone) {
@@ -30,9 +34,10 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   const uint64_t id = next_group_id_++;
   std::vector<BatchWrite>& batches = groups_[id];
   for (const BatchWrite* batch : group) batches.push_back(*batch);
-  log_.PlanAppend(write_plan_.write == WriteFault::kNone   ? AppendFault::kNone
-                  : write_plan_.write == WriteFault::kFail ? AppendFault::kWriteFails
-                                                           : AppendFault::kSyncFails);
+  log_.PlanAppend(write_plan_.write == WriteFault::kNone        ? AppendFault::kNone
+                  : write_plan_.write == WriteFault::kFail      ? AppendFault::kWriteFails
+                  : write_plan_.write == WriteFault::kSyncFails ? AppendFault::kSyncFails
+                                                                : AppendFault::kLeadershipLost);
   absl::StatusOr<uint64_t> position = log_.Append(absl::StrCat(id));
   if (!position.ok()) return position.status();
   Append(batches, *position);

@@ -46,6 +46,10 @@ enum class WriteFault : uint8_t {
   // write repairs the log (it is gone) or a restart comes first and finds it whole (it is kept)
   // or torn, as the seed says (SimLog::Reopen).
   kSyncFails,
+  // A cluster replica stops leading with the group's entry sent: the next leader commits it or
+  // not, which only the restart that follows learns (kept or dropped, as the seed says); no
+  // write may come before that restart (sim/sim_log.h).
+  kLeadershipLost,
 };
 
 // Test-only bugs of the store itself, to prove the auditor checks the durable state.
@@ -66,6 +70,11 @@ enum class StoreBugForTesting : uint8_t {
   // a write the shards rolled back and answered outcome unknown comes back at a restart, behind
   // writes decided without it.
   kRepairKeepsTheFailedEntry,
+  // A replica that lost its leadership with an entry in flight repairs its log as after a
+  // failed sync and writes on (SimLogBugForTesting::kRepairsALostLeadership), as a ledgerd that
+  // did not start again as a follower would: the next leader may still commit that entry, behind
+  // writes decided without it.
+  kRepairsALostLeadership,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -102,6 +111,8 @@ class FaultStore final : public LedgerStore {
         bug_(bug),
         log_(rng, bug == StoreBugForTesting::kRepairKeepsTheFailedEntry
                       ? SimLogBugForTesting::kRepairKeepsTheFailedEntry
+                  : bug == StoreBugForTesting::kRepairsALostLeadership
+                      ? SimLogBugForTesting::kRepairsALostLeadership
                       : SimLogBugForTesting::kNone) {}
 
   // The plan of the next group write; its facts are reset. One plan serves one WriteGroup.

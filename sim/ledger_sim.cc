@@ -78,7 +78,7 @@ int Usage(const char* problem) {
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
                "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
                "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log|"
-               "checkpoint_drops_requests|repair_keeps_failed_entry] "
+               "checkpoint_drops_requests|repair_keeps_failed_entry|repairs_lost_leadership] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -111,7 +111,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "  %lld decisions read undurable state, %lld retries answered from an in-flight record, "
         "%lld lookups answered from a log entry not yet applied, %lld batches of lookups failed "
         "whole, %lld backups restored, %lld checkpoints\n"
-        "  log: %lld failed entries found torn at a restart, %lld found whole and kept\n",
+        "  log: %lld failed entries found torn at a restart, %lld found whole and kept; %lld "
+        "leaderships lost with an entry in flight\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
@@ -123,7 +124,8 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.failed_lookup_batches),
         static_cast<long long>(result.backups), static_cast<long long>(result.checkpoints),
         static_cast<long long>(result.torn_tails),
-        static_cast<long long>(result.kept_failed_entries));
+        static_cast<long long>(result.kept_failed_entries),
+        static_cast<long long>(result.demotions));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -223,6 +225,8 @@ int main(int argc, char** argv) {
         options.store_bug = StoreBugForTesting::kCheckpointDropsRecentRequests;
       } else if (value == "repair_keeps_failed_entry") {
         options.store_bug = StoreBugForTesting::kRepairKeepsTheFailedEntry;
+      } else if (value == "repairs_lost_leadership") {
+        options.store_bug = StoreBugForTesting::kRepairsALostLeadership;
       } else {
         return Usage("unknown --store_bug");
       }

@@ -21,16 +21,30 @@ absl::StatusOr<uint64_t> SimLog::Append(absl::string_view payload) {
     Commit(std::string(payload));
     return position;
   }
-  failed_ =
-      FailedEntry{.payload = std::string(payload), .written = fault == AppendFault::kSyncFails};
-  poison_ = absl::UnavailableError(absl::StrCat(
-      "simulated ", fault == AppendFault::kSyncFails ? "sync" : "write",
-      " failure of the log entry at position ", position, "; writes stop until it is repaired"));
+  const bool lost = fault == AppendFault::kLeadershipLost;
+  failed_ = FailedEntry{.payload = std::string(payload),
+                        .written = fault == AppendFault::kSyncFails || lost,
+                        .leadership_lost = lost};
+  poison_ = absl::UnavailableError(
+      lost ? absl::StrCat("simulated loss of leadership with the log entry at position ", position,
+                          " in flight; the next leader decides it")
+           : absl::StrCat("simulated ", fault == AppendFault::kSyncFails ? "sync" : "write",
+                          " failure of the log entry at position ", position,
+                          "; writes stop until it is repaired"));
   return poison_;
 }
 
 absl::Status SimLog::Repair() {
   if (poison_.ok()) return absl::OkStatus();
+  if (failed_.has_value() && failed_->leadership_lost) {
+    if (bug_ == SimLogBugForTesting::kRepairsALostLeadership) {
+      poison_ = absl::OkStatus();
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(
+        "this replica no longer leads: the entry in flight is the next leader's to decide, and "
+        "nothing is written before it starts again as a follower");
+  }
   if (bug_ == SimLogBugForTesting::kRepairKeepsTheFailedEntry) Commit(std::move(failed_->payload));
   failed_.reset();
   poison_ = absl::OkStatus();
@@ -43,6 +57,7 @@ SimLogRecovery SimLog::Reopen() {
   poison_ = absl::OkStatus();
   if (!failed_.has_value()) return recovery;
   recovery.had_failed_entry = true;
+  recovery.leadership_lost = failed_->leadership_lost;
   const int64_t size = static_cast<int64_t>(failed_->payload.size());
   if (failed_->written && (*rng_)() % 2 == 0) {
     recovery.kept = true;

@@ -8,6 +8,11 @@
 //    decides it: when its write had finished and only the sync failed, the seed says whether its
 //    bytes all reached the disk (the entry is kept, at the next position) or not (a torn tail,
 //    dropped); an entry whose write failed is always torn.
+// A lost leadership (a cluster replica's RaftLog: the entry was sent, and the replica stopped
+// leading before a majority acknowledged it) poisons the log too, but nothing here can take the
+// entry back: the next leader commits it or not. So Repair refuses (ledgerd drains and starts
+// again as a follower before it writes anything more, and the simulator restarts at once), and
+// the restart learns its fate, kept or dropped as the seed says.
 // Entries live in segments of kEntriesPerSegment, and DropBefore lets go only of whole segments
 // behind the one appended to, so that a replay after a checkpoint meets entries it already holds.
 #ifndef LEDGER_SIM_SIM_LOG_H_
@@ -28,8 +33,9 @@ namespace ledger::sim {
 // What the next Append does.
 enum class AppendFault : uint8_t {
   kNone,
-  kWriteFails,  // The write fails part way: what reached the disk is a torn entry.
-  kSyncFails,   // The write finished but the sync failed: the entry may be whole on disk.
+  kWriteFails,      // The write fails part way: what reached the disk is a torn entry.
+  kSyncFails,       // The write finished but the sync failed: the entry may be whole on disk.
+  kLeadershipLost,  // Sent, then the replica stopped leading: the next leader decides it.
 };
 
 // What a restart found at the end of the log.
@@ -37,6 +43,7 @@ struct SimLogRecovery {
   bool had_failed_entry = false;  // An append had failed, and no Repair had removed its entry.
   bool kept = false;              // It was whole on disk: the log keeps it, at the next position.
   int64_t torn_bytes = 0;         // Otherwise the bytes of it a restart found and dropped.
+  bool leadership_lost = false;   // It was in flight when leadership was lost.
 };
 
 // Test-only bugs, to prove the simulator's auditor sees what the log does to entries.
@@ -46,6 +53,9 @@ enum class SimLogBugForTesting : uint8_t {
   // zeroing it and wrote on after it): the entry stays in the log, ahead of writes decided
   // without it, and the next restart's replay brings it back.
   kRepairKeepsTheFailedEntry,
+  // Repair after a lost leadership lifts the poison as after a failed sync, and the entry's fate
+  // stays the next leader's: a restart may still find it committed, at the end of the log.
+  kRepairsALostLeadership,
 };
 
 // Not thread-safe: the simulator drives it from one thread.
@@ -86,7 +96,8 @@ class SimLog final : public storage::ReplicatedLog {
  private:
   struct FailedEntry {
     std::string payload;
-    bool written = false;  // The write finished (only the sync failed).
+    bool written = false;  // The write finished (only the sync failed), or it was sent.
+    bool leadership_lost = false;
   };
   // The first position of the segment holding `position`.
   static uint64_t SegmentStart(uint64_t position) {

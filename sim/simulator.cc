@@ -199,20 +199,24 @@ std::string DescribeEvent(const TraceEvent& event) {
   switch (event.kind) {
     case TraceEvent::Kind::kRestart:
       absl::StrAppend(&text, event.note.empty()
-                                 ? "restart (sealed batches written, then rebuilt from the store)\n"
-                                 : "in-flight batches never answered; rebuilt from the store\n");
+                                 ? "restart (sealed batches written, then rebuilt from the "
+                                   "store)\n"
+                             : event.note == "crash; "
+                                 ? "in-flight batches never answered; rebuilt from the store\n"
+                                 : "starts again as a follower, rebuilt from the store\n");
       return text;
     case TraceEvent::Kind::kReopen:
       absl::StrAppend(&text, "the store reopened; its log ", event.note_of_log, "\n");
       return text;
     case TraceEvent::Kind::kWrite:
-      absl::StrAppend(&text, "group write of batches ", event.batch, "..",
-                      event.batch + event.count - 1, ": ",
-                      !event.write_called                     ? "nothing to write"
-                      : event.plan.write == WriteFault::kNone ? "ok"
-                      : event.plan.write == WriteFault::kFail ? "the write fails"
-                                                              : "the sync fails",
-                      "\n");
+      absl::StrAppend(
+          &text, "group write of batches ", event.batch, "..", event.batch + event.count - 1, ": ",
+          !event.write_called                          ? "nothing to write"
+          : event.plan.write == WriteFault::kNone      ? "ok"
+          : event.plan.write == WriteFault::kFail      ? "the write fails"
+          : event.plan.write == WriteFault::kSyncFails ? "the sync fails"
+                                                       : "leadership is lost with the entry sent",
+          "\n");
       return text;
     case TraceEvent::Kind::kRollBack:
       absl::StrAppend(&text, "roll back batches ", event.batch, "..", event.batch + event.count - 1,
@@ -610,12 +614,18 @@ class Simulation {
 
   // The store opens again after a stop: the auditor learns what its log kept.
   void Reopen() {
+    demoted_ = false;
     const SimLogRecovery recovery = store_.Reopen();
     auditor_.Reopened(recovery.kept);
     if (recovery.had_failed_entry) {
       Trace({.kind = TraceEvent::Kind::kReopen,
              .note_of_log =
-                 recovery.kept
+                 recovery.leadership_lost
+                     ? (recovery.kept ? "has the entry in flight at the loss of leadership: the "
+                                        "next leader committed it"
+                                      : "lacks the entry in flight at the loss of leadership: the "
+                                        "next leader did not commit it")
+                 : recovery.kept
                      ? "kept the entry of the failed sync whole"
                      : absl::StrCat("dropped the entry of the failed write as a torn tail (",
                                     recovery.torn_bytes, " bytes)")});
@@ -765,6 +775,7 @@ class Simulation {
       failure = WriteOldest(GroupSize(), /*deciding=*/false);
       if (!failure.empty()) return failure;
     }
+    if (demoted_) return StartAgainAsFollower();
     if (abandon_from < size) return Restart();
     return "";
   }
@@ -784,8 +795,9 @@ class Simulation {
     WritePlan plan;
     const uint64_t roll = Uniform(rng_, 100);
     plan.write = roll < 84 || quiescing_ ? WriteFault::kNone
-                 : roll < 92             ? WriteFault::kFail
-                                         : WriteFault::kSyncFails;
+                 : roll < 91             ? WriteFault::kFail
+                 : roll < 97             ? WriteFault::kSyncFails
+                                         : WriteFault::kLeadershipLost;
     if (Percent(rng_, 10)) {
       plan.write_delay = absl::Seconds(static_cast<int64_t>(1 + Uniform(rng_, 30)));
     }
@@ -795,21 +807,24 @@ class Simulation {
       if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
     }
     // A group of reads that only waited for earlier writes needs no write of its own.
+    const bool refused = demoted_ && !writes.empty();  // The log refuses until the restart.
     const absl::Status written = writes.empty() ? absl::OkStatus() : store_.WriteGroup(writes);
     ++result_.groups;
     result_.grouped_batches += static_cast<int64_t>(count);
     if (!written.ok()) ++result_.write_faults;
     Trace({.kind = TraceEvent::Kind::kWrite,
-           .note = deciding ? "while deciding: " : "",
+           .note = absl::StrCat(deciding ? "while deciding: " : "",
+                                refused ? "no longer leading, the log refuses: " : ""),
            .batch = in_flight_.front().batch,
            .count = count,
-           .plan = plan,
+           .plan = refused ? WritePlan{.write = WriteFault::kFail} : plan,
            .write_called = !writes.empty()});
     std::string failure = auditor_.GroupWritten(count, store_.write_facts());
     if (!failure.empty()) return failure;
     if (!written.ok()) {
       for (size_t k = 0; k < count; ++k) in_flight_[k].sealed->failure = written;
       recovery_pending_ = true;
+      demoted_ = demoted_ || plan.write == WriteFault::kLeadershipLost;
       return deciding ? "" : Recover();
     }
     std::vector<InFlight> durable;
@@ -853,6 +868,25 @@ class Simulation {
     finished_through_ = core_->last_sealed();
     in_flight_.clear();
     return auditor_.TakeViolation();
+  }
+
+  // A replica that lost its leadership drains and starts again in the same process
+  // (server/ledgerd.cc), once the batch being decided is sealed: every batch still in flight is
+  // refused by its log (rolled back, outcome unknown), the store closes as on a clean stop, and
+  // opens again with the entry in flight at the loss decided by the next leader. The next
+  // leader's own entries are not modelled: this core is the ledger's only writer.
+  std::string StartAgainAsFollower() {
+    while (!in_flight_.empty()) {
+      std::string failure = WriteOldest(in_flight_.size(), /*deciding=*/false);
+      if (!failure.empty()) return failure;
+    }
+    store_.ApplyAll();
+    store_.Checkpoint();
+    Reopen();
+    RebuildCore();
+    ++result_.demotions;
+    Trace({.kind = TraceEvent::Kind::kRestart, .note = "leadership lost; "});
+    return "";
   }
 
   std::string AdvanceClock() {
@@ -1009,6 +1043,9 @@ class Simulation {
   uint64_t finished_through_ = 0;
   // A write failed while a batch was being decided: roll back once it is sealed.
   bool recovery_pending_ = false;
+  // A failed write lost the leadership: the log refuses every write until StartAgainAsFollower,
+  // at the end of the step.
+  bool demoted_ = false;
   std::vector<RecentRequest> recent_;
   int64_t next_request_ = 0;
   // The simulated coordinator's flights by id (ordered: the courier's order is deterministic).

@@ -2,8 +2,9 @@
 // draws random batches over a few hot accounts (deposits, withdrawals, balances, repeated and
 // conflicting request_ids, callers that leave), random store faults (failed writes, failed writes
 // that landed anyway, failed lookups, slow writes), clock jumps around the idempotency TTL,
-// shutdowns that abandon undecided messages, restarts that rebuild the core from the store, and
-// crashes that leave the batches in flight unanswered.
+// shutdowns that abandon undecided messages, restarts that rebuild the core from the store,
+// crashes that leave the batches in flight unanswered, and lost leaderships (a cluster replica's
+// write whose entry the next leader commits or not, after which the replica starts again).
 // After every step the auditor checks each reply against the set of legal answers and the store
 // against the money acknowledged.
 //
@@ -86,6 +87,8 @@ struct SimResult {
   int64_t lookup_faults = 0;
   int64_t restarts = 0;
   int64_t crashes = 0;  // Restarts that left what was in flight unanswered.
+  // Restarts of a replica that lost its leadership with a group's entry in flight.
+  int64_t demotions = 0;
   // The pipeline: group writes, the sealed batches they held, the most batches ever in flight,
   // rollbacks and the batches they took back, writes that happened while a batch was being
   // decided, and Prefetches that had to wait for the disk (retried with may_block).

@@ -1,6 +1,6 @@
 // SimLog, the simulator's log, fails and recovers as LocalLog does: a failed append poisons it,
 // Repair removes the failed entry for good, a restart keeps a whole one or drops a torn one, and
-// DropBefore lets go of whole segments only.
+// DropBefore lets go of whole segments only; a lost leadership is the next leader's to decide.
 #include "sim/sim_log.h"
 
 #include <cstdint>
@@ -56,6 +56,41 @@ TEST(SimLogTest, AFailedAppendStopsWritesUntilRepairRemovesItsEntry) {
   EXPECT_FALSE(recovery.had_failed_entry);
   const std::vector<std::pair<uint64_t, std::string>> expected = {{1, "a"}, {2, "b"}};
   EXPECT_EQ(Entries(log), expected);
+}
+
+// A lost leadership (RaftLog) is no failure a repair can undo: the next leader commits the entry
+// in flight or not. Repair refuses, every append fails until the restart, and the restart finds
+// the entry committed (at the next position) or not, both as the seed falls.
+TEST(SimLogTest, ALostLeadershipRefusesRepairAndTheRestartLearnsWhatTheNextLeaderDecided) {
+  std::mt19937_64 rng(5);
+  int committed = 0;
+  int dropped = 0;
+  for (int round = 0; round < 40; ++round) {
+    SimLog log(&rng);
+    ASSERT_TRUE(log.Append("a").ok());
+    log.PlanAppend(AppendFault::kLeadershipLost);
+    EXPECT_EQ(log.Append("sent").status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(log.Repair().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(log.poisoned().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(log.Append("b").status().code(), absl::StatusCode::kUnavailable);
+    const SimLogRecovery recovery = log.Reopen();
+    EXPECT_TRUE(recovery.had_failed_entry);
+    EXPECT_TRUE(recovery.leadership_lost);
+    EXPECT_TRUE(log.poisoned().ok());
+    if (recovery.kept) {
+      ++committed;
+      const std::vector<std::pair<uint64_t, std::string>> expected = {{1, "a"}, {2, "sent"}};
+      EXPECT_EQ(Entries(log), expected);
+    } else {
+      ++dropped;
+      EXPECT_EQ(log.last_position(), 1u);
+    }
+    // And it writes on after the restart.
+    const uint64_t next = log.last_position() + 1;
+    EXPECT_EQ(*log.Append("c"), next);
+  }
+  EXPECT_GT(committed, 0);
+  EXPECT_GT(dropped, 0);
 }
 
 TEST(SimLogTest, ARestartKeepsAWholeFailedSyncOrDropsItTornButAlwaysDropsAFailedWrite) {

@@ -139,6 +139,15 @@ TEST(SimulatorTest, CatchesALogRepairThatKeepsTheFailedEntry) {
       AnyOf(HasSubstr("differ from the model"), HasSubstr("conservation")));
 }
 
+// A cluster replica that lost its leadership with an entry in flight must start again as a
+// follower before it writes: the next leader may commit that entry, and writes decided without
+// it would precede it.
+TEST(SimulatorTest, CatchesAReplicaThatWritesOnAfterALostLeadership) {
+  EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kRepairsALostLeadership),
+              AnyOf(HasSubstr("repaired away"), HasSubstr("differ from the model"),
+                    HasSubstr("conservation")));
+}
+
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {
   EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kNone,
                            PipelineBugForTesting::kReleaseBeforeWrite),
