@@ -12,12 +12,23 @@
 // CLOCK_REALTIME, CLOCK_REALTIME_COARSE and CLOCK_TAI (and gettimeofday and time, which read
 // them) gain the offset in the file that LEDGER_CLOCK_SHIFT_FILE names: 8 bytes, a signed count
 // of nanoseconds in host byte order, mapped shared so that the test's write is seen by the next
-// call. The monotonic clocks do not move, as they do not when a machine's wall clock is set. What
-// the kernel does with an absolute wall-clock deadline it was given (a futex wait, a timer) is
-// not shifted: it compares with the true clock, so a process shifted forward by D sees such a
-// wait last D longer, as a real process does when its clock is set back by D.
+// call. The monotonic clocks do not move, as they do not when a machine's wall clock is set.
+//
+// An absolute wall-clock deadline the process gives the kernel is computed on the shifted clock,
+// and the kernel compares it with the true one: unmended, every such wait of a process shifted
+// forward by D would last D longer, for as long as the shift holds (a real clock step stretches
+// only the waits begun before it). Abseil's timed waits are such waits (absl::Mutex, CondVar,
+// Notification: futex FUTEX_WAIT_BITSET | FUTEX_CLOCK_REALTIME until an absolute time), and
+// gRPC's own run on them: its timers, alarms and server shutdown stalled for the whole shift
+// (session 14: the GOAWAYs of a drain waited out their 1 s timeout, and reads on a leader stalled
+// for seconds). So syscall(), which they call, is taken over too, and such a deadline is moved
+// back by the shift before the kernel sees it. glibc's own timed waits (pthread_cond_timedwait,
+// sem_timedwait) make the system call inline and are not mended; ledgerd waits on the monotonic
+// clock (scripts/check-clocks.py).
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -97,9 +108,51 @@ void AddNanoseconds(struct timespec* time, int64_t nanoseconds) {
   time->tv_nsec = rest;
 }
 
+// The system call itself (x86-64 Linux), for syscall() below, which replaces libc's: the
+// kernel's result, or -1 with errno set, as libc's syscall() returns.
+long RawSyscall(long number, long a1, long a2, long a3, long a4, long a5, long a6) {
+#if defined(__x86_64__)
+  long result;
+  register long r10 __asm__("r10") = a4;
+  register long r8 __asm__("r8") = a5;
+  register long r9 __asm__("r9") = a6;
+  __asm__ volatile("syscall"
+                   : "=a"(result)
+                   : "a"(number), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  if (result < 0 && result > -4096) {
+    errno = static_cast<int>(-result);
+    return -1;
+  }
+  return result;
+#else
+#error "clock_shift's syscall() is written for x86-64 Linux"
+#endif
+}
+
 }  // namespace
 
 extern "C" {
+
+// libc's syscall(), but an absolute wall-clock futex deadline is moved back by the shift (see the
+// file comment). Every argument register is passed on, as libc's does: extra ones are ignored.
+__attribute__((visibility("default"))) long syscall(long number, ...) noexcept {
+  va_list list;
+  va_start(list, number);
+  long args[6];
+  for (long& arg : args) arg = va_arg(list, long);
+  va_end(list);
+  struct timespec moved;
+  if (number == SYS_futex && args[3] != 0) {
+    const int op = static_cast<int>(args[1]);
+    if ((op & FUTEX_CLOCK_REALTIME) != 0 && (op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) {
+      moved = *reinterpret_cast<const struct timespec*>(args[3]);
+      AddNanoseconds(&moved, -Shift());
+      args[3] = reinterpret_cast<long>(&moved);
+    }
+  }
+  return RawSyscall(number, args[0], args[1], args[2], args[3], args[4], args[5]);
+}
 
 __attribute__((visibility("default"))) int clock_gettime(clockid_t clock,
                                                          struct timespec* time) noexcept {
