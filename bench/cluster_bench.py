@@ -76,7 +76,7 @@ class Cluster:
         if relay_us:
             for i in range(3):
                 relay = subprocess.Popen(
-                    ["taskset", "-c", relay_cpu, os.path.join(build, "bench", "delay_proxy"),
+                    ["taskset", "-c", relay_cpu, os.path.join(build, "tests", "delay_proxy"),
                      f"127.0.0.1:{relay_ports[i]}", f"127.0.0.1:{raft_ports[i]}", str(relay_us)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 self.relays.append(relay)

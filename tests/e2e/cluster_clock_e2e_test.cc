@@ -30,7 +30,7 @@ using testing_util::WaitUntil;
 
 class ClusterClockJumpTest : public ::testing::Test, protected LedgerdCluster {
  protected:
-  ClusterClockJumpTest() : LedgerdCluster({}, {}, /*shiftable_clocks=*/true) {}
+  ClusterClockJumpTest() : LedgerdCluster({.shiftable_clocks = true}) {}
 
   // The time History gives the newest entry of `account` on replica i.
   std::optional<absl::Time> NewestEntryTime(int i, const std::string& account) {

@@ -35,7 +35,8 @@ using testing_util::WaitUntil;
 // Three replicas, each with its data directory on a tmpfs of its own.
 class ClusterDiskTest : public ::testing::Test, protected LedgerdCluster {
  protected:
-  explicit ClusterDiskTest(const std::vector<std::string>& flags) : LedgerdCluster(flags) {}
+  explicit ClusterDiskTest(const std::vector<std::string>& flags)
+      : LedgerdCluster({.flags = flags}) {}
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs for each replica";
     // Each data directory, made by `ledgerd init`, moved onto a tmpfs of its own.

@@ -196,7 +196,7 @@ TEST_F(ClusterTest, ALeaderCutOffFromBothFollowersServesNoRead) {
 // deposits is behind the leader's log.
 class ClusterSnapshotTest : public ::testing::Test, protected LedgerdCluster {
  protected:
-  ClusterSnapshotTest() : LedgerdCluster({"--raft_snapshot_entries=16"}) {}
+  ClusterSnapshotTest() : LedgerdCluster({.flags = {"--raft_snapshot_entries=16"}}) {}
 };
 
 TEST_F(ClusterSnapshotTest, AFollowerBehindTheLeadersLogFetchesItsStateAndCatchesUp) {

@@ -27,7 +27,8 @@ class ClusterNetworkTest : public ::testing::Test,
                            protected OnReplicaNetwork,
                            protected LedgerdCluster {
  protected:
-  ClusterNetworkTest() : LedgerdCluster({"--raft_snapshot_entries=16"}, network.hosts()) {}
+  ClusterNetworkTest()
+      : LedgerdCluster({.flags = {"--raft_snapshot_entries=16"}, .hosts = network.hosts()}) {}
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(NeedReplicaNetwork());
     ASSERT_NO_FATAL_FAILURE(StartAll());

@@ -80,8 +80,8 @@ class ClusterTlsTest : public ::testing::Test, protected ClusterPki, protected L
  protected:
   explicit ClusterTlsTest(bool replicas_may_fetch = true)
       : ClusterPki(replicas_may_fetch),
-        LedgerdCluster(With(TlsFlags(), "--raft_snapshot_entries=16"), {},
-                       /*shiftable_clocks=*/false, TesterCredentials()) {}
+        LedgerdCluster({.flags = With(TlsFlags(), "--raft_snapshot_entries=16"),
+                        .credentials = TesterCredentials()}) {}
 
   // Stops a follower, commits 200 deposits without it, and starts it again: it is behind the
   // leader's snapshot. Returns it.

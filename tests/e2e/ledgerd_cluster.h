@@ -30,9 +30,11 @@
 #include "storage/local_log.h"
 #include "tests/clock_shift/clock_shift_file.h"
 #include "tests/e2e/ledgerd_process.h"
+#include "tests/e2e/subprocess.h"
 #include "tests/http_get.h"
 #include "tests/metrics_text.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 #include "tests/unused_port.h"
 #include "tests/wait_until.h"
 
@@ -54,22 +56,43 @@ struct ReplicaHosts {
   std::array<std::string, 3> netns;
 };
 
+// How LedgerdCluster starts its three replicas.
+struct ClusterOptions {
+  std::vector<std::string> flags{};  // Added to every replica's.
+  ReplicaHosts hosts{};
+  // Each replica's wall clock can be moved while it runs (ShiftClock).
+  bool shiftable_clocks = false;
+  // What the test (its calls, and the harness's health checks) reaches the replicas with;
+  // plaintext when null.
+  std::shared_ptr<grpc::ChannelCredentials> credentials{};
+  // When above 0: the replicas reach each other's Raft port through the delay relay
+  // (bench/replication/delay_proxy.cc), which holds every byte this many microseconds each way.
+  // Each replica's relay runs beside it (in its namespace) on the address --peers names, and
+  // forwards to the replica's --raft_listen on its loopback; so a cut between two hosts
+  // (ReplicaNetwork) still cuts their Raft traffic, and a round trip between two replicas takes
+  // twice this. This kernel has no netem.
+  int raft_delay_us = 0;
+};
+
 class LedgerdCluster {
  public:
-  // `flags` are added to every replica's.
-  // `shiftable_clocks`: each replica's wall clock can be moved while it runs (ShiftClock).
-  // `credentials`: what the test (its calls, and the harness's health checks) reaches the
-  // replicas with; plaintext when null.
-  explicit LedgerdCluster(const std::vector<std::string>& flags = {},
-                          const ReplicaHosts& hosts = {}, bool shiftable_clocks = false,
-                          std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr)
-      : hosts_(hosts) {
+  explicit LedgerdCluster(ClusterOptions options = {}) : hosts_(options.hosts) {
     std::vector<std::string> peers;
     std::vector<std::string> clients;
+    std::array<std::string, 3> raft_listen;
     for (int i = 0; i < 3; ++i) {
       grpc_ports_[i] = UnusedPort();
-      peers.push_back(absl::StrCat(i + 1, "=", hosts_.address[i], ":", UnusedPort()));
+      const std::string peer = absl::StrCat(hosts_.address[i], ":", UnusedPort());
+      peers.push_back(absl::StrCat(i + 1, "=", peer));
       clients.push_back(absl::StrCat(i + 1, "=", Address(i)));
+      if (options.raft_delay_us <= 0) continue;
+      raft_listen[i] = absl::StrCat("127.0.0.1:", UnusedPort());
+      std::vector<std::string> relay{DelayProxyPath(), peer, raft_listen[i],
+                                     std::to_string(options.raft_delay_us)};
+      if (!hosts_.netns[i].empty()) {
+        relay.insert(relay.begin(), {"/bin/ip", "netns", "exec", hosts_.netns[i]});
+      }
+      relays_[i] = std::make_unique<Subprocess>(std::move(relay));
     }
     for (int i = 0; i < 3; ++i) {
       std::vector<std::string> node_flags{
@@ -80,19 +103,21 @@ class LedgerdCluster {
           "--shutdown_grace=2s"};
       // A replica on a host of its own serves the test's client from beyond its loopback.
       if (hosts_.address[i] != "127.0.0.1") node_flags.push_back("--plaintext_beyond_loopback");
-      node_flags.insert(node_flags.end(), flags.begin(), flags.end());
-      LedgerdProcess::Options options;
-      options.netns = hosts_.netns[i];
-      options.ledger_id = ledger_id_;  // Replicas of one ledger: ledgerd refuses others.
-      options.credentials = credentials;
-      if (shiftable_clocks) {
+      if (!raft_listen[i].empty()) node_flags.push_back("--raft_listen=" + raft_listen[i]);
+      node_flags.insert(node_flags.end(), options.flags.begin(), options.flags.end());
+      LedgerdProcess::Options process;
+      process.netns = hosts_.netns[i];
+      process.ledger_id = ledger_id_;  // Replicas of one ledger: ledgerd refuses others.
+      process.credentials = options.credentials;
+      if (options.shiftable_clocks) {
         clocks_[i] =
             std::make_unique<ClockShiftFile>(clocks_dir_.Sub(absl::StrCat("clock", i + 1)));
-        options.environment = clocks_[i]->Environment();
+        process.environment = clocks_[i]->Environment();
       }
-      nodes_[i] = std::make_unique<LedgerdProcess>(std::move(node_flags), options);
+      nodes_[i] = std::make_unique<LedgerdProcess>(std::move(node_flags), process);
     }
-    if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+    const std::shared_ptr<grpc::ChannelCredentials> credentials =
+        options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
     for (int i = 0; i < 3; ++i) {
       // Reconnects soon after a replica starts again (gRPC's first backoff is a second).
       grpc::ChannelArguments args;
@@ -292,6 +317,8 @@ class LedgerdCluster {
   }();
   ScratchDir clocks_dir_;
   std::array<std::unique_ptr<ClockShiftFile>, 3> clocks_;  // Null without shiftable_clocks.
+  // Null without raft_delay_us. Declared before nodes_, so stopped after the replicas.
+  std::array<std::unique_ptr<Subprocess>, 3> relays_;
   std::array<std::unique_ptr<LedgerdProcess>, 3> nodes_;
   std::array<std::unique_ptr<v1::Ledger::Stub>, 3> stubs_;
 };

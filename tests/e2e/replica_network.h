@@ -18,7 +18,8 @@
 // A cut drops every packet between two replicas, silently and in both directions (iptables DROP
 // in both namespaces), as a partition does: no reset, no refused connection, only silence. The
 // test's own connections to each replica stay up, so a cut-off leader is still asked, and must
-// refuse. This kernel has no netem; delay goes through bench/replication's relay.
+// refuse. This kernel has no netem; delay goes through bench/replication's relay
+// (ClusterOptions::raft_delay_us in tests/e2e/ledgerd_cluster.h).
 //
 // A short cut loses nothing a replica sent: TCP sends it again once the cut heals (a follower cut
 // off for a few seconds gets every entry late, not a snapshot). A connection is given up only when
@@ -163,7 +164,7 @@ class ReplicaNetwork {
 // its bases, the network is made before the cluster and removed after it.
 //
 //   class MyTest : public ::testing::Test, protected OnReplicaNetwork, protected LedgerdCluster {
-//     MyTest() : LedgerdCluster(flags, network.hosts()) {}
+//     MyTest() : LedgerdCluster({.flags = flags, .hosts = network.hosts()}) {}
 //     void SetUp() override { ASSERT_NO_FATAL_FAILURE(NeedReplicaNetwork()); }
 struct OnReplicaNetwork {
   // Skips the test without a network namespace of its own (not root); fails when the network
