@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Leader SIGKILL to the next acknowledged write, N times (issue 32's failover row,
-docs/benchmarks.md): three replicas on loopback (every one on --server_cpu), and for each kill a
+docs/benchmarks.md): three replicas on loopback (every one on --server_cpu), each reached by the
+others through a delay relay (--relay_us each way, default 500: a 1 ms round trip, as
+bench/cluster_bench.py; the relays on --client_cpu; 0: direct), and for each kill a
 ledger-loadtest run on --client_cpu sending durable Deposits at --rate to all three addresses.
 Once it has run for --before seconds the leader (the replica whose ledger_replica_serving is 1)
 is SIGKILLed; the run's longest stretch without an OK answer (its report's longest_ok_gap_ms,
@@ -24,15 +26,15 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import log, read_loadtest_report, raise_keyboard_interrupt, ledgerd_scratch
-from cluster_bench import free_port, scratch_dir
+from cluster_bench import free_port, scratch_dir, wait_for_listener
 
 
 class Replica:
-    def __init__(self, build, node_id, peers, clients, grpc_port, data_dir, cpus):
+    def __init__(self, build, node_id, peers, clients, grpc_port, raft_port, data_dir, cpus):
         self.metrics_port = free_port()
         self.command = ["taskset", "-c", cpus, os.path.join(build, "server", "ledgerd"),
                         f"--node_id={node_id}", f"--peers={peers}", f"--peer_clients={clients}",
-                        f"--listen=127.0.0.1:{grpc_port}",
+                        f"--listen=127.0.0.1:{grpc_port}", f"--raft_listen=127.0.0.1:{raft_port}",
                         f"--metrics_listen=127.0.0.1:{self.metrics_port}", "--shards=4",
                         f"--data_dir={data_dir}"]
         self.process = None
@@ -71,12 +73,23 @@ def main():
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--server_cpu", default="0")
     parser.add_argument("--client_cpu", default="1")
+    parser.add_argument("--relay_us", type=int, default=500,
+                        help="delay each way between replicas, through delay_proxy; 0: direct")
     parser.add_argument("--scratch", default=None)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     root = scratch_dir(args, "cluster-failover-")
     grpc_ports = [free_port() for _ in range(3)]
-    peers = ",".join(f"{i + 1}=127.0.0.1:{free_port()}" for i in range(3))
+    raft_ports = [free_port() for _ in range(3)]
+    relay_ports = [free_port() for _ in range(3)] if args.relay_us else raft_ports
+    relays = []
+    for i in range(3 if args.relay_us else 0):
+        relays.append(subprocess.Popen(
+            ["taskset", "-c", args.client_cpu, os.path.join(args.build, "tests", "delay_proxy"),
+             f"127.0.0.1:{relay_ports[i]}", f"127.0.0.1:{raft_ports[i]}", str(args.relay_us)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for_listener(relay_ports[i], relays[-1])
+    peers = ",".join(f"{i + 1}=127.0.0.1:{relay_ports[i]}" for i in range(3))
     clients = ",".join(f"{i + 1}=127.0.0.1:{grpc_ports[i]}" for i in range(3))
     targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
     replicas = []
@@ -86,8 +99,8 @@ def main():
         subprocess.run([os.path.join(args.build, "server", "ledgerd"), "init",
                         f"--data_dir={data_dir}", f"--ledger_id={ledger_id}"], check=True,
                        stdout=subprocess.DEVNULL)
-        replicas.append(Replica(args.build, i + 1, peers, clients, grpc_ports[i], data_dir,
-                                args.server_cpu))
+        replicas.append(Replica(args.build, i + 1, peers, clients, grpc_ports[i], raft_ports[i],
+                                data_dir, args.server_cpu))
         replicas[-1].start()
     scratch = ledgerd_scratch()
     times = []
@@ -131,6 +144,9 @@ def main():
         for replica in replicas:
             if replica.process:
                 replica.process.wait(timeout=30)
+        for relay in relays:
+            relay.kill()
+            relay.wait()
     ordered = sorted(times)
     print(f"| kills | median | worst | every one, ms |")
     print("|---:|---:|---:|---|")
