@@ -207,8 +207,8 @@ test-cluster: build
 # on loopback, every server process on CPU 0 and the load test on CPU 1; Apply calls, unary
 # Deposits at capacity and at half the cluster's capacity (bench/cluster_bench.py); then 20
 # leader SIGKILLs under load, each timed to the next acknowledged write (bench/cluster_failover.py).
-# The first puts bench/replication's delay relay between the replicas (1 ms round trip, the
-# relays on CPU 1); the failovers run over loopback. About 9 minutes.
+# Both put bench/replication's delay relay between the replicas (1 ms round trip, the relays on
+# CPU 1). About 11 minutes.
 bench-cluster: build-bench
 	python3 bench/cluster_bench.py --build $(RELEASE) --rounds 3
 	python3 bench/cluster_failover.py --build $(RELEASE) --kills 20
