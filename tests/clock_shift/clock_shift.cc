@@ -146,7 +146,9 @@ __attribute__((visibility("default"))) long syscall(long number, ...) noexcept {
   if (number == SYS_futex && args[3] != 0) {
     const int op = static_cast<int>(args[1]);
     if ((op & FUTEX_CLOCK_REALTIME) != 0 && (op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) {
-      moved = *reinterpret_cast<const struct timespec*>(args[3]);
+      // The system call's argument is the caller's pointer, passed as a register's integer.
+      moved =
+          *reinterpret_cast<const struct timespec*>(args[3]);  // NOLINT(performance-no-int-to-ptr)
       AddNanoseconds(&moved, -Shift());
       args[3] = reinterpret_cast<long>(&moved);
     }
