@@ -347,11 +347,7 @@ TEST_F(ClusterTest, AReplicaOfAnotherLedgerIsRefusedBeforeItJoins) {
   const int leader = WaitForServing();
   ASSERT_GE(leader, 0);
   const int other = (leader + 1) % 3;
-  ASSERT_EQ(nodes_[other]->Stop(), 0);
-  std::filesystem::remove_all(nodes_[other]->data_dir());
-  testing_util::Subprocess init(
-      {testing_util::LedgerdPath(), "init", "--data_dir=" + nodes_[other]->data_dir()});
-  ASSERT_EQ(init.WaitForExit(), 0) << init.output();
+  ASSERT_NO_FATAL_FAILURE(MakeAnotherLedgersReplica(other));
 
   EXPECT_FALSE(nodes_[other]->Restart());
   EXPECT_NE(nodes_[other]->WaitForExit(), std::optional<int>(0));

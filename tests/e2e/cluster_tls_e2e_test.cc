@@ -3,7 +3,6 @@
 // leader's snapshot fetches the leader's state over TLS, presenting its own certificate; a
 // policy that does not admit that certificate to the backup leaves it behind, saying what to
 // add; and a replica of another ledger is refused before it joins, the members asked over TLS.
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -15,8 +14,6 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/ledgerd_cluster.h"
-#include "tests/e2e/subprocess.h"
-#include "tests/test_paths.h"
 #include "tests/test_pki.h"
 #include "tests/wait_until.h"
 
@@ -140,11 +137,7 @@ TEST_F(ClusterTlsTest, AReplicaOfAnotherLedgerIsRefusedBeforeItJoins) {
   const int leader = WaitForServing();
   ASSERT_GE(leader, 0);
   const int other = (leader + 1) % 3;
-  ASSERT_EQ(node(other).Stop(), 0);
-  std::filesystem::remove_all(node(other).data_dir());
-  testing_util::Subprocess init(
-      {testing_util::LedgerdPath(), "init", "--data_dir=" + node(other).data_dir()});
-  ASSERT_EQ(init.WaitForExit(), 0) << init.output();
+  ASSERT_NO_FATAL_FAILURE(MakeAnotherLedgersReplica(other));
 
   EXPECT_FALSE(node(other).Restart());
   EXPECT_NE(node(other).WaitForExit(), std::optional<int>(0));

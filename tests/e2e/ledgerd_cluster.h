@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -147,6 +148,15 @@ class LedgerdCluster {
   LedgerdCluster& operator=(const LedgerdCluster&) = delete;
 
   std::string Address(int i) const { return absl::StrCat(hosts_.address[i], ":", grpc_ports_[i]); }
+  // Stops replica i and makes its data directory again with `ledgerd init` without --ledger_id:
+  // a ledger of its own, which its start must refuse to join to this cluster.
+  void MakeAnotherLedgersReplica(int i) {
+    ASSERT_EQ(nodes_[i]->Stop(), 0) << nodes_[i]->log();
+    std::filesystem::remove_all(nodes_[i]->data_dir());
+    Subprocess init({LedgerdPath(), "init", "--data_dir=" + nodes_[i]->data_dir()});
+    ASSERT_EQ(init.WaitForExit(), 0) << init.output();
+  }
+
   // Every replica's address, for a client's --target.
   std::string Targets() const { return absl::StrCat(Address(0), ",", Address(1), ",", Address(2)); }
   LedgerdProcess& node(int i) { return *nodes_[i]; }
