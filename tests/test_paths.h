@@ -18,7 +18,7 @@ std::string SourceDir();
 std::string LedgerdPath();
 std::string LedgerctlPath();
 std::string LoadtestPath();
-// The delay relay (bench/replication/delay_proxy.cc).
+// The delay relay (tests/relay/delay_proxy.cc).
 std::string DelayProxyPath();
 
 // The library that moves a process's wall clock (tests/clock_shift/clock_shift.cc).

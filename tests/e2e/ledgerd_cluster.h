@@ -67,7 +67,7 @@ struct ClusterOptions {
   // plaintext when null.
   std::shared_ptr<grpc::ChannelCredentials> credentials{};
   // When above 0: the replicas reach each other's Raft port through the delay relay
-  // (bench/replication/delay_proxy.cc), which holds every byte this many microseconds each way.
+  // (tests/relay/delay_proxy.cc), which holds every byte this many microseconds each way.
   // Each replica's relay runs beside it (in its namespace) on the address --peers names, and
   // forwards to the replica's --raft_listen on its loopback; so a cut between two hosts
   // (ReplicaNetwork) still cuts their Raft traffic, and a round trip between two replicas takes

@@ -1,7 +1,8 @@
 // delay_proxy: a TCP relay that delivers every byte a fixed delay after it was read, in both
 // directions. It stands in for `tc qdisc add ... netem delay` on a kernel built without
-// sch_netem (this project's machines), so that the replication spike of issue 17 sees a network
-// round trip between replicas instead of loopback's few microseconds.
+// sch_netem (this project's machines), so that the replication spike of issue 17, the cluster
+// benchmarks and the cluster fault schedule see a network round trip between replicas instead
+// of loopback's few microseconds.
 //
 //   delay_proxy LISTEN_HOST:PORT TARGET_HOST:PORT DELAY_US [COUNT]
 //
