@@ -57,6 +57,18 @@ def wait_for_listener(port, process, timeout=10):
     raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
 
 
+def start_relay(build, cpu, listen_port, target_port, delay_us):
+    """tests/relay's delay_proxy on `cpu`, from 127.0.0.1:listen_port to target_port, holding
+    every byte `delay_us` each way; returns once it listens."""
+    relay = subprocess.Popen(
+        ["taskset", "-c", cpu, os.path.join(build, "tests", "delay_proxy"),
+         f"127.0.0.1:{listen_port}", f"127.0.0.1:{target_port}", str(delay_us)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    atexit.register(relay.kill)
+    wait_for_listener(listen_port, relay)
+    return relay
+
+
 class Cluster:
     """Three replicas on loopback, pinned to `cpus`; `targets` lists their gRPC addresses. With
     `relay_us`, each replica's Raft port is reached through a delay relay (pinned to
@@ -75,13 +87,8 @@ class Cluster:
         self.relay_ports = relay_ports
         if relay_us:
             for i in range(3):
-                relay = subprocess.Popen(
-                    ["taskset", "-c", relay_cpu, os.path.join(build, "tests", "delay_proxy"),
-                     f"127.0.0.1:{relay_ports[i]}", f"127.0.0.1:{raft_ports[i]}", str(relay_us)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                self.relays.append(relay)
-                atexit.register(relay.kill)
-                wait_for_listener(relay_ports[i], relay)
+                self.relays.append(
+                    start_relay(build, relay_cpu, relay_ports[i], raft_ports[i], relay_us))
         self.targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
         ledger_id = secrets.token_hex(16)  # One ledger: ledgerd refuses a replica of another.
         for i in range(3):

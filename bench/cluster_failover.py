@@ -27,7 +27,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import log, read_loadtest_report, raise_keyboard_interrupt, ledgerd_scratch
-from cluster_bench import free_port, scratch_dir, wait_for_listener
+from cluster_bench import free_port, scratch_dir, start_relay
 
 
 class Replica:
@@ -87,15 +87,12 @@ def main():
     relay_ports = [free_port() for _ in range(3)] if args.relay_us else raft_ports
     relays = [None] * 3
 
-    def start_relay(i):
-        relays[i] = subprocess.Popen(
-            ["taskset", "-c", args.client_cpu, os.path.join(args.build, "tests", "delay_proxy"),
-             f"127.0.0.1:{relay_ports[i]}", f"127.0.0.1:{raft_ports[i]}", str(args.relay_us)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_listener(relay_ports[i], relays[i])
+    def relay_for(i):
+        relays[i] = start_relay(args.build, args.client_cpu, relay_ports[i], raft_ports[i],
+                                args.relay_us)
 
     for i in range(3 if args.relay_us else 0):
-        start_relay(i)
+        relay_for(i)
     peers = ",".join(f"{i + 1}=127.0.0.1:{relay_ports[i]}" for i in range(3))
     clients = ",".join(f"{i + 1}=127.0.0.1:{grpc_ports[i]}" for i in range(3))
     targets = ",".join(f"127.0.0.1:{port}" for port in grpc_ports)
@@ -144,7 +141,7 @@ def main():
             log(f"kill {kill + 1}: node {replicas.index(leader) + 1}, {gap:.0f} ms without an "
                 f"acknowledged write, verification PASS")
             if args.relay_us and not args.keep_relay:
-                start_relay(index)
+                relay_for(index)
             leader.start()
             def caught_up():
                 # Read once: a replica that starts again (or takes the leader's state) has no

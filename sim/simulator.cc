@@ -174,7 +174,16 @@ using Calls = std::shared_ptr<std::vector<AuditedCall>>;
 
 // One event of the trace printed with a failure; formatted only then.
 struct TraceEvent {
-  enum class Kind : uint8_t { kBatch, kWrite, kRollBack, kRestart, kReopen };
+  // kRestart: a clean stop; kCrash: a death; kFollowerRestart: a lost leadership's restart.
+  enum class Kind : uint8_t {
+    kBatch,
+    kWrite,
+    kRollBack,
+    kRestart,
+    kCrash,
+    kFollowerRestart,
+    kReopen
+  };
   int64_t step = 0;
   Kind kind = Kind::kBatch;
   std::string note{};  // Clock jumps, why a write happened.
@@ -198,12 +207,14 @@ std::string DescribeEvent(const TraceEvent& event) {
   std::string text = absl::StrCat("  step ", event.step, ": ", event.note);
   switch (event.kind) {
     case TraceEvent::Kind::kRestart:
-      absl::StrAppend(&text, event.note.empty()
-                                 ? "restart (sealed batches written, then rebuilt from the "
-                                   "store)\n"
-                             : event.note == "crash; "
-                                 ? "in-flight batches never answered; rebuilt from the store\n"
-                                 : "starts again as a follower, rebuilt from the store\n");
+      absl::StrAppend(&text, "restart (sealed batches written, then rebuilt from the store)\n");
+      return text;
+    case TraceEvent::Kind::kCrash:
+      absl::StrAppend(&text, "crash; in-flight batches never answered; rebuilt from the store\n");
+      return text;
+    case TraceEvent::Kind::kFollowerRestart:
+      absl::StrAppend(&text,
+                      "leadership lost; starts again as a follower, rebuilt from the store\n");
       return text;
     case TraceEvent::Kind::kReopen:
       absl::StrAppend(&text, "the store reopened; its log ", event.note_of_log, "\n");
@@ -608,7 +619,7 @@ class Simulation {
     Reopen();
     RebuildCore();
     ++result_.crashes;
-    Trace({.kind = TraceEvent::Kind::kRestart, .note = "crash; "});
+    Trace({.kind = TraceEvent::Kind::kCrash});
     return "";
   }
 
@@ -885,7 +896,7 @@ class Simulation {
     Reopen();
     RebuildCore();
     ++result_.demotions;
-    Trace({.kind = TraceEvent::Kind::kRestart, .note = "leadership lost; "});
+    Trace({.kind = TraceEvent::Kind::kFollowerRestart});
     return "";
   }
 
