@@ -222,6 +222,11 @@ ABSL_FLAG(int64_t, raft_snapshot_entries, 65536,
           "behind than that fetches the leader's state. Memory: each replica holds the entries "
           "since its last snapshot");
 
+ABSL_FLAG(int32_t, raft_writes_in_flight, 1,
+          "with --node_id: group commits the leader keeps in flight at once (1 to 8); above 1 it "
+          "proposes the next while a majority writes the one before, which pays where the round "
+          "trip, not CPU, bounds a commit (docs/replication.md 9.2)");
+
 ABSL_FLAG(absl::Duration, debug_handler_delay, absl::ZeroDuration(),
           "FAULT INJECTION, for load tests only: sleep this long in every handler to make "
           "overload reproducible. Leave at 0 in production");
@@ -340,7 +345,8 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
           {"--peer_tls_ca_file", !absl::GetFlag(FLAGS_peer_tls_ca_file).empty()},
           {"--raft_listen", !absl::GetFlag(FLAGS_raft_listen).empty()},
           {"--raft_dir", !absl::GetFlag(FLAGS_raft_dir).empty()},
-          {"--raft_snapshot_entries", absl::GetFlag(FLAGS_raft_snapshot_entries) != 65536}}) {
+          {"--raft_snapshot_entries", absl::GetFlag(FLAGS_raft_snapshot_entries) != 65536},
+          {"--raft_writes_in_flight", absl::GetFlag(FLAGS_raft_writes_in_flight) != 1}}) {
       if (set) {
         return absl::InvalidArgumentError(
             absl::StrCat(flag, " is for a cluster replica: give --node_id too"));
@@ -436,6 +442,12 @@ absl::Status ClusterOptionsFromFlags(ledger::ServerOptions& options) {
         absl::StrCat("--raft_snapshot_entries must be 16 to 1048576; got ", snapshot_entries));
   }
   cluster.snapshot_entries = static_cast<unsigned>(snapshot_entries);
+  const int32_t writes_in_flight = absl::GetFlag(FLAGS_raft_writes_in_flight);
+  if (writes_in_flight < 1 || writes_in_flight > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--raft_writes_in_flight must be 1 to 8; got ", writes_in_flight));
+  }
+  cluster.writes_in_flight = writes_in_flight;
   options.storage.cluster = std::move(cluster);
   return absl::OkStatus();
 }

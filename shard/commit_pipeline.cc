@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -87,43 +88,107 @@ std::vector<std::unique_ptr<SealedBatch>> CommitPipeline::TakeFailed(int32_t sha
 }
 
 void CommitPipeline::Run() {
-  std::vector<std::unique_ptr<SealedBatch>> group;
+  const size_t max_in_flight =
+      static_cast<size_t>(std::max(1, options_.store->GroupWritesInFlight()));
   std::vector<const BatchWrite*> writes;
   for (;;) {
+    std::unique_ptr<GroupWrite> finished;
+    GroupWrite* started = nullptr;
+    bool behind = false;  // Groups started earlier are still in flight.
     {
       MutexLock lock(&mu_);
-      while (queue_.empty() && !stopping_) {
+      for (;;) {
+        // Answers leave in the order their groups were started, whatever order writes end in.
+        if (!in_flight_.empty() && in_flight_.front()->done) {
+          finished = std::move(in_flight_.front());
+          in_flight_.pop_front();
+          break;
+        }
+        if (!queue_.empty() && in_flight_.size() < max_in_flight) {
+          behind = !in_flight_.empty();
+          in_flight_.push_back(std::make_unique<GroupWrite>());
+          started = in_flight_.back().get();
+          started->group.swap(queue_);
+          break;
+        }
+        if (queue_.empty() && in_flight_.empty() && stopping_) return;  // Nothing left to write.
         journal_waiting_ = true;
         mu_.Wait(work_);
         journal_waiting_ = false;
       }
-      if (queue_.empty()) return;  // Stopping, and nothing is left to write.
-      group.swap(queue_);
     }
-    writes.clear();
-    size_t calls = 0;
-    for (const std::unique_ptr<SealedBatch>& batch : group) {
-      if (!batch->write.empty()) writes.push_back(&batch->write);
-      calls += batch->messages.size();
-    }
-    absl::Status written = absl::OkStatus();
-    // A group of reads that only waited for earlier writes needs no write of its own.
-    if (!writes.empty()) {
-      const auto start = SteadyClock::now();
-      written = options_.store->WriteGroup(writes);
-      if (options_.observer != nullptr) {
-        options_.observer->OnGroupWrite(group.size(), calls, SteadyClock::now() - start,
-                                        written.ok());
-      }
-    }
-    if (written.ok()) {
-      Release(group, calls);
+    // Only this thread takes groups off in_flight_, so `started` lives until it is done.
+    if (started != nullptr) {
+      StartWrite(*started, behind, writes);
     } else {
-      AwaitCompletions();
-      for (CommitLane* lane : FailGroup(group, written)) lane->OnFailed();
+      Finish(std::move(finished));
     }
-    group.clear();
   }
+}
+
+void CommitPipeline::StartWrite(GroupWrite& write, bool behind_writes_in_flight,
+                                std::vector<const BatchWrite*>& writes) {
+  writes.clear();
+  for (const std::unique_ptr<SealedBatch>& batch : write.group) {
+    if (!batch->write.empty()) writes.push_back(&batch->write);
+    write.calls += batch->messages.size();
+  }
+  if (writes.empty()) {
+    // A group of reads that only waited for earlier writes needs no write of its own; it is
+    // answered once the writes before it are.
+    MutexLock lock(&mu_);
+    write.wrote = false;
+    write.done = true;
+    return;
+  }
+  write.start = SteadyClock::now();
+  options_.store->StartGroupWrite(writes, behind_writes_in_flight,
+                                  [this, &write](const absl::Status& outcome) {
+                                    const SteadyClock::time_point end = SteadyClock::now();
+                                    MutexLock lock(&mu_);
+                                    write.outcome = OwnCopy(outcome);
+                                    write.duration = end - write.start;
+                                    write.done = true;
+                                    if (journal_waiting_) work_.notify_one();
+                                  });
+}
+
+void CommitPipeline::Finish(std::unique_ptr<GroupWrite> finished) {
+  Observe(*finished);
+  if (finished->outcome.ok()) {
+    Release(finished->group, finished->calls);
+    return;
+  }
+  // Every write started after the failed one fails too (LedgerStore::StartGroupWrite), and may
+  // hold batches decided on top of it: they are failed with it, in the order they were started,
+  // once each has its outcome.
+  std::vector<std::unique_ptr<GroupWrite>> later;
+  {
+    MutexLock lock(&mu_);
+    while (!in_flight_.empty()) {
+      if (!in_flight_.front()->done) {
+        journal_waiting_ = true;
+        mu_.Wait(work_);
+        journal_waiting_ = false;
+        continue;
+      }
+      later.push_back(std::move(in_flight_.front()));
+      in_flight_.pop_front();
+    }
+  }
+  std::vector<std::unique_ptr<SealedBatch>> failed = std::move(finished->group);
+  for (std::unique_ptr<GroupWrite>& write : later) {
+    Observe(*write);
+    for (std::unique_ptr<SealedBatch>& batch : write->group) failed.push_back(std::move(batch));
+  }
+  AwaitCompletions();
+  for (CommitLane* lane : FailGroup(failed, finished->outcome)) lane->OnFailed();
+}
+
+void CommitPipeline::Observe(const GroupWrite& write) {
+  if (!write.wrote || options_.observer == nullptr) return;
+  options_.observer->OnGroupWrite(write.group.size(), write.calls, write.duration,
+                                  write.outcome.ok());
 }
 
 void CommitPipeline::Release(std::vector<std::unique_ptr<SealedBatch>>& group, size_t calls) {

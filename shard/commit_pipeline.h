@@ -9,6 +9,11 @@
 // nothing that read an undurable change is answered before that change is durable (LMAX: an
 // output is released only once its input is journaled). A failed write fails everything its
 // shards decided on top of it.
+//
+// A store whose log commits by a round trip (a cluster replica's) lets several group writes be
+// in flight (LedgerStore::GroupWritesInFlight): the journal thread starts the next group while
+// the one before is being committed, and still releases answers group by group in the order the
+// writes started.
 #ifndef LEDGER_SHARD_COMMIT_PIPELINE_H_
 #define LEDGER_SHARD_COMMIT_PIPELINE_H_
 
@@ -16,6 +21,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -97,7 +103,29 @@ class CommitPipeline {
   std::vector<std::unique_ptr<SealedBatch>> TakeFailed(int32_t shard);
 
  private:
+  // A group of batches written as one, from the moment its write starts until its answers are
+  // released (or it fails).
+  struct GroupWrite {
+    std::vector<std::unique_ptr<SealedBatch>> group;
+    size_t calls = 0;
+    bool wrote = true;  // False: a group of reads, with nothing to write.
+    SteadyClock::time_point start{};
+    // Set by the write's callback, under mu_.
+    bool done = false;
+    absl::Status outcome;
+    std::chrono::nanoseconds duration{0};
+  };
+
   void Run();
+  // Starts writing `write` (or marks a group with nothing to write done), behind the groups in
+  // flight if any; `writes` is scratch.
+  void StartWrite(GroupWrite& write, bool behind_writes_in_flight,
+                  std::vector<const BatchWrite*>& writes) ABSL_LOCKS_EXCLUDED(mu_);
+  // The oldest group in flight is done: its answers are released, or it fails with every group
+  // started after it.
+  void Finish(std::unique_ptr<GroupWrite> finished) ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells the observer about a group's write.
+  void Observe(const GroupWrite& write);
   void RunCompletions();
   // Answers a durable group of `calls` messages, here or on the completion thread.
   void Release(std::vector<std::unique_ptr<SealedBatch>>& group, size_t calls);
@@ -115,6 +143,9 @@ class CommitPipeline {
   Mutex mu_;
   std::condition_variable work_;
   std::vector<std::unique_ptr<SealedBatch>> queue_ ABSL_GUARDED_BY(mu_);
+  // Groups whose writes have started and whose answers are not released yet, oldest first: at
+  // most LedgerStore::GroupWritesInFlight(). Only the journal thread adds and removes them.
+  std::deque<std::unique_ptr<GroupWrite>> in_flight_ ABSL_GUARDED_BY(mu_);
   // Per lane: batches failed and not yet taken back (non-empty means the lane is failed).
   std::vector<std::vector<std::unique_ptr<SealedBatch>>> failed_ ABSL_GUARDED_BY(mu_);
   bool journal_waiting_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,6 +8,7 @@
 #define LEDGER_SHARD_LEDGER_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -189,6 +190,26 @@ class LedgerStore {
   // durability setting promises, durably (one sync for the whole group). On error nothing of
   // the group is stored. Later entries for the same key win, across batches too.
   virtual absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) = 0;
+
+  // How many group writes may be in flight at once (StartGroupWrite): 1 unless the store's log
+  // commits by a round trip to other replicas, whose leader can send the next group while a
+  // majority writes the one before (docs/replication.md 9.3).
+  virtual int GroupWritesInFlight() const { return 1; }
+
+  // WriteGroup without waiting: `written` is called once with its outcome, on any thread, and
+  // perhaps before this returns. `batches` are read before it returns. Writes finish in the
+  // order they were started, and once one fails, every write started after it fails too: each
+  // may hold batches decided on top of it. `behind_writes_in_flight` says that writes started
+  // earlier are not all finished and handled yet: a store whose log a failed write poisoned
+  // must then refuse this write rather than repair the log under it.
+  using GroupWritten = std::function<void(absl::Status outcome)>;
+  // By value: overrides keep `written` until the write ends.
+  virtual void StartGroupWrite(
+      absl::Span<const BatchWrite* const> batches, bool behind_writes_in_flight,
+      GroupWritten written) {       // NOLINT(performance-unnecessary-value-param)
+    (void)behind_writes_in_flight;  // One write at a time: never.
+    written(WriteGroup(batches));
+  }
 
   // A group of one.
   absl::Status Write(const BatchWrite& batch) {

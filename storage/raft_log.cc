@@ -37,7 +37,8 @@ namespace ledger::storage {
 
 namespace {
 
-// One Append: its caller waits (Wait) until the loop thread decides the result (Decide).
+// One entry (Append, Propose) or barrier (Barrier) on its way through the loop thread, which
+// owns it from the moment it is queued: Decide tells its outcome, once, and deletes it.
 struct Proposal {
   struct raft_apply req {};  // "struct": the function raft_apply hides the type's name in C++.
   struct raft_barrier barrier_req {};
@@ -45,23 +46,38 @@ struct Proposal {
   // A barrier (RaftLog::Barrier) rather than an entry.
   bool barrier = false;
   std::string payload;
-  // std::mutex-based (base/annotated_mutex.h), not absl's: ThreadSanitizer must see the hand-off.
-  Mutex mu;
-  std::condition_variable decided_cv;
-  bool decided ABSL_GUARDED_BY(mu) = false;
-  absl::StatusOr<uint64_t> result ABSL_GUARDED_BY(mu) = absl::UnknownError("not decided");
+  RaftLog::Decided decided;
 
   void Decide(absl::StatusOr<uint64_t> outcome) {
-    MutexLock lock(&mu);
-    result = std::move(outcome);
-    decided = true;
-    decided_cv.notify_one();
+    decided(std::move(outcome));
+    delete this;
+  }
+};
+
+// What a caller of Append or Barrier waits on.
+// std::mutex-based (base/annotated_mutex.h), not absl's: ThreadSanitizer must see the hand-off.
+class Outcome {
+ public:
+  RaftLog::Decided Setter() {
+    return [this](absl::StatusOr<uint64_t> outcome) {
+      MutexLock lock(&mu_);
+      result_ = std::move(outcome);
+      decided_ = true;
+      // Under the lock: once it is released the waiter may return and destroy this.
+      decided_cv_.notify_one();
+    };
   }
   absl::StatusOr<uint64_t> Wait() {
-    MutexLock lock(&mu);
-    while (!decided) mu.Wait(decided_cv);
-    return result;
+    MutexLock lock(&mu_);
+    while (!decided_) mu_.Wait(decided_cv_);
+    return result_;
   }
+
+ private:
+  Mutex mu_;
+  std::condition_variable decided_cv_;
+  bool decided_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusOr<uint64_t> result_ ABSL_GUARDED_BY(mu_) = absl::UnknownError("not decided");
 };
 
 // libraft 0.15 writes an entry padded to a multiple of 8 bytes but reads its segments back as if
@@ -199,6 +215,21 @@ struct RaftLog::Replica {
   }
 
   void Propose(Proposal* p) {
+    if (!p->barrier) {
+      // An earlier entry's outcome is unknown (its leadership was lost): one proposed behind it
+      // could commit in a later term of this node's, after the caller rolled it back as failed.
+      absl::Status poisoned;
+      {
+        MutexLock lock(&mu);
+        poisoned = poison;
+      }
+      if (!poisoned.ok()) {
+        p->Decide(absl::UnavailableError(
+            absl::StrCat("not proposed: the outcome of an earlier entry is unknown (",
+                         poisoned.message(), ")")));
+        return;
+      }
+    }
     if (raft_state(&raft) != RAFT_LEADER) {
       p->Decide(NotLeader());
       return;
@@ -709,36 +740,57 @@ RaftLog::~RaftLog() {
 }
 
 absl::StatusOr<uint64_t> RaftLog::Append(absl::string_view payload) {
+  Outcome outcome;
+  Propose(payload, outcome.Setter());
+  return outcome.Wait();
+}
+
+void RaftLog::Propose(absl::string_view payload, Decided decided) {
   Replica& r = *replica_;
-  Proposal proposal;
+  absl::Status refused;
   {
     MutexLock lock(&r.mu);
-    if (!r.poison.ok()) return r.poison;
-    if (r.stopping) return absl::UnavailableError("the replica is stopping");
-    proposal.payload = std::string(payload);
-    r.queued.push_back(&proposal);
-    // Under the lock: never after the destructor's wake, which closes the replica.
-    uv_async_send(&r.wake);
+    if (!r.poison.ok()) {
+      refused = r.poison;
+    } else if (r.stopping) {
+      refused = absl::UnavailableError("the replica is stopping");
+    } else {
+      auto* proposal = new Proposal;
+      proposal->payload = std::string(payload);
+      // An entry whose outcome is unknown poisons the log on the loop thread, as it is decided,
+      // so that no entry queued behind it is proposed (Replica::Propose).
+      proposal->decided = [&r, decided = std::move(decided)](absl::StatusOr<uint64_t> outcome) {
+        if (absl::IsUnavailable(outcome.status())) {
+          MutexLock lock(&r.mu);
+          if (r.poison.ok()) r.poison = outcome.status();
+        }
+        decided(std::move(outcome));
+      };
+      r.queued.push_back(proposal);
+      // Under the lock: never after the destructor's wake, which closes the replica.
+      uv_async_send(&r.wake);
+      return;
+    }
   }
-  absl::StatusOr<uint64_t> result = proposal.Wait();
-  if (absl::IsUnavailable(result.status())) {
-    MutexLock lock(&r.mu);
-    if (r.poison.ok()) r.poison = result.status();
-  }
-  return result;
+  decided(std::move(refused));  // Refused at once, on this thread.
 }
 
 absl::StatusOr<uint64_t> RaftLog::Barrier() {
   Replica& r = *replica_;
-  Proposal proposal;
-  proposal.barrier = true;
+  Outcome outcome;
+  auto* proposal = new Proposal;
+  proposal->barrier = true;
+  proposal->decided = outcome.Setter();
   {
     MutexLock lock(&r.mu);
-    if (r.stopping) return absl::UnavailableError("the replica is stopping");
-    r.queued.push_back(&proposal);
-    uv_async_send(&r.wake);  // Under the lock, as in Append.
+    if (r.stopping) {
+      delete proposal;
+      return absl::UnavailableError("the replica is stopping");
+    }
+    r.queued.push_back(proposal);
+    uv_async_send(&r.wake);  // Under the lock, as in Propose.
   }
-  return proposal.Wait();
+  return outcome.Wait();
 }
 
 absl::Status RaftLog::Repair() {

@@ -10,7 +10,8 @@
 //    that reads its log back. The mirror is what ReadFrom, DropBefore and recovery read, exactly
 //    as they read the single-node log. Raft's own entries (the configuration, barriers) take an
 //    index too and are mirrored as empty payloads, so that positions have no gaps.
-//  - Append proposes on the leader and returns once the entry is committed and mirrored here.
+//  - Append proposes on the leader and returns once the entry is committed and mirrored here
+//    (Propose: the same, without waiting, so that several may be in flight).
 //    On a follower it fails at once with FailedPrecondition naming the leader, and nothing is
 //    proposed. An entry whose leadership is lost before it commits is outcome unknown: Append
 //    returns Unavailable and poisons the log until Repair (the new leader's log decides whether
@@ -26,8 +27,9 @@
 //    Status().needs_state_through; ledgerd then fetches the leader's state and opens the replica
 //    again (server/state_transfer.h).
 //
-// Threads: a loop thread of its own runs libraft. Append, Repair and the accessors may be called
-// from any thread; Append blocks its caller until the entry's fate is known.
+// Threads: a loop thread of its own runs libraft. Append, Propose, Repair and the accessors may
+// be called from any thread; Append blocks its caller until the entry's fate is known, Propose
+// calls back with it.
 #ifndef LEDGER_STORAGE_RAFT_LOG_H_
 #define LEDGER_STORAGE_RAFT_LOG_H_
 
@@ -124,7 +126,18 @@ class RaftLog final : public ReplicatedLog {
   RaftLog(const RaftLog&) = delete;
   RaftLog& operator=(const RaftLog&) = delete;
 
+  // The outcome of a proposal: its position once committed and mirrored here, or why not.
+  using Decided = std::function<void(absl::StatusOr<uint64_t> outcome)>;
+
+  // Propose and wait for the outcome.
   absl::StatusOr<uint64_t> Append(absl::string_view payload) override;
+  // Appends without waiting: `decided` is called once with what Append would return, on the
+  // loop thread (or on this one, when refused before anything is queued). Entries take
+  // positions in the order they are proposed, and are decided in that order, so a caller may
+  // have several in flight: the leader sends the next while a majority writes the one before
+  // (docs/replication.md 9.3). An entry whose outcome is unknown (Unavailable) poisons the
+  // log: every entry proposed after it is refused, not proposed, until Repair.
+  void Propose(absl::string_view payload, Decided decided);
   // On the leader: commits a barrier (an entry of Raft's own) and returns its position once
   // every entry before it is committed and mirrored here, and on_committed has seen them: what a
   // new leader waits for before it decides anything (docs/replication.md 9.1). On a follower

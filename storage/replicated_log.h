@@ -7,11 +7,11 @@
 //  - RaftLog (storage/raft_log.h, issue 32): committed on a majority of three replicas, through
 //    libraft; a cluster replica's (ledgerd --peers).
 //
-// Appends are synchronous: Append returns once the entry is committed (LocalLog: written and
-// synced), and the journal thread that called it then releases the group's answers in order.
-// That is what one node needs; a replicated log whose commits take a round trip will want the
-// asynchronous Propose of docs/replication.md 6.2, which issue 32 adds with its leadership and
-// read-barrier calls.
+// Append is synchronous: it returns once the entry is committed (LocalLog: written and synced),
+// and the journal thread that called it then releases the group's answers in order. That is
+// what one node needs; a replicated log whose commits take a round trip also proposes without
+// waiting (RaftLog::Propose), so that the journal keeps several group commits in flight
+// (LedgerStore::StartGroupWrite, docs/replication.md 9.2).
 //
 // Header only (no I/O, no RocksDB), so that sim/ builds on it in every tree, the
 // ThreadSanitizer one included.

@@ -1074,7 +1074,8 @@ void RocksDbStore::DiscardStagedBackup() {
   backup_staged_.store(false, std::memory_order_release);
 }
 
-absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batches) {
+absl::StatusOr<std::string> RocksDbStore::BeginGroupWrite(
+    absl::Span<const BatchWrite* const> batches) {
   if (hooks_.write_fault) {
     if (absl::Status fault = hooks_.write_fault(); !fault.ok()) return fault;
   }
@@ -1085,7 +1086,6 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
     absl::ReaderMutexLock lock(&mu_);
     if (handles_ == nullptr) return ClosedError();
   }
-  absl::MutexLock write_lock(&write_mu_);
   if (absl::Status poison = log_->poisoned(); !poison.ok()) {
     // The last append failed: its entry is on disk in no known form. Writes resume only once the
     // entry is zeroed and synced, so that what the shards rolled back is what the disk holds.
@@ -1113,11 +1113,52 @@ absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batche
           "the store is behind the log by more than 64 MiB; writes wait for it");
     }
   }
-  absl::StatusOr<uint64_t> position = log_->Append(payload);
+  return payload;
+}
+
+absl::Status RocksDbStore::WriteGroup(absl::Span<const BatchWrite* const> batches) {
+  absl::MutexLock write_lock(&write_mu_);
+  absl::StatusOr<std::string> payload = BeginGroupWrite(batches);
+  if (!payload.ok()) return payload.status();
+  absl::StatusOr<uint64_t> position = log_->Append(*payload);
   if (!position.ok()) return position.status();
   // A replica's entry reached the applier through FollowCommitted before Append returned.
-  if (raft_ == nullptr) TakeCommitted(*position, std::move(payload));
+  if (raft_ == nullptr) TakeCommitted(*position, *std::move(payload));
   return absl::OkStatus();
+}
+
+int RocksDbStore::GroupWritesInFlight() const {
+  return raft_ == nullptr ? 1 : options_.cluster->writes_in_flight;
+}
+
+void RocksDbStore::StartGroupWrite(absl::Span<const BatchWrite* const> batches,
+                                   bool behind_writes_in_flight, GroupWritten written) {
+  if (raft_ == nullptr) {
+    written(WriteGroup(batches));
+    return;
+  }
+  absl::Status refused;
+  {
+    absl::MutexLock write_lock(&write_mu_);
+    // Behind a write that failed and is not handled yet: the group may hold batches decided on
+    // top of it, which the pipeline fails with it, so it must not land (as it could once
+    // BeginGroupWrite repaired the log).
+    absl::Status poison = log_->poisoned();
+    absl::StatusOr<std::string> payload = poison.ok() || !behind_writes_in_flight
+                                              ? BeginGroupWrite(batches)
+                                              : absl::StatusOr<std::string>(std::move(poison));
+    if (payload.ok()) {
+      // Under the lock, so that entries take positions in the order their writes started. The
+      // entry reaches the applier through FollowCommitted before `written` is told.
+      raft_->Propose(*payload,
+                     [written = std::move(written)](const absl::StatusOr<uint64_t>& position) {
+                       written(position.status());
+                     });
+      return;
+    }
+    refused = payload.status();
+  }
+  written(std::move(refused));
 }
 
 void RocksDbStore::FollowCommitted(uint64_t position, absl::string_view payload) {

@@ -85,6 +85,10 @@ struct ClusterOptions {
   // libraft takes a snapshot every this many entries or 64 MiB of them
   // (RaftLogOptions::snapshot_threshold and snapshot_bytes).
   unsigned snapshot_entries = 65536;
+  // Group writes the leader keeps in flight at once (LedgerStore::GroupWritesInFlight): above
+  // 1, the next group is proposed while a majority writes the one before. 1 by default: on one
+  // machine's CPU, more in flight made smaller entries and cost more (docs/replication.md 9.2).
+  int writes_in_flight = 1;
   // Called with the ledger id this data directory holds before the replica joins the cluster
   // (before libraft starts): non-OK refuses the directory with that reason. ledgerd asks the
   // other members which ledger they hold (server/ledger_id_check.h); unset, nothing is checked.
@@ -218,6 +222,10 @@ class RocksDbStore final : public LedgerStorage {
 
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> batches) override;
+  // A replica's: ClusterOptions::writes_in_flight, each a Raft proposal; a single node's: 1.
+  int GroupWritesInFlight() const override;
+  void StartGroupWrite(absl::Span<const BatchWrite* const> batches, bool behind_writes_in_flight,
+                       GroupWritten written) override;
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
                                                            absl::string_view request_id) override;
   // Reads only RocksDB's memtables and block cache (ReadOptions::read_tier = kBlockCacheTier);
@@ -368,6 +376,10 @@ class RocksDbStore final : public LedgerStorage {
   // acknowledged position: what WriteGroup does after a single node's Append, and FollowCommitted
   // for every entry a replica's cluster commits.
   void TakeCommitted(uint64_t position, std::string payload);
+  // What WriteGroup and StartGroupWrite do before the log: the store's checks, the repair of a
+  // poisoned log, the wait for the applier's room; returns the group's log entry.
+  absl::StatusOr<std::string> BeginGroupWrite(absl::Span<const BatchWrite* const> batches)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // The log entry of a group.
   std::string EncodeGroup(absl::Span<const BatchWrite* const> batches);
   // The applier thread: writes durable entries to RocksDB in large batches, without its WAL.
@@ -435,7 +447,8 @@ class RocksDbStore final : public LedgerStorage {
   UnappliedRecords unapplied_;
   RecentRequests recent_requests_;
   RecentJournal recent_journal_;
-  // Serialises WriteGroup: the log's positions are the order entries reach the applier.
+  // Serialises WriteGroup and StartGroupWrite: the log's positions are the order entries reach
+  // the applier.
   absl::Mutex write_mu_;
   std::optional<SteadyTime> last_repair_attempt_ ABSL_GUARDED_BY(write_mu_);
   // The newest position appended to the log (acknowledged once WriteGroup returns).

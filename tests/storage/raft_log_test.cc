@@ -640,5 +640,81 @@ TEST_F(RaftLogTest, ALeaderCutOffFromBothFollowersAnswersOutcomeUnknownAndPoison
                         "the cut-off replica reports that it no longer leads"));
 }
 
+// What a caller of Propose learns, in the order the outcomes came.
+class Outcomes {
+ public:
+  RaftLog::Decided For(std::string name) {
+    return [this, name = std::move(name)](absl::StatusOr<uint64_t> outcome) {
+      MutexLock lock(&mu_);
+      outcomes_.emplace_back(name, std::move(outcome));
+    };
+  }
+  std::vector<std::pair<std::string, absl::StatusOr<uint64_t>>> outcomes() const {
+    MutexLock lock(&mu_);
+    return outcomes_;
+  }
+  size_t size() const { return outcomes().size(); }
+
+ private:
+  mutable Mutex mu_;
+  std::vector<std::pair<std::string, absl::StatusOr<uint64_t>>> outcomes_ ABSL_GUARDED_BY(mu_);
+};
+
+// A leader keeps several entries in flight (ledgerd --raft_writes_in_flight): proposed without
+// waiting, they take consecutive positions in the order proposed and are decided in that order,
+// each once it is committed and in the mirror.
+TEST_F(RaftLogTest, ProposalsInFlightCommitInTheOrderProposed) {
+  StartAll();
+  AppendOnLeader("first");
+  const int leader = WaitForLeader();
+  Outcomes outcomes;
+  constexpr int kProposals = 20;
+  for (int n = 0; n < kProposals; ++n) {
+    replicas_[leader]->Propose(absl::StrCat("p", n), outcomes.For(absl::StrCat("p", n)));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == kProposals; }, "every proposal decided"));
+  const auto decided = outcomes.outcomes();
+  ASSERT_TRUE(decided[0].second.ok()) << decided[0].second.status();
+  const uint64_t first = *decided[0].second;
+  for (int n = 0; n < kProposals; ++n) {
+    EXPECT_EQ(decided[n].first, absl::StrCat("p", n));
+    ASSERT_TRUE(decided[n].second.ok()) << decided[n].second.status();
+    EXPECT_EQ(*decided[n].second, first + static_cast<uint64_t>(n));
+    // Mirrored here before the caller hears of it, and seen once by on_committed.
+    EXPECT_EQ(committed_[leader].payloads()[first + n], absl::StrCat("p", n));
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, first + kProposals - 1));
+  for (int i = 0; i < 3; ++i) {
+    for (int n = 0; n < kProposals; ++n) EXPECT_EQ(committed_[i].calls(first + n), 1);
+  }
+}
+
+// Entries in flight when the leader loses its quorum: each is outcome unknown, in order, and
+// one proposed after the first failure is refused without being proposed, until Repair.
+TEST_F(RaftLogTest, ProposalsBehindALostLeadershipAreUnknownOrRefusedNeverCommittedLater) {
+  StartAll();
+  AppendOnLeader("committed");
+  const int leader = WaitForLeader();
+  for (int i = 0; i < 3; ++i) {
+    if (i != leader) replicas_[i].reset();
+  }
+  Outcomes outcomes;
+  replicas_[leader]->Propose("lost 1", outcomes.For("lost 1"));
+  replicas_[leader]->Propose("lost 2", outcomes.For("lost 2"));
+  ASSERT_TRUE(WaitUntil([&] { return outcomes.size() == 2; }, "both proposals decided"));
+  const auto decided = outcomes.outcomes();
+  EXPECT_EQ(decided[0].first, "lost 1");
+  EXPECT_EQ(decided[1].first, "lost 2");
+  for (const auto& [name, outcome] : decided) {
+    EXPECT_EQ(outcome.status().code(), absl::StatusCode::kUnavailable) << name;
+  }
+  EXPECT_THAT(decided[0].second.status().message(), HasSubstr("outcome is unknown"));
+  EXPECT_EQ(replicas_[leader]->poisoned().code(), absl::StatusCode::kUnavailable);
+  // Refused on the caller's thread, before anything is queued.
+  replicas_[leader]->Propose("after", outcomes.For("after"));
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_EQ(outcomes.outcomes()[2].second.status(), replicas_[leader]->poisoned());
+}
+
 }  // namespace
 }  // namespace ledger::storage

@@ -8,9 +8,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/annotated_mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/rocksdb_store.h"
@@ -83,6 +85,8 @@ class ReplicatedStoreTest : public ::testing::Test {
     // Quick elections for the test; the defaults are 300 and 50 ms.
     cluster.election_timeout = absl::Milliseconds(150);
     cluster.heartbeat_interval = absl::Milliseconds(30);
+    // Two group writes in flight (ledgerd --raft_writes_in_flight=2), which WriteGroup ignores.
+    cluster.writes_in_flight = 2;
     options.cluster = cluster;
     return options;
   }
@@ -156,6 +160,67 @@ TEST_F(ReplicatedStoreTest, EveryReplicaAppliesWhatTheLeaderWrites) {
   EXPECT_THAT(refused.message(), HasSubstr(absl::StrCat("the leader is node ", leader + 1)));
   EXPECT_EQ(stores_[follower]->CatchUpAsLeader().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(stores_[leader]->FindAccount("carol").value(), std::nullopt);
+}
+
+// The leader's store keeps group writes in flight (ClusterOptions::writes_in_flight): each is
+// a proposal, the outcomes come in the order the writes started, and every replica applies them
+// all. A follower refuses at once, as WriteGroup does.
+TEST_F(ReplicatedStoreTest, GroupWritesInFlightEndInOrderOnEveryReplica) {
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(Open(i));
+  WriteOnLeader(DepositBatch("alice", 1, 100, 100));
+  const int leader = WaitForLeader();
+  EXPECT_EQ(stores_[leader]->GroupWritesInFlight(), 2);
+  Mutex mu;
+  std::vector<std::pair<int, absl::Status>> ended;
+  constexpr int kWrites = 6;
+  for (int n = 0; n < kWrites; ++n) {
+    const BatchWrite batch = DepositBatch("alice", 2 + n, 1, 101 + n);
+    const BatchWrite* const group[] = {&batch};
+    stores_[leader]->StartGroupWrite(group, /*behind_writes_in_flight=*/n > 0,
+                                     [&mu, &ended, n](absl::Status outcome) {
+                                       MutexLock lock(&mu);
+                                       ended.emplace_back(n, std::move(outcome));
+                                     });
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        MutexLock lock(&mu);
+        return ended.size() == kWrites;
+      },
+      "every write in flight ends"));
+  {
+    MutexLock lock(&mu);
+    for (int n = 0; n < kWrites; ++n) {
+      EXPECT_EQ(ended[n].first, n);
+      EXPECT_TRUE(ended[n].second.ok()) << ended[n].second;
+    }
+  }
+  const uint64_t position = stores_[leader]->log_position();
+  for (int i = 0; i < 3; ++i) {
+    RocksDbStore& store = *stores_[i];
+    ASSERT_TRUE(WaitUntil([&] { return store.applied_position() >= position; },
+                          absl::StrCat("replica ", i + 1, " applies the writes")));
+    EXPECT_EQ(store.FindAccount("alice").value(),
+              (AccountState{.balance = 100 + kWrites, .sequence = 1 + kWrites}))
+        << "replica " << i + 1;
+  }
+  const int follower = (leader + 1) % 3;
+  const BatchWrite batch = DepositBatch("carol", 1, 1, 1);
+  const BatchWrite* const group[] = {&batch};
+  absl::Status refused = absl::UnknownError("not ended");
+  stores_[follower]->StartGroupWrite(group, /*behind_writes_in_flight=*/false,
+                                     [&mu, &refused](absl::Status outcome) {
+                                       MutexLock lock(&mu);
+                                       refused = std::move(outcome);
+                                     });
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        MutexLock lock(&mu);
+        return refused.code() != absl::StatusCode::kUnknown;
+      },
+      "the follower's write ends"));
+  MutexLock lock(&mu);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ReplicatedStoreTest, ANewLeaderCatchesUpAndLoadsEveryCommittedAccount) {
