@@ -351,7 +351,13 @@ std::string Auditor::GroupWritten(size_t count, const WriteFacts& facts) {
   }
   // Appending after a failed entry removed it first: its decisions are never durable.
   if (facts.repaired) undecided_.clear();
-  const bool ok = !facts.write_called || facts.write_result == WriteFault::kNone;
+  // A group with nothing to write is durable once the writes before it are, unless it failed
+  // behind one that failed (write_result set, the store not called).
+  const bool ok = facts.write_result == WriteFault::kNone;
+  // Its entry may be whole on disk, or committed by the next leader: a restart decides.
+  const bool undecided = facts.write_called && (facts.write_result == WriteFault::kSyncFails ||
+                                                facts.write_result == WriteFault::kLeadershipLost);
+  if (undecided) undecided_.emplace_back();
   for (Batch* batch : group) {
     if (ok) {
       Store(*batch);
@@ -362,11 +368,7 @@ std::string Auditor::GroupWritten(size_t count, const WriteFacts& facts) {
       batch->state = Batch::State::kDurable;
       continue;
     }
-    // Its entry may be whole on disk, or committed by the next leader: a restart decides.
-    if (facts.write_result == WriteFault::kSyncFails ||
-        facts.write_result == WriteFault::kLeadershipLost) {
-      undecided_.push_back(*batch);
-    }
+    if (undecided) undecided_.back().push_back(*batch);
     batch->state = Batch::State::kFailed;
   }
   return "";
@@ -591,9 +593,9 @@ void Auditor::Crashed() {
   batches_.swap(kept);
 }
 
-void Auditor::Reopened(bool kept_failed_entry) {
-  if (kept_failed_entry) {
-    if (undecided_.empty()) {
+void Auditor::Reopened(size_t kept_entries) {
+  if (kept_entries > 0) {
+    if (undecided_.size() < kept_entries) {
       // A write after the failure repaired the log, which takes the entry back for good.
       if (violation_.empty()) {
         violation_ =
@@ -602,9 +604,12 @@ void Auditor::Reopened(bool kept_failed_entry) {
       }
       return;
     }
-    for (const Batch& batch : undecided_) {
-      Store(batch);
-      landed_ambiguous_net_ += batch.net;
+    // Raft commits in order: the entries kept are the oldest.
+    for (size_t entry = 0; entry < kept_entries; ++entry) {
+      for (const Batch& batch : undecided_[entry]) {
+        Store(batch);
+        landed_ambiguous_net_ += batch.net;
+      }
     }
   }
   undecided_.clear();

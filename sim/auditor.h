@@ -125,9 +125,10 @@ class Auditor {
   // The process died: every batch sealed and not answered is never answered (its write, or the
   // failed write that landed, is all that is left of it). Restart follows.
   void Crashed();
-  // The store was opened again (after a crash or a clean stop), and its log kept the entry of a
-  // failed sync that no write had repaired, or not: that entry's decisions are durable, or never.
-  void Reopened(bool kept_failed_entry);
+  // The store was opened again (after a crash or a clean stop), and its log kept the first
+  // `kept_entries` of the undecided entries no write had repaired (a failed sync's, or those in
+  // flight at a loss of leadership): their decisions are durable, the others' never.
+  void Reopened(size_t kept_entries);
 
   // The shard was rebuilt from the store: its memory is the durable state again. Requires that
   // every batch was released.
@@ -200,8 +201,9 @@ class Auditor {
   Wide acknowledged_net_ = 0;
   // Deposits minus withdrawals answered kStorageFailed whose write landed anyway.
   Wide landed_ambiguous_net_ = 0;
-  // The batches of a failed sync's entry, until a repair or a restart decides it.
-  std::vector<Batch> undecided_;
+  // The batches of each undecided entry, oldest first (a failed sync's; or the one in flight
+  // at a loss of leadership and those sent behind it), until a repair or a restart decides them.
+  std::vector<std::vector<Batch>> undecided_;
   int64_t ambiguous_calls_ = 0;
   int64_t undurable_reads_ = 0;
   int64_t in_flight_record_answers_ = 0;

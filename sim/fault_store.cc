@@ -15,6 +15,7 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   write_facts_.write_called = true;
   write_facts_.write_result = write_plan_.write;
   *clock_ += write_plan_.write_delay;
+  sent_before_leadership_lost_ = false;
   if (!log_.poisoned().ok()) {
     // As RocksDbStore::WriteGroup: an earlier append failed, and its entry is removed for good
     // before anything is appended after it; but after a lost leadership the log refuses until
@@ -39,9 +40,40 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
                   : write_plan_.write == WriteFault::kSyncFails ? AppendFault::kSyncFails
                                                                 : AppendFault::kLeadershipLost);
   absl::StatusOr<uint64_t> position = log_.Append(absl::StrCat(id));
-  if (!position.ok()) return position.status();
+  sent_before_leadership_lost_ = write_plan_.write == WriteFault::kLeadershipLost;
+  if (!position.ok()) {
+    failed_group_id_ = id;
+    return position.status();
+  }
   Append(batches, *position);
   return absl::OkStatus();
+}
+
+absl::Status FaultStore::WriteGroupBehindFailure(absl::Span<const BatchWrite* const> group) {
+  LEDGER_CHECK(!write_facts_.write_called);
+  const bool bug = bug_ == StoreBugForTesting::kRepairsUnderWritesInFlight;
+  LEDGER_CHECK(bug || !log_.poisoned().ok());
+  write_facts_.write_called = true;
+  if (!sent_before_leadership_lost_) {
+    write_facts_.write_result = WriteFault::kFail;
+    absl::Status poison =
+        log_.poisoned().ok() ? absl::UnavailableError("an earlier write failed") : log_.poisoned();
+    if (bug && log_.Repair().ok()) {
+      // The bug: it lands, and the store still says it failed.
+      const uint64_t id = next_group_id_++;
+      std::vector<BatchWrite>& batches = groups_[id];
+      for (const BatchWrite* batch : group) batches.push_back(*batch);
+      absl::StatusOr<uint64_t> position = log_.Append(absl::StrCat(id));
+      LEDGER_CHECK(position.ok());
+      Append(batches, *position);
+    }
+    return poison;
+  }
+  write_facts_.write_result = WriteFault::kLeadershipLost;
+  const uint64_t id = next_group_id_++;
+  std::vector<BatchWrite>& batches = groups_[id];
+  for (const BatchWrite* batch : group) batches.push_back(*batch);
+  return log_.AppendBehindLostLeadership(absl::StrCat(id));
 }
 
 void FaultStore::Append(const std::vector<BatchWrite>& batches, uint64_t position) {
@@ -94,8 +126,9 @@ void FaultStore::Checkpoint() {
                                })
                      .code() == absl::StatusCode::kCancelled);
   }
-  // The group of a failed append no write has repaired yet: a restart may keep it.
-  if (!log_.poisoned().ok()) oldest_kept = std::min(oldest_kept, next_group_id_ - 1);
+  // The group of a failed append no write has repaired yet, and those sent behind it: a
+  // restart may keep them.
+  if (!log_.poisoned().ok()) oldest_kept = std::min(oldest_kept, failed_group_id_);
   groups_.erase(groups_.begin(), groups_.lower_bound(oldest_kept));
 }
 

@@ -75,6 +75,10 @@ enum class StoreBugForTesting : uint8_t {
   // did not start again as a follower would: the next leader may still commit that entry, behind
   // writes decided without it.
   kRepairsALostLeadership,
+  // A group write started behind one that failed repairs the log and lands, as
+  // RocksDbStore::StartGroupWrite would if it ignored behind_writes_in_flight: the shards roll
+  // it back with the failed one (it may hold batches decided on top of it), yet the log keeps it.
+  kRepairsUnderWritesInFlight,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -162,6 +166,12 @@ class FaultStore final : public LedgerStore {
 
   using LedgerStore::Write;
   absl::Status WriteGroup(absl::Span<const BatchWrite* const> group) override;
+  // A group whose write started behind one that failed, and ends after it (a replica's writes in
+  // flight, RocksDbStore::StartGroupWrite): it fails too. After a lost leadership its entry had
+  // been sent, so the next leader decides it with the lost one (SimLog::
+  // AppendBehindLostLeadership, facts kLeadershipLost); after any other failure it never
+  // reached the log (kFail). Its facts replace the plan's.
+  absl::Status WriteGroupBehindFailure(absl::Span<const BatchWrite* const> group);
   absl::StatusOr<std::optional<RequestRecord>> FindRequest(absl::string_view account_id,
                                                            absl::string_view request_id) override;
   absl::StatusOr<MemoryLookup> FindRequestInMemory(absl::string_view account_id,
@@ -232,6 +242,12 @@ class FaultStore final : public LedgerStore {
   const StoreBugForTesting bug_;
   WritePlan write_plan_;
   WriteFacts write_facts_;
+  // The last WriteGroup sent its entry and then lost the leadership: the writes started behind
+  // it were sent too (WriteGroupBehindFailure).
+  bool sent_before_leadership_lost_ = false;
+  // The group of the last append that failed (the first a restart may keep, while the log is
+  // poisoned).
+  uint64_t failed_group_id_ = 0;
   LookupPlan lookup_plan_;
   int lookup_failures_ = 0;
   int64_t successful_writes_ = 0;

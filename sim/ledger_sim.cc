@@ -5,6 +5,8 @@
 //   ledger-sim --seconds=T [--steps=N]         new random seeds for T seconds, each printed
 //   --max_in_flight=K   sealed batches held in flight before a write must take them (default 8;
 //                       1 writes each batch before the next is decided)
+//   --writes_in_flight=W  group writes started and not yet ended, as a cluster replica's
+//                       (1 to 8; default: 1, 2 or 3 from the seed)
 //   --no_transfers      only deposits, withdrawals and balances (no transfer accounts)
 //
 // Exit status 0 when every run was legal; 1 on the first violation, after printing the seed, the
@@ -76,9 +78,11 @@ bool ParseInt(const std::string& text, int64_t* value) {
 int Usage(const char* problem) {
   std::fprintf(stderr,
                "ledger-sim: %s\nusage: ledger-sim [--seed=S [--seeds=K] | --seconds=T] "
-               "[--steps=N] [--max_in_flight=K] [--core_bug=skip_rollback|reapply_replays] "
+               "[--steps=N] [--max_in_flight=K] [--writes_in_flight=W] "
+               "[--core_bug=skip_rollback|reapply_replays] "
                "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log|"
-               "checkpoint_drops_requests|repair_keeps_failed_entry|repairs_lost_leadership] "
+               "checkpoint_drops_requests|repair_keeps_failed_entry|repairs_lost_leadership|"
+               "repairs_under_writes_in_flight] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -112,7 +116,10 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "%lld lookups answered from a log entry not yet applied, %lld batches of lookups failed "
         "whole, %lld backups restored, %lld checkpoints\n"
         "  log: %lld failed entries found torn at a restart, %lld found whole and kept; %lld "
-        "leaderships lost with an entry in flight\n",
+        "leaderships lost with an entry in flight\n"
+        "  writes in flight: up to %lld, at most %lld at once; %lld group writes failed behind a "
+        "failed one; %lld restarts found several entries in flight at a lost leadership, %lld "
+        "kept more than one\n",
         static_cast<long long>(result.groups), static_cast<long long>(result.grouped_batches),
         static_cast<long long>(result.max_in_flight), static_cast<long long>(result.rollbacks),
         static_cast<long long>(result.rolled_back_batches),
@@ -125,7 +132,11 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.backups), static_cast<long long>(result.checkpoints),
         static_cast<long long>(result.torn_tails),
         static_cast<long long>(result.kept_failed_entries),
-        static_cast<long long>(result.demotions));
+        static_cast<long long>(result.demotions), static_cast<long long>(result.writes_in_flight),
+        static_cast<long long>(result.max_writes_in_flight),
+        static_cast<long long>(result.groups_behind_a_failure),
+        static_cast<long long>(result.several_undecided),
+        static_cast<long long>(result.several_kept));
   }
   if (verbose) {
     std::printf("  replies:");
@@ -201,6 +212,12 @@ int main(int argc, char** argv) {
         return Usage("--max_in_flight needs a number from 1 to 1000");
       }
       options.max_in_flight = static_cast<int>(depth);
+    } else if (ParseFlag(argv[i], "--writes_in_flight", &value)) {
+      int64_t writes = 0;
+      if (!ParseInt(value, &writes) || writes < 1 || writes > 8) {
+        return Usage("--writes_in_flight needs a number from 1 to 8");
+      }
+      options.writes_in_flight = static_cast<int>(writes);
     } else if (ParseFlag(argv[i], "--pipeline_bug", &value)) {
       if (value == "release_before_write") {
         options.pipeline_bug = PipelineBugForTesting::kReleaseBeforeWrite;
@@ -227,6 +244,8 @@ int main(int argc, char** argv) {
         options.store_bug = StoreBugForTesting::kRepairKeepsTheFailedEntry;
       } else if (value == "repairs_lost_leadership") {
         options.store_bug = StoreBugForTesting::kRepairsALostLeadership;
+      } else if (value == "repairs_under_writes_in_flight") {
+        options.store_bug = StoreBugForTesting::kRepairsUnderWritesInFlight;
       } else {
         return Usage("unknown --store_bug");
       }

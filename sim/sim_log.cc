@@ -22,9 +22,9 @@ absl::StatusOr<uint64_t> SimLog::Append(absl::string_view payload) {
     return position;
   }
   const bool lost = fault == AppendFault::kLeadershipLost;
-  failed_ = FailedEntry{.payload = std::string(payload),
-                        .written = fault == AppendFault::kSyncFails || lost,
-                        .leadership_lost = lost};
+  failed_.push_back(FailedEntry{.payload = std::string(payload),
+                                .written = fault == AppendFault::kSyncFails || lost,
+                                .leadership_lost = lost});
   poison_ = absl::UnavailableError(
       lost ? absl::StrCat("simulated loss of leadership with the log entry at position ", position,
                           " in flight; the next leader decides it")
@@ -34,9 +34,19 @@ absl::StatusOr<uint64_t> SimLog::Append(absl::string_view payload) {
   return poison_;
 }
 
+absl::Status SimLog::AppendBehindLostLeadership(absl::string_view payload) {
+  planned_ = AppendFault::kNone;
+  LEDGER_CHECK(!poison_.ok());
+  if (!failed_.empty() && failed_.front().leadership_lost) {
+    failed_.push_back(
+        FailedEntry{.payload = std::string(payload), .written = true, .leadership_lost = true});
+  }
+  return poison_;
+}
+
 absl::Status SimLog::Repair() {
   if (poison_.ok()) return absl::OkStatus();
-  if (failed_.has_value() && failed_->leadership_lost) {
+  if (!failed_.empty() && failed_.front().leadership_lost) {
     if (bug_ == SimLogBugForTesting::kRepairsALostLeadership) {
       poison_ = absl::OkStatus();
       return absl::OkStatus();
@@ -45,8 +55,10 @@ absl::Status SimLog::Repair() {
         "this replica no longer leads: the entry in flight is the next leader's to decide, and "
         "nothing is written before it starts again as a follower");
   }
-  if (bug_ == SimLogBugForTesting::kRepairKeepsTheFailedEntry) Commit(std::move(failed_->payload));
-  failed_.reset();
+  if (bug_ == SimLogBugForTesting::kRepairKeepsTheFailedEntry) {
+    Commit(std::move(failed_.front().payload));
+  }
+  failed_.clear();
   poison_ = absl::OkStatus();
   return absl::OkStatus();
 }
@@ -55,21 +67,28 @@ SimLogRecovery SimLog::Reopen() {
   SimLogRecovery recovery;
   planned_ = AppendFault::kNone;
   poison_ = absl::OkStatus();
-  if (!failed_.has_value()) return recovery;
+  if (failed_.empty()) return recovery;
   recovery.had_failed_entry = true;
-  recovery.leadership_lost = failed_->leadership_lost;
-  const int64_t size = static_cast<int64_t>(failed_->payload.size());
-  if (failed_->written && (*rng_)() % 2 == 0) {
-    recovery.kept = true;
+  recovery.leadership_lost = failed_.front().leadership_lost;
+  recovery.undecided_entries = failed_.size();
+  // Whole, in order, as long as the seed says; the first that is not is torn (or was never
+  // committed), and so is everything after it.
+  for (FailedEntry& entry : failed_) {
+    if (!entry.written || (*rng_)() % 2 != 0) {
+      const int64_t size = static_cast<int64_t>(entry.payload.size());
+      // Cut anywhere short of its end, or whole with a bad checksum: LocalLog zeroes it either
+      // way.
+      recovery.torn_bytes =
+          size == 0 ? 0 : static_cast<int64_t>((*rng_)() % static_cast<uint64_t>(size)) + 1;
+      ++torn_tails_;
+      break;
+    }
+    ++recovery.kept_entries;
     ++kept_failed_entries_;
-    Commit(std::move(failed_->payload));
-  } else {
-    // Cut anywhere short of its end, or whole with a bad checksum: LocalLog zeroes it either way.
-    recovery.torn_bytes =
-        size == 0 ? 0 : static_cast<int64_t>((*rng_)() % static_cast<uint64_t>(size)) + 1;
-    ++torn_tails_;
+    Commit(std::move(entry.payload));
   }
-  failed_.reset();
+  recovery.kept = recovery.kept_entries > 0;
+  failed_.clear();
   return recovery;
 }
 

@@ -12,7 +12,10 @@
 // leading before a majority acknowledged it) poisons the log too, but nothing here can take the
 // entry back: the next leader commits it or not. So Repair refuses (ledgerd drains and starts
 // again as a follower before it writes anything more, and the simulator restarts at once), and
-// the restart learns its fate, kept or dropped as the seed says.
+// the restart learns its fate, kept or dropped as the seed says. A replica keeps several entries
+// in flight (ledgerd --raft_writes_in_flight): those sent behind the lost one
+// (AppendBehindLostLeadership) are undecided with it, and the next leader keeps a prefix of them
+// (Raft commits in order), as long as the seed says.
 // Entries live in segments of kEntriesPerSegment, and DropBefore lets go only of whole segments
 // behind the one appended to, so that a replay after a checkpoint meets entries it already holds.
 #ifndef LEDGER_SIM_SIM_LOG_H_
@@ -44,6 +47,10 @@ struct SimLogRecovery {
   bool kept = false;              // It was whole on disk: the log keeps it, at the next position.
   int64_t torn_bytes = 0;         // Otherwise the bytes of it a restart found and dropped.
   bool leadership_lost = false;   // It was in flight when leadership was lost.
+  // Entries undecided at the restart: the failed one and those sent behind it at the loss of
+  // leadership; and how many of them, from the first, the log kept.
+  size_t undecided_entries = 0;
+  size_t kept_entries = 0;
 };
 
 // Test-only bugs, to prove the simulator's auditor sees what the log does to entries.
@@ -77,6 +84,11 @@ class SimLog final : public storage::ReplicatedLog {
   int64_t kept_failed_entries() const { return kept_failed_entries_; }
 
   absl::StatusOr<uint64_t> Append(absl::string_view payload) override;
+  // After a lost leadership (the log is poisoned by it): `payload`'s entry had been sent behind
+  // the lost one before the loss was known, so it is undecided with it (a restart keeps a prefix
+  // of them). Returns the poison. Any other poison: the entry was never sent, and the poison is
+  // returned with nothing kept.
+  absl::Status AppendBehindLostLeadership(absl::string_view payload);
   absl::Status Repair() override;
   absl::Status poisoned() const override { return poison_; }
   absl::Status ReadFrom(
@@ -112,7 +124,8 @@ class SimLog final : public storage::ReplicatedLog {
   uint64_t first_position_ = 1;
   int64_t bytes_ = 0;
   absl::Status poison_;
-  std::optional<FailedEntry> failed_;
+  // The failed entry, then those sent behind it at a loss of leadership.
+  std::vector<FailedEntry> failed_;
   int64_t torn_tails_ = 0;
   int64_t kept_failed_entries_ = 0;
 };

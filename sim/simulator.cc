@@ -274,8 +274,12 @@ class Simulation {
         clock_(absl::FromUnixSeconds(1767225600)),  // 2026-01-01, any fixed instant will do.
         store_(&clock_, &rng_, options.store_bug),
         auditor_(LedgerPolicy{.overdraft_limit = kOverdraftLimit}, kTtl),
-        transfer_auditor_(MakeTransferWorld(options.transfers)) {
+        transfer_auditor_(MakeTransferWorld(options.transfers)),
+        writes_in_flight_(options.writes_in_flight > 0
+                              ? static_cast<size_t>(options.writes_in_flight)
+                              : static_cast<size_t>(1 + options.seed % 3)) {
     LEDGER_CHECK_GE(options_.max_in_flight, 1);
+    result_.writes_in_flight = static_cast<int64_t>(writes_in_flight_);
     if (options_.transfers) OpenTransferAccounts();
     RebuildCore();
   }
@@ -593,7 +597,32 @@ class Simulation {
   // The process dies: what is in flight is never answered, and the group the journal thread was
   // writing may have reached the disk. The shard is rebuilt from the store.
   std::string Crash() {
-    if (!in_flight_.empty() && !recovery_pending_ && Percent(rng_, 50)) {
+    if (!started_.empty() && !recovery_pending_) {
+      // Writes in flight were sent: to the cluster, a leader lost with them, whose next leader
+      // commits a prefix of them (or none).
+      const size_t count = started_.front();
+      started_.pop_front();
+      std::vector<const BatchWrite*> writes;
+      for (size_t k = 0; k < count; ++k) {
+        if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
+      }
+      if (writes.empty()) {
+        // Nothing of its own was sent: the writes behind it are the crash's to decide.
+        started_.clear();
+      } else {
+        store_.PlanWrite({.write = WriteFault::kLeadershipLost});
+        (void)store_.WriteGroup(writes);
+        Trace({.kind = TraceEvent::Kind::kWrite,
+               .note = "crash with writes in flight, the first ",
+               .batch = in_flight_.front().batch,
+               .count = count,
+               .plan = {.write = WriteFault::kLeadershipLost},
+               .write_called = true});
+        std::string failure = auditor_.GroupWritten(count, store_.write_facts());
+        if (failure.empty()) failure = FailStartedBehind(count);
+        if (!failure.empty()) return failure;
+      }
+    } else if (!in_flight_.empty() && !recovery_pending_ && Percent(rng_, 50)) {
       size_t count = GroupSize();
       std::vector<const BatchWrite*> writes;
       for (size_t k = 0; k < count; ++k) {
@@ -615,6 +644,7 @@ class Simulation {
     }
     auditor_.Crashed();
     in_flight_.clear();
+    started_.clear();
     recovery_pending_ = false;
     Reopen();
     RebuildCore();
@@ -627,11 +657,20 @@ class Simulation {
   void Reopen() {
     demoted_ = false;
     const SimLogRecovery recovery = store_.Reopen();
-    auditor_.Reopened(recovery.kept);
+    auditor_.Reopened(recovery.kept_entries);
+    if (recovery.undecided_entries > 1) {
+      ++result_.several_undecided;
+      if (recovery.kept_entries > 1) ++result_.several_kept;
+    }
     if (recovery.had_failed_entry) {
       Trace({.kind = TraceEvent::Kind::kReopen,
              .note_of_log =
-                 recovery.leadership_lost
+                 recovery.leadership_lost && recovery.undecided_entries > 1
+                     ? absl::StrCat("has the first ", recovery.kept_entries, " of the ",
+                                    recovery.undecided_entries,
+                                    " entries in flight at the loss of leadership: the next "
+                                    "leader committed those")
+                 : recovery.leadership_lost
                      ? (recovery.kept ? "has the entry in flight at the loss of leadership: the "
                                         "next leader committed it"
                                       : "lacks the entry in flight at the loss of leadership: the "
@@ -719,7 +758,7 @@ class Simulation {
         store_.ForgetLookupFailures(failures_before);
         ++result_.prefetch_retries;
         if (!in_flight_.empty() && Percent(rng_, 50)) {
-          std::string failure = WriteOldest(GroupSize(), /*deciding=*/false);
+          std::string failure = JournalTurn(/*deciding=*/false);
           if (!failure.empty()) return failure;
         }
         LEDGER_CHECK(core_->Prefetch(/*may_block=*/true, finished_through_));
@@ -734,7 +773,7 @@ class Simulation {
       // The journal thread writes while the shard decides; a failure is recovered after Seal.
       if (!in_flight_.empty() && !recovery_pending_ && Percent(rng_, 3)) {
         ++result_.writes_while_deciding;
-        std::string failure = WriteOldest(GroupSize(), /*deciding=*/true);
+        std::string failure = JournalTurn(/*deciding=*/true);
         if (!failure.empty()) return failure;
       }
       core_->DecideNext(i >= abandon_from);
@@ -780,10 +819,14 @@ class Simulation {
     if (recovery_pending_) failure = Recover();
     if (failure.empty()) failure = auditor_.TakeViolation();
     if (!failure.empty()) return failure;
-    // The journal thread's turn: the queue must not grow without bound.
-    if (!in_flight_.empty() &&
-        (in_flight_.size() >= static_cast<size_t>(options_.max_in_flight) || Percent(rng_, 45))) {
-      failure = WriteOldest(GroupSize(), /*deciding=*/false);
+    // The journal thread's turn: the queue must not grow without bound (at the bound a write
+    // ends rather than starts).
+    if (!in_flight_.empty()) {
+      if (in_flight_.size() >= static_cast<size_t>(options_.max_in_flight)) {
+        failure = WriteOldest(GroupSize(), /*deciding=*/false);
+      } else if (Percent(rng_, 45)) {
+        failure = JournalTurn(/*deciding=*/false);
+      }
       if (!failure.empty()) return failure;
     }
     if (demoted_) return StartAgainAsFollower();
@@ -802,6 +845,11 @@ class Simulation {
   // them in order, or rolls back every in-flight batch. `deciding`: a batch is being decided, so
   // the rollback waits until it is sealed (Shard::RecoverFailedWrites runs between batches).
   std::string WriteOldest(size_t count, bool deciding) {
+    // A group whose write has started is the next to end, whatever `count` says.
+    if (!started_.empty()) {
+      count = started_.front();
+      started_.pop_front();
+    }
     LEDGER_CHECK(count >= 1 && count <= in_flight_.size() && !recovery_pending_);
     WritePlan plan;
     const uint64_t roll = Uniform(rng_, 100);
@@ -834,6 +882,8 @@ class Simulation {
     if (!failure.empty()) return failure;
     if (!written.ok()) {
       for (size_t k = 0; k < count; ++k) in_flight_[k].sealed->failure = written;
+      failure = FailStartedBehind(count);
+      if (!failure.empty()) return failure;
       recovery_pending_ = true;
       demoted_ = demoted_ || plan.write == WriteFault::kLeadershipLost;
       return deciding ? "" : Recover();
@@ -854,9 +904,69 @@ class Simulation {
     return auditor_.TakeViolation();
   }
 
+  // CommitPipeline::Finish after a failed write: every write started behind it (the oldest
+  // `failed` in-flight batches were the failed one's) fails too (LedgerStore::StartGroupWrite),
+  // sent with it or never, and each ends, in order, before the rollback.
+  std::string FailStartedBehind(size_t failed) {
+    size_t first = failed;
+    while (!started_.empty()) {
+      const size_t count = started_.front();
+      started_.pop_front();
+      std::vector<const BatchWrite*> writes;
+      for (size_t k = first; k < first + count; ++k) {
+        if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
+      }
+      // A group of reads fails too: it read what failed.
+      store_.PlanWrite({});
+      const absl::Status written = writes.empty()
+                                       ? absl::UnavailableError("an earlier write failed")
+                                       : store_.WriteGroupBehindFailure(writes);
+      LEDGER_CHECK(!written.ok());
+      const WriteFacts facts = writes.empty() ? WriteFacts{.write_called = false,
+                                                           .write_result = WriteFault::kFail,
+                                                           .repaired = false}
+                                              : store_.write_facts();
+      ++result_.groups;
+      ++result_.groups_behind_a_failure;
+      result_.grouped_batches += static_cast<int64_t>(count);
+      Trace({.kind = TraceEvent::Kind::kWrite,
+             .note = "started behind the failed write: ",
+             .batch = in_flight_[first].batch,
+             .count = count,
+             .plan = {.write = facts.write_result},
+             .write_called = facts.write_called});
+      // GroupWritten takes the oldest sealed batches: those before these are failed now.
+      std::string failure = auditor_.GroupWritten(count, facts);
+      if (!failure.empty()) return failure;
+      for (size_t k = first; k < first + count; ++k) in_flight_[k].sealed->failure = written;
+      first += count;
+    }
+    return "";
+  }
+
+  // The journal thread's turn (CommitPipeline::Run). With room for another write in flight
+  // (a replica's, SimOptions::writes_in_flight) and batches in none yet, it may start the next
+  // group's write, whose end comes at a later turn; otherwise the oldest write ends (or, with
+  // none started, the oldest batches are written at once).
+  std::string JournalTurn(bool deciding) {
+    size_t started_batches = 0;
+    for (size_t count : started_) started_batches += count;
+    const size_t waiting = in_flight_.size() - started_batches;
+    if (writes_in_flight_ > 1 && waiting > 0 && started_.size() < writes_in_flight_ &&
+        (started_.empty() || Percent(rng_, 50))) {
+      const size_t count = Percent(rng_, 60) ? waiting : 1 + Uniform(rng_, waiting);
+      started_.push_back(count);
+      result_.max_writes_in_flight =
+          std::max(result_.max_writes_in_flight, static_cast<int64_t>(started_.size()));
+      return "";
+    }
+    return WriteOldest(GroupSize(), deciding);
+  }
+
   // Shard::RecoverFailedWrites: the failed batches and every one sealed after them (the whole
   // in-flight queue, oldest first) are rolled back, then answered.
   std::string Recover() {
+    LEDGER_CHECK(started_.empty());
     recovery_pending_ = false;
     std::vector<std::unique_ptr<SealedBatch>> failed;
     const absl::Status failure = in_flight_.front().sealed->failure;
@@ -1051,6 +1161,10 @@ class Simulation {
   std::unique_ptr<ShardCore> core_;
   // Sealed batches not yet written, oldest first, and the newest sequence answered.
   std::deque<InFlight> in_flight_;
+  // The writes started and not ended (a replica's writes in flight): how many of the oldest
+  // in-flight batches each holds, oldest first; and how many may be started at once.
+  std::deque<size_t> started_;
+  const size_t writes_in_flight_;
   uint64_t finished_through_ = 0;
   // A write failed while a batch was being decided: roll back once it is sealed.
   bool recovery_pending_ = false;

@@ -66,6 +66,10 @@ struct SimOptions {
   // Sealed batches held in flight before a write must take them. 1: each batch is written right
   // after it is sealed, before the next is decided (the order of the synchronous path).
   int max_in_flight = 8;
+  // Group writes the journal thread may have started and not seen end, as a cluster replica's
+  // (ledgerd --raft_writes_in_flight): each ends, in order, at a later turn. 0: 1, 2 or 3, from
+  // the seed.
+  int writes_in_flight = 0;
   // Test-only: plant a bug to prove the auditor catches it.
   CoreBugForTesting core_bug = CoreBugForTesting::kNone;
   StoreBugForTesting store_bug = StoreBugForTesting::kNone;
@@ -94,6 +98,15 @@ struct SimResult {
   // decided, and Prefetches that had to wait for the disk (retried with may_block).
   int64_t groups = 0;
   int64_t grouped_batches = 0;
+  // Writes in flight: the most the run allowed and had at once, and the group writes failed
+  // because they were started behind a write that failed.
+  int64_t writes_in_flight = 0;
+  int64_t max_writes_in_flight = 0;
+  int64_t groups_behind_a_failure = 0;
+  // Restarts that found several entries in flight at a loss of leadership, and that kept more
+  // than one of them (the next leader committed a prefix).
+  int64_t several_undecided = 0;
+  int64_t several_kept = 0;
   int64_t max_in_flight = 0;
   int64_t rollbacks = 0;
   int64_t rolled_back_batches = 0;

@@ -93,6 +93,46 @@ TEST(SimLogTest, ALostLeadershipRefusesRepairAndTheRestartLearnsWhatTheNextLeade
   EXPECT_GT(dropped, 0);
 }
 
+// Entries sent behind the lost one (a replica's writes in flight) are undecided with it: Raft
+// commits in order, so the restart finds a prefix of them, never one without those before it.
+TEST(SimLogTest, EntriesSentBehindALostLeadershipAreKeptAsAPrefix) {
+  std::mt19937_64 rng(11);
+  std::vector<int> prefixes(4, 0);
+  for (int round = 0; round < 80; ++round) {
+    SimLog log(&rng);
+    ASSERT_TRUE(log.Append("a").ok());
+    log.PlanAppend(AppendFault::kLeadershipLost);
+    ASSERT_FALSE(log.Append("lost").ok());
+    EXPECT_EQ(log.AppendBehindLostLeadership("behind-1").code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(log.AppendBehindLostLeadership("behind-2").code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(log.last_position(), 1u);  // Nothing is committed before the restart.
+    const SimLogRecovery recovery = log.Reopen();
+    EXPECT_TRUE(recovery.leadership_lost);
+    EXPECT_EQ(recovery.undecided_entries, 3u);
+    ASSERT_LE(recovery.kept_entries, 3u);
+    EXPECT_EQ(recovery.kept, recovery.kept_entries > 0);
+    std::vector<std::pair<uint64_t, std::string>> expected = {{1, "a"}};
+    const std::vector<std::string> sent = {"lost", "behind-1", "behind-2"};
+    for (size_t k = 0; k < recovery.kept_entries; ++k) expected.emplace_back(k + 2, sent[k]);
+    EXPECT_EQ(Entries(log), expected);
+    ++prefixes[recovery.kept_entries];
+  }
+  for (size_t kept = 0; kept < prefixes.size(); ++kept) EXPECT_GT(prefixes[kept], 0) << kept;
+}
+
+// After any other failure an entry behind it was never sent: nothing of it survives.
+TEST(SimLogTest, AnEntryBehindAFailedWriteIsNeverKept) {
+  std::mt19937_64 rng(2);
+  SimLog log(&rng);
+  log.PlanAppend(AppendFault::kWriteFails);
+  ASSERT_FALSE(log.Append("torn").ok());
+  EXPECT_FALSE(log.AppendBehindLostLeadership("behind").ok());
+  const SimLogRecovery recovery = log.Reopen();
+  EXPECT_EQ(recovery.undecided_entries, 1u);
+  EXPECT_EQ(recovery.kept_entries, 0u);
+  EXPECT_EQ(log.last_position(), 0u);
+}
+
 TEST(SimLogTest, ARestartKeepsAWholeFailedSyncOrDropsItTornButAlwaysDropsAFailedWrite) {
   std::mt19937_64 rng(3);
   int kept = 0;

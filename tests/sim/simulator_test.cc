@@ -64,7 +64,8 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
 
 TEST(SimulatorTest, OneBatchInFlightIsLegalToo) {
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    const SimResult result = Simulate({.seed = seed, .steps = 400, .max_in_flight = 1});
+    const SimResult result =
+        Simulate({.seed = seed, .steps = 400, .max_in_flight = 1, .writes_in_flight = 1});
     ASSERT_TRUE(result.ok) << result.failure;
     EXPECT_EQ(result.max_in_flight, 1);
   }
@@ -146,6 +147,31 @@ TEST(SimulatorTest, CatchesAReplicaThatWritesOnAfterALostLeadership) {
   EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kRepairsALostLeadership),
               AnyOf(HasSubstr("repaired away"), HasSubstr("differ from the model"),
                     HasSubstr("conservation")));
+}
+
+// A replica with writes in flight (seeds give it 1 to 3): a write started behind one that
+// failed must fail with it, never repair the log and land, since the shards roll it back.
+TEST(SimulatorTest, CatchesAStoreThatRepairsTheLogUnderWritesInFlight) {
+  EXPECT_THAT(
+      FirstFailure(CoreBugForTesting::kNone, StoreBugForTesting::kRepairsUnderWritesInFlight),
+      AnyOf(HasSubstr("differ from the model"), HasSubstr("conservation")));
+}
+
+// Several writes in flight: later ones fail behind a failed one, and restarts after a lost
+// leadership keep a prefix of the entries that were in flight, more than one at times.
+TEST(SimulatorTest, WritesInFlightEndInOrderAndFailBehindAFailedOne) {
+  int64_t behind = 0;
+  int64_t several_kept = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const SimResult result = Simulate({.seed = seed, .steps = 1500, .writes_in_flight = 3});
+    ASSERT_TRUE(result.ok) << result.failure;
+    EXPECT_EQ(result.writes_in_flight, 3);
+    EXPECT_EQ(result.max_writes_in_flight, 3);
+    behind += result.groups_behind_a_failure;
+    several_kept += result.several_kept;
+  }
+  EXPECT_GT(behind, 0);
+  EXPECT_GT(several_kept, 0);
 }
 
 TEST(SimulatorTest, CatchesAPipelineThatAnswersBeforeTheWriteIsDurable) {
