@@ -73,9 +73,10 @@ class Cluster:
     """Three replicas on loopback, pinned to `cpus`; `targets` lists their gRPC addresses. With
     `relay_us`, each replica's Raft port is reached through a delay relay (pinned to
     `relay_cpu`): it listens on a port of its own (--raft_listen) and the cluster knows it by the
-    relay's (--peers)."""
+    relay's (--peers). `flags`: more ledgerd flags, for every replica."""
 
-    def __init__(self, build, root, shards, cpus, relay_us=0, relay_cpu="1", ledgerd=None):
+    def __init__(self, build, root, shards, cpus, relay_us=0, relay_cpu="1", ledgerd=None,
+                 flags=()):
         ledgerd = ledgerd or os.path.join(build, "server", "ledgerd")
         grpc_ports = [free_port() for _ in range(3)]
         raft_ports = [free_port() for _ in range(3)]
@@ -102,7 +103,7 @@ class Cluster:
                  f"--peer_clients={clients}", f"--listen=127.0.0.1:{grpc_ports[i]}",
                  f"--raft_listen=127.0.0.1:{raft_ports[i]}",
                  "--metrics_listen=", f"--shards={shards}", f"--data_dir={data_dir}",
-                 f"--ports_file={ports_file}"],
+                 f"--ports_file={ports_file}", *flags],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             threading.Thread(target=lambda p=process: p.stdout.read(), daemon=True).start()
             wait_for_ports(process, ports_file)
@@ -124,9 +125,20 @@ class Cluster:
 WARMUP_SECONDS = 2
 
 
+def dirty_kib():
+    """The page cache's data not yet written back (/proc/meminfo Dirty + Writeback), in KiB."""
+    with open("/proc/meminfo") as meminfo:
+        fields = dict(line.split(":", 1) for line in meminfo)
+    return sum(int(fields[key].split()[0]) for key in ("Dirty", "Writeback"))
+
+
 def loadtest(args, targets, extra, scratch, name, pids=()):
     """ledger-loadtest's report, and the CPU seconds `pids` used over its measured window (from
-    the end of its warm-up)."""
+    the end of its warm-up). Before it starts, the page cache's dirty data is written back
+    (sync), logged: the runs before leave tens of MiB of it (34-78 MiB after a cluster's runs,
+    session 15), whose writeback would otherwise land in this run's synced appends."""
+    log(f"{name}: writing back {dirty_kib() // 1024} MiB of dirty pages first")
+    os.sync()
     json_path = os.path.join(scratch, f"{name}.json")
     command = (["taskset", "-c", args.client_cpu,
                 os.path.join(args.build, "client", "ledger-loadtest"), f"--target={targets}",

@@ -214,6 +214,21 @@ class PipelineFixture {
     return hold;
   }
 
+  // A shard (inline execution) whose store takes `in_flight` group writes at once and ends
+  // each when the test says (PipelinedStore::Finish).
+  PipelinedStore* StartShardWithWritesInFlight(int in_flight) {
+    auto* pipelined = new PipelinedStore(&store_, in_flight, /*auto_finish=*/false);
+    front_store_.reset(pipelined);
+    StartShard(1024, /*inline_execution=*/true, pipelined);
+    return pipelined;
+  }
+  // Exactly `writes` writes of the PipelinedStore are in flight (bounded wait).
+  ::testing::AssertionResult WritesPending(size_t writes) {
+    auto* pipelined = static_cast<PipelinedStore*>(front_store_.get());
+    return WaitUntil([pipelined, writes] { return pipelined->pending() == writes; },
+                     absl::StrCat(writes, " writes are in flight"));
+  }
+
   // An account id owned by router shard `shard`.
   absl::string_view AccountOn(int32_t shard, absl::string_view prefix) {
     for (int i = 0;; ++i) {
@@ -535,13 +550,8 @@ TEST_P(CommitPipelineTest, TwoGroupsInFlightAreWrittenAndAnsweredInOrder) {
 // starts while the first is being committed, a third waits for room, and answers leave group by
 // group in the order the writes started.
 TEST_F(CommitPipelineScenarioTest, WithTwoWritesInFlightTheNextGroupStartsBeforeTheFirstEnds) {
-  auto* pipelined = new PipelinedStore(&store_, /*in_flight=*/2, /*auto_finish=*/false);
-  front_store_.reset(pipelined);
-  StartShard(1024, /*inline_execution=*/true, pipelined);
-  const auto pending = [pipelined](size_t writes) {
-    return WaitUntil([pipelined, writes] { return pipelined->pending() == writes; },
-                     absl::StrCat(writes, " writes are in flight"));
-  };
+  PipelinedStore* const pipelined = StartShardWithWritesInFlight(2);
+  const auto pending = [this](size_t writes) { return WritesPending(writes); };
   RankedCompletion& first = Send(Op::kDeposit, "a", 100, "w1");
   ASSERT_TRUE(pending(1));
   RankedCompletion& second = Send(Op::kDeposit, "a", 10, "w2");
@@ -584,13 +594,8 @@ TEST_F(CommitPipelineScenarioTest, WithTwoWritesInFlightTheNextGroupStartsBefore
 // never reaches the store, the shard rolls both back, and writes go on once the failure is
 // handled.
 TEST_F(CommitPipelineScenarioTest, AFailedWriteFailsTheWriteInFlightBehindIt) {
-  auto* pipelined = new PipelinedStore(&store_, /*in_flight=*/2, /*auto_finish=*/false);
-  front_store_.reset(pipelined);
-  StartShard(1024, /*inline_execution=*/true, pipelined);
-  const auto pending = [pipelined](size_t writes) {
-    return WaitUntil([pipelined, writes] { return pipelined->pending() == writes; },
-                     absl::StrCat(writes, " writes are in flight"));
-  };
+  PipelinedStore* const pipelined = StartShardWithWritesInFlight(2);
+  const auto pending = [this](size_t writes) { return WritesPending(writes); };
   RankedCompletion& opened = Send(Op::kDeposit, "a", 100, "f0");
   ASSERT_TRUE(pending(1));
   pipelined->Finish();

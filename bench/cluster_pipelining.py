@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The leader's group commits in flight (ledgerd --raft_writes_in_flight), compared side by side
+on a cluster of three replicas through the delay relay (docs/replication.md 9.3): for each value,
+unary Deposits at capacity (64 in flight) and their p99, then unary Deposits at a fixed rate and
+their p99, the rate being half of the first value's median capacity (issue 32's "p99 at half the
+cluster's capacity" row). Each round starts fresh replicas for every value, in rotated order;
+servers on --server_cpu, the load test on --client_cpu, the relays on the client's CPU. Every
+run's verification must PASS. Prints a markdown table of medians and the per-round figures.
+
+  python3 bench/cluster_pipelining.py --build build/release --values 1,2,4 --rounds 3
+"""
+import argparse
+import os
+import signal
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import log, raise_keyboard_interrupt, rotated, ledgerd_scratch
+from cluster_bench import Cluster, loadtest, scratch_dir
+
+
+def run(args, value, name, extra, scratch):
+    """One fresh cluster with --raft_writes_in_flight=value under one load test: its report and
+    the replicas' CPU seconds per operation."""
+    root = scratch_dir(args, f"cluster-pipelining-{value}-")
+    cluster = Cluster(args.build, root, args.shards, args.server_cpu, args.relay_us,
+                      args.client_cpu, flags=[f"--raft_writes_in_flight={value}"])
+    try:
+        report, used = loadtest(args, cluster.targets, extra, scratch, name,
+                                [p.pid for p in cluster.processes])
+    finally:
+        cluster.stop()
+    operations = report["ops_per_second"] * report["measured_seconds"]
+    return report, (used / operations * 1e6 if operations else 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--values", default="1,2,4", help="--raft_writes_in_flight values")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--accounts", type=int, default=100000)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--server_cpu", default="0")
+    parser.add_argument("--client_cpu", default="1")
+    parser.add_argument("--relay_us", type=int, default=500)
+    parser.add_argument("--rate", type=int, default=0,
+                        help="the fixed rate; 0: half the first value's median capacity")
+    parser.add_argument("--scratch", default=None)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    values = [int(v) for v in args.values.split(",")]
+    scratch = ledgerd_scratch()
+    rows = {value: [] for value in values}
+    for round_number in range(args.rounds):
+        for value in rotated(values, round_number):
+            log(f"round {round_number + 1}: {value} in flight, 64 calls in flight")
+            report, cpu_us = run(args, value, f"pipelining-{value}-{round_number}",
+                                 ["--concurrency=64"], scratch)
+            rows[value].append({"capacity": report["ops_per_second"], "cpu_us": cpu_us,
+                                "capacity_p99_ms": report["latency_us"]["ok"]["p99"] / 1000})
+    rate = args.rate or max(int(statistics.median(r["capacity"] for r in rows[values[0]]) / 2),
+                            100)
+    for round_number in range(args.rounds):
+        for value in rotated(values, round_number):
+            log(f"round {round_number + 1}: {value} in flight, {rate} Deposits/s")
+            report, _ = run(args, value, f"pipelining-rate-{value}-{round_number}",
+                            [f"--rate={rate}"], scratch)
+            latency = report["latency_us"]["ok"]
+            rows[value][round_number].update({"rate_p50_ms": latency["p50"] / 1000,
+                                              "rate_p99_ms": latency["p99"] / 1000})
+
+    print(f"{args.rounds} rounds; replicas through the relay, {args.relay_us} µs each way; "
+          f"servers on CPU {args.server_cpu}, load test and relays on CPU {args.client_cpu}")
+    print("| --raft_writes_in_flight | " + " | ".join(str(v) for v in values) + " |")
+    print("|---|" + "---:|" * len(values))
+    for key, label, fmt in (
+            ("capacity", "unary Deposits, 64 in flight: operations/s", "{:,.0f}"),
+            ("cpu_us", "server CPU per Deposit, µs (all replicas)", "{:.1f}"),
+            ("capacity_p99_ms", "p99 at 64 in flight, ms", "{:.2f}"),
+            ("rate_p50_ms", f"p50 at {rate}/s, ms", "{:.2f}"),
+            ("rate_p99_ms", f"p99 at {rate}/s, ms", "{:.2f}")):
+        cells = []
+        for value in values:
+            figures = [r[key] for r in rows[value]]
+            cells.append(f"{fmt.format(statistics.median(figures))} "
+                         f"({', '.join(fmt.format(f) for f in figures)})")
+        print(f"| {label}, median (rounds) | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
