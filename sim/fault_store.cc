@@ -32,9 +32,8 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
       return absl::OkStatus();
     }
   }
-  const uint64_t id = next_group_id_++;
-  std::vector<BatchWrite>& batches = groups_[id];
-  for (const BatchWrite* batch : group) batches.push_back(*batch);
+  const uint64_t id = KeepGroup(group);
+  const std::vector<BatchWrite>& batches = groups_[id];
   log_.PlanAppend(write_plan_.write == WriteFault::kNone        ? AppendFault::kNone
                   : write_plan_.write == WriteFault::kFail      ? AppendFault::kWriteFails
                   : write_plan_.write == WriteFault::kSyncFails ? AppendFault::kSyncFails
@@ -49,6 +48,13 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   return absl::OkStatus();
 }
 
+uint64_t FaultStore::KeepGroup(absl::Span<const BatchWrite* const> group) {
+  const uint64_t id = next_group_id_++;
+  std::vector<BatchWrite>& batches = groups_[id];
+  for (const BatchWrite* batch : group) batches.push_back(*batch);
+  return id;
+}
+
 absl::Status FaultStore::WriteGroupBehindFailure(absl::Span<const BatchWrite* const> group) {
   LEDGER_CHECK(!write_facts_.write_called);
   const bool bug = bug_ == StoreBugForTesting::kRepairsUnderWritesInFlight;
@@ -60,9 +66,8 @@ absl::Status FaultStore::WriteGroupBehindFailure(absl::Span<const BatchWrite* co
         log_.poisoned().ok() ? absl::UnavailableError("an earlier write failed") : log_.poisoned();
     if (bug && log_.Repair().ok()) {
       // The bug: it lands, and the store still says it failed.
-      const uint64_t id = next_group_id_++;
-      std::vector<BatchWrite>& batches = groups_[id];
-      for (const BatchWrite* batch : group) batches.push_back(*batch);
+      const uint64_t id = KeepGroup(group);
+      const std::vector<BatchWrite>& batches = groups_[id];
       absl::StatusOr<uint64_t> position = log_.Append(absl::StrCat(id));
       LEDGER_CHECK(position.ok());
       Append(batches, *position);
@@ -70,9 +75,7 @@ absl::Status FaultStore::WriteGroupBehindFailure(absl::Span<const BatchWrite* co
     return poison;
   }
   write_facts_.write_result = WriteFault::kLeadershipLost;
-  const uint64_t id = next_group_id_++;
-  std::vector<BatchWrite>& batches = groups_[id];
-  for (const BatchWrite* batch : group) batches.push_back(*batch);
+  const uint64_t id = KeepGroup(group);
   return log_.AppendBehindLostLeadership(absl::StrCat(id));
 }
 

@@ -224,6 +224,8 @@ class FaultStore final : public LedgerStore {
   static void Apply(const BatchWrite& batch, State& state, bool with_requests = true);
   // The group appended at `position`: to the truth and the records held in memory.
   void Append(const std::vector<BatchWrite>& batches, uint64_t position);
+  // Keeps a copy of `group` under a new group id, which its log entry's payload names.
+  uint64_t KeepGroup(absl::Span<const BatchWrite* const> group);
   // The group a log entry's payload names.
   const std::vector<BatchWrite>& GroupOf(absl::string_view payload) const;
   // Whether a lookup that must not wait sees the unapplied entries of records of this kind.

@@ -602,10 +602,7 @@ class Simulation {
       // commits a prefix of them (or none).
       const size_t count = started_.front();
       started_.pop_front();
-      std::vector<const BatchWrite*> writes;
-      for (size_t k = 0; k < count; ++k) {
-        if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
-      }
+      const std::vector<const BatchWrite*> writes = WritesOf(0, count);
       if (writes.empty()) {
         // Nothing of its own was sent: the writes behind it are the crash's to decide.
         started_.clear();
@@ -624,10 +621,7 @@ class Simulation {
       }
     } else if (!in_flight_.empty() && !recovery_pending_ && Percent(rng_, 50)) {
       size_t count = GroupSize();
-      std::vector<const BatchWrite*> writes;
-      for (size_t k = 0; k < count; ++k) {
-        if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
-      }
+      const std::vector<const BatchWrite*> writes = WritesOf(0, count);
       // Written, never synced nor acknowledged: to the auditor, a failed sync, which the
       // restart finds whole or torn. (A group with nothing to write leaves nothing behind.)
       store_.PlanWrite({.write = WriteFault::kSyncFails});
@@ -861,10 +855,7 @@ class Simulation {
       plan.write_delay = absl::Seconds(static_cast<int64_t>(1 + Uniform(rng_, 30)));
     }
     store_.PlanWrite(plan);
-    std::vector<const BatchWrite*> writes;
-    for (size_t k = 0; k < count; ++k) {
-      if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
-    }
+    const std::vector<const BatchWrite*> writes = WritesOf(0, count);
     // A group of reads that only waited for earlier writes needs no write of its own.
     const bool refused = demoted_ && !writes.empty();  // The log refuses until the restart.
     const absl::Status written = writes.empty() ? absl::OkStatus() : store_.WriteGroup(writes);
@@ -904,6 +895,16 @@ class Simulation {
     return auditor_.TakeViolation();
   }
 
+  // The writes of in-flight batches [first, first + count): what their group's write stores
+  // (a group of reads has none).
+  std::vector<const BatchWrite*> WritesOf(size_t first, size_t count) const {
+    std::vector<const BatchWrite*> writes;
+    for (size_t k = first; k < first + count; ++k) {
+      if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
+    }
+    return writes;
+  }
+
   // CommitPipeline::Finish after a failed write: every write started behind it (the oldest
   // `failed` in-flight batches were the failed one's) fails too (LedgerStore::StartGroupWrite),
   // sent with it or never, and each ends, in order, before the rollback.
@@ -912,10 +913,7 @@ class Simulation {
     while (!started_.empty()) {
       const size_t count = started_.front();
       started_.pop_front();
-      std::vector<const BatchWrite*> writes;
-      for (size_t k = first; k < first + count; ++k) {
-        if (!in_flight_[k].sealed->write.empty()) writes.push_back(&in_flight_[k].sealed->write);
-      }
+      const std::vector<const BatchWrite*> writes = WritesOf(first, count);
       // A group of reads fails too: it read what failed.
       store_.PlanWrite({});
       const absl::Status written = writes.empty()
