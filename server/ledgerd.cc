@@ -123,7 +123,9 @@ ABSL_FLAG(std::string, durability, "sync",
 ABSL_FLAG(int64_t, log_segment_mib, ledger::storage::kDefaultLogSegmentBytes >> 20,
           "size of each log segment file in MiB (1 to 1024), preallocated when it is made: the "
           "log takes about three of them on disk (the one written, until the next checkpoint the "
-          "one before, and a spare made ahead so that no append waits for one)");
+          "one before, and a spare made ahead so that no append waits for one). With --node_id "
+          "libraft's log takes segments of this size too (three more preallocated); each that "
+          "fills stalls the replica's Raft loop for a moment, so smaller ones stall more often");
 ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
           "how long a request_id's outcome is remembered: a retry within it is answered with the "
           "recorded result instead of being applied again");

@@ -65,6 +65,11 @@ struct RaftLogOptions {
   std::string raft_dir;                           // libraft's log, term and vote.
   std::string log_dir;                            // The mirror of committed entries (a LocalLog).
   int64_t log_segment_bytes = int64_t{64} << 20;  // The mirror's segment size.
+  // libraft's own segment size (its default, 8 MiB; ledgerd passes --log_segment_mib). libraft
+  // preallocates each (the one written and two ahead), and closing a full one stalls its loop on
+  // every replica while the kernel destroys the segment's AIO context (io_destroy: 32 ms here,
+  // docs/replication.md 9.6), so larger segments stall less often.
+  int64_t segment_bytes = int64_t{8} << 20;
   absl::Duration election_timeout = absl::Milliseconds(300);
   absl::Duration heartbeat_interval = absl::Milliseconds(50);
   bool pre_vote = true;

@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -81,6 +82,7 @@ class RaftLogTest : public ::testing::Test {
     options.raft_dir = dir_.Sub(absl::StrCat("raft", i + 1));
     options.log_dir = dir_.Sub(absl::StrCat("log", i + 1));
     options.log_segment_bytes = 1 << 20;
+    options.segment_bytes = segment_bytes_;
     options.snapshot_threshold = snapshot_threshold_;
     options.snapshot_trailing = snapshot_trailing_;
     options.snapshot_bytes = snapshot_bytes_;
@@ -195,6 +197,7 @@ class RaftLogTest : public ::testing::Test {
   unsigned snapshot_threshold_ = 1024;
   unsigned snapshot_trailing_ = 128;
   int64_t snapshot_bytes_ = int64_t{64} << 20;
+  int64_t segment_bytes_ = int64_t{8} << 20;
   std::array<std::unique_ptr<RaftLog>, 3> replicas_;
 };
 
@@ -240,6 +243,33 @@ TEST_F(RaftLogTest, EveryReplicaMirrorsEveryCommittedEntryAtTheSamePositionOnce)
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(committed_[i].payloads(), first) << "replica " << i + 1;
     for (uint64_t position : positions) EXPECT_EQ(committed_[i].calls(position), 1);
+  }
+}
+
+// libraft's segments take RaftLogOptions::segment_bytes (not its 8 MiB): the ones prepared
+// ahead are that size, and a full one is closed at no more than that.
+TEST_F(RaftLogTest, LibraftsSegmentsTakeTheConfiguredSize) {
+  segment_bytes_ = int64_t{1} << 20;
+  StartAll();
+  const std::string payload(64 << 10, 'x');
+  uint64_t last = 0;
+  for (int n = 0; n < 40; ++n) last = AppendOnLeader(payload);  // 2.5 MiB of entries.
+  for (int i = 0; i < 3; ++i) WaitForMirrored(i, last);
+  for (int i = 0; i < 3; ++i) {
+    int open = 0;
+    int closed = 0;
+    for (const auto& file : std::filesystem::directory_iterator(OptionsFor(i).raft_dir)) {
+      const std::string name = file.path().filename().string();
+      if (absl::StartsWith(name, "open-")) {
+        ++open;
+        EXPECT_EQ(file.file_size(), uint64_t{1} << 20) << name;
+      } else if (name.find('-') != std::string::npos) {  // first-last: a closed segment.
+        ++closed;
+        EXPECT_LE(file.file_size(), uint64_t{1} << 20) << name;
+      }
+    }
+    EXPECT_GE(open, 1) << "replica " << i + 1;
+    EXPECT_GE(closed, 2) << "replica " << i + 1;  // 2.5 MiB filled at least two.
   }
 }
 
