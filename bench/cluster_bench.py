@@ -134,7 +134,8 @@ def dirty_kib():
 
 def loadtest(args, targets, extra, scratch, name, pids=()):
     """ledger-loadtest's report, and the CPU seconds `pids` used over its measured window (from
-    the end of its warm-up). Before it starts, the page cache's dirty data is written back
+    the end of its warm-up to the end of its --seconds; until session 16 the window ran on to the
+    load test's exit, so it also counted the reads of its verification). Before it starts, the page cache's dirty data is written back
     (sync), logged: the runs before leave tens of MiB of it (34-78 MiB after a cluster's runs,
     session 15), whose writeback would otherwise land in this run's synced appends."""
     log(f"{name}: writing back {dirty_kib() // 1024} MiB of dirty pages first")
@@ -148,8 +149,9 @@ def loadtest(args, targets, extra, scratch, name, pids=()):
                                text=True)
     time.sleep(WARMUP_SECONDS)
     before = [cpu_seconds(pid) or 0 for pid in pids]
-    _, stderr = process.communicate()
+    time.sleep(args.seconds)
     used = sum((cpu_seconds(pid) or 0) - b for pid, b in zip(pids, before))
+    _, stderr = process.communicate()
     report = read_loadtest_report(json_path)
     if report["verification"] != "PASS":
         raise RuntimeError(f"{name}: verification {report['verification']}: {stderr[-2000:]}")
@@ -175,7 +177,7 @@ def measure(args, setup, round_number, scratch):
             report, used = loadtest(args, targets, extra, scratch,
                                     f"{setup}-{name}-{round_number}", pids)
             ops = report["ops_per_second"]
-            operations = ops * report["measured_seconds"]
+            operations = ops * args.seconds  # The CPU window's length.
             rows[name] = ops
             rows[f"{name}_cpu_us"] = used / operations * 1e6 if operations else 0
             rows[f"{name}_p99_ms"] = report["latency_us"]["ok"]["p99"] / 1000

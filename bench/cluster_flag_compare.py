@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""The leader's group commits in flight (ledgerd --raft_writes_in_flight), compared side by side
-on a cluster of three replicas through the delay relay (docs/replication.md 9.3): for each value,
-unary Deposits at capacity (64 in flight) and their p99, then unary Deposits at a fixed rate and
-their p99, the rate being half of the first value's median capacity (issue 32's "p99 at half the
-cluster's capacity" row). Each round starts fresh replicas for every value, in rotated order;
-servers on --server_cpu, the load test on --client_cpu, the relays on the client's CPU. Every
-run's verification must PASS. Prints a markdown table of medians and the per-round figures.
+"""Values of one ledgerd flag compared side by side on a cluster of three replicas through the
+delay relay (docs/replication.md 9.3 and 9.6): for each value, durable Deposits as Apply calls
+of --batch operations (8 in flight), unary Deposits at capacity (64 in flight) and their p99,
+then unary Deposits at a fixed rate and their p99, the rate being half of the first value's
+median capacity (issue 32's "p99 at half the cluster's capacity" row). Each round starts fresh
+replicas for every value and run, in rotated order; servers on --server_cpu, the load test on
+--client_cpu, the relays on the client's CPU. Every run's verification must PASS. Prints a
+markdown table of medians and the per-round figures.
 
-  python3 bench/cluster_pipelining.py --build build/release --values 1,2,4 --rounds 3
+  python3 bench/cluster_flag_compare.py --build build/release --flag raft_writes_in_flight \
+      --values 1,2,4 --rounds 3
+  python3 bench/cluster_flag_compare.py --build build/release --flag log_segment_mib \
+      --values 8,64 --rounds 3
 """
 import argparse
 import os
@@ -21,24 +25,26 @@ from cluster_bench import Cluster, loadtest, scratch_dir
 
 
 def run(args, value, name, extra, scratch):
-    """One fresh cluster with --raft_writes_in_flight=value under one load test: its report and
-    the replicas' CPU seconds per operation."""
-    root = scratch_dir(args, f"cluster-pipelining-{value}-")
+    """One fresh cluster with --FLAG=value under one load test: its report and the replicas'
+    CPU seconds per operation."""
+    root = scratch_dir(args, f"cluster-flag-{value}-")
     cluster = Cluster(args.build, root, args.shards, args.server_cpu, args.relay_us,
-                      args.client_cpu, flags=[f"--raft_writes_in_flight={value}"])
+                      args.client_cpu, flags=[f"--{args.flag}={value}"])
     try:
         report, used = loadtest(args, cluster.targets, extra, scratch, name,
                                 [p.pid for p in cluster.processes])
     finally:
         cluster.stop()
-    operations = report["ops_per_second"] * report["measured_seconds"]
+    operations = report["ops_per_second"] * args.seconds  # The CPU window's length.
     return report, (used / operations * 1e6 if operations else 0)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", required=True)
-    parser.add_argument("--values", default="1,2,4", help="--raft_writes_in_flight values")
+    parser.add_argument("--flag", required=True, help="the ledgerd flag compared, without --")
+    parser.add_argument("--values", required=True, help="its values, comma-separated")
+    parser.add_argument("--batch", type=int, default=1000, help="operations per Apply call")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--accounts", type=int, default=100000)
@@ -51,22 +57,27 @@ def main():
     parser.add_argument("--scratch", default=None)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    values = [int(v) for v in args.values.split(",")]
+    values = args.values.split(",")
     scratch = ledgerd_scratch()
     rows = {value: [] for value in values}
     for round_number in range(args.rounds):
         for value in rotated(values, round_number):
-            log(f"round {round_number + 1}: {value} in flight, 64 calls in flight")
-            report, cpu_us = run(args, value, f"pipelining-{value}-{round_number}",
+            log(f"round {round_number + 1}: --{args.flag}={value}, Apply of {args.batch}")
+            report, apply_cpu_us = run(args, value, f"flag-apply-{value}-{round_number}",
+                                       [f"--batch={args.batch}", "--concurrency=8"], scratch)
+            row = {"apply": report["ops_per_second"], "apply_cpu_us": apply_cpu_us}
+            log(f"round {round_number + 1}: --{args.flag}={value}, 64 calls in flight")
+            report, cpu_us = run(args, value, f"flag-{value}-{round_number}",
                                  ["--concurrency=64"], scratch)
-            rows[value].append({"capacity": report["ops_per_second"], "cpu_us": cpu_us,
-                                "capacity_p99_ms": report["latency_us"]["ok"]["p99"] / 1000})
+            row.update({"capacity": report["ops_per_second"], "cpu_us": cpu_us,
+                        "capacity_p99_ms": report["latency_us"]["ok"]["p99"] / 1000})
+            rows[value].append(row)
     rate = args.rate or max(int(statistics.median(r["capacity"] for r in rows[values[0]]) / 2),
                             100)
     for round_number in range(args.rounds):
         for value in rotated(values, round_number):
-            log(f"round {round_number + 1}: {value} in flight, {rate} Deposits/s")
-            report, _ = run(args, value, f"pipelining-rate-{value}-{round_number}",
+            log(f"round {round_number + 1}: --{args.flag}={value}, {rate} Deposits/s")
+            report, _ = run(args, value, f"flag-rate-{value}-{round_number}",
                             [f"--rate={rate}"], scratch)
             latency = report["latency_us"]["ok"]
             rows[value][round_number].update({"rate_p50_ms": latency["p50"] / 1000,
@@ -74,9 +85,11 @@ def main():
 
     print(f"{args.rounds} rounds; replicas through the relay, {args.relay_us} µs each way; "
           f"servers on CPU {args.server_cpu}, load test and relays on CPU {args.client_cpu}")
-    print("| --raft_writes_in_flight | " + " | ".join(str(v) for v in values) + " |")
+    print(f"| --{args.flag} | " + " | ".join(values) + " |")
     print("|---|" + "---:|" * len(values))
     for key, label, fmt in (
+            ("apply", f"Apply of {args.batch} Deposits, 8 in flight: operations/s", "{:,.0f}"),
+            ("apply_cpu_us", "server CPU per Apply operation, µs (all replicas)", "{:.2f}"),
             ("capacity", "unary Deposits, 64 in flight: operations/s", "{:,.0f}"),
             ("cpu_us", "server CPU per Deposit, µs (all replicas)", "{:.1f}"),
             ("capacity_p99_ms", "p99 at 64 in flight, ms", "{:.2f}"),
