@@ -4,12 +4,12 @@ goal rows, docs/benchmarks.md): durable Deposits as Apply calls of --batch opera
 Deposits at capacity, and unary Deposits at half of the cluster's capacity (its p99). Every
 server process (the single node, or all three replicas) on --server_cpu, the load test on
 --client_cpu; every load test runs on a fresh setup (new data directories), the two setups in
-turn, in rotated order each round. The replicas talk over loopback through bench/replication's delay relay
-(delay_proxy), --relay_us each way (default 500: a 1 ms round trip between any two replicas, as
-issue 32's goal asks); --relay_us=0 connects them directly. Each replica's relay runs on
---relay_cpu (default: the client's), since a real network costs the servers no CPU. The clients
-reach the replicas directly. Each run's verification must PASS. Prints a markdown table:
-medians over --rounds, and the per-round ratios.
+turn, in rotated order each round. The replicas talk over loopback through bench/replication's
+delay relay (delay_proxy), --relay_us each way (default 500: a 1 ms round trip between any two
+replicas, as issue 32's goal asks); --relay_us=0 connects them directly. Each replica's relay
+runs on --relay_cpu (default: the client's), since a real network costs the servers no CPU. The
+clients reach the replicas directly. Each run's verification must PASS. Prints a markdown
+table: medians over --rounds, and the per-round ratios.
 
   python3 bench/cluster_bench.py --build build/release --rounds 3
 """
@@ -134,10 +134,11 @@ def dirty_kib():
 
 def loadtest(args, targets, extra, scratch, name, pids=()):
     """ledger-loadtest's report, and the CPU seconds `pids` used over its measured window (from
-    the end of its warm-up to the end of its --seconds; until session 16 the window ran on to the
-    load test's exit, so it also counted the reads of its verification). Before it starts, the page cache's dirty data is written back
-    (sync), logged: the runs before leave tens of MiB of it (34-78 MiB after a cluster's runs,
-    session 15), whose writeback would otherwise land in this run's synced appends."""
+    the end of its warm-up to the end of its --seconds; until session 16 the window ran on to
+    the load test's exit, so it also counted the reads of its verification). Before it starts,
+    the page cache's dirty data is written back (sync), logged: the runs before leave tens of
+    MiB of it (34-78 MiB after a cluster's runs, session 15), whose writeback would otherwise
+    land in this run's synced appends."""
     log(f"{name}: writing back {dirty_kib() // 1024} MiB of dirty pages first")
     os.sync()
     json_path = os.path.join(scratch, f"{name}.json")
@@ -158,10 +159,22 @@ def loadtest(args, targets, extra, scratch, name, pids=()):
     return report, used
 
 
-def start_setup(args, setup, prefix):
-    """A fresh single node or cluster of three in new data directories: its server pids, its
-    --target, and how to stop it (which removes the directories: a cluster's take about 1 GiB,
-    most of it preallocated log segments)."""
+def cpu_us_per_operation(args, report, used):
+    """Server CPU µs per operation: `used` seconds over the load test's measured window."""
+    operations = report["ops_per_second"] * args.seconds  # The CPU window's length.
+    return used / operations * 1e6 if operations else 0
+
+
+# The two load tests at capacity: Apply calls of --batch operations, and unary Deposits.
+def capacity_runs(args):
+    return (("apply", [f"--batch={args.batch}", "--concurrency=8"]),
+            ("unary", ["--concurrency=64"]))
+
+
+def start_setup(args, setup, prefix, flags=()):
+    """A fresh single node or cluster of three (with more ledgerd `flags`, for each replica) in
+    new data directories: its server pids, its --target, and how to stop it (which removes the
+    directories: a cluster's take about 1 GiB, most of it preallocated log segments)."""
     root = scratch_dir(args, f"{prefix}-{setup}-")
     if setup == "single":
         process, port, _ = start_ledgerd(args.build, "sync", os.path.join(root, "d"), args.shards,
@@ -170,7 +183,7 @@ def start_setup(args, setup, prefix):
         halt = lambda: (process.send_signal(signal.SIGTERM), process.wait(timeout=30))
     else:
         cluster = Cluster(args.build, root, args.shards, args.server_cpu, args.relay_us,
-                          args.relay_cpu or args.client_cpu)
+                          args.relay_cpu or args.client_cpu, flags=flags)
         pids, targets, halt = [p.pid for p in cluster.processes], cluster.targets, cluster.stop
 
     def stop():
@@ -185,18 +198,15 @@ def measure(args, setup, round_number, scratch):
     which had just written 100,000 accounts and their journals, and measured a lower capacity
     (9,849 against 12,325 Deposits/s on fresh replicas, session 15)."""
     rows = {}
-    for name, extra in (("apply", [f"--batch={args.batch}", "--concurrency=8"]),
-                        ("unary", ["--concurrency=64"])):
+    for name, extra in capacity_runs(args):
         pids, targets, stop = start_setup(args, setup, "cluster-bench")
         try:
             report, used = loadtest(args, targets, extra, scratch,
                                     f"{setup}-{name}-{round_number}", pids)
         finally:
             stop()
-        ops = report["ops_per_second"]
-        operations = ops * args.seconds  # The CPU window's length.
-        rows[name] = ops
-        rows[f"{name}_cpu_us"] = used / operations * 1e6 if operations else 0
+        rows[name] = report["ops_per_second"]
+        rows[f"{name}_cpu_us"] = cpu_us_per_operation(args, report, used)
         rows[f"{name}_p99_ms"] = report["latency_us"]["ok"]["p99"] / 1000
     return rows
 

@@ -5,8 +5,8 @@ of --batch operations (8 in flight), unary Deposits at capacity (64 in flight) a
 then unary Deposits at a fixed rate and their p99, the rate being half of the first value's
 median capacity (issue 32's "p99 at half the cluster's capacity" row). Each round starts fresh
 replicas for every value and run, in rotated order; servers on --server_cpu, the load test on
---client_cpu, the relays on the client's CPU. Every run's verification must PASS. Prints a
-markdown table of medians and the per-round figures.
+--client_cpu, the relays on --relay_cpu (default: the client's). Every run's verification
+must PASS. Prints a markdown table of medians and the per-round figures.
 
   python3 bench/cluster_flag_compare.py --build build/release --flag raft_writes_in_flight \
       --values 1,2,4 --rounds 3
@@ -21,22 +21,19 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_util import log, raise_keyboard_interrupt, rotated, ledgerd_scratch
-from cluster_bench import Cluster, loadtest, scratch_dir
+from cluster_bench import capacity_runs, cpu_us_per_operation, loadtest, start_setup
 
 
 def run(args, value, name, extra, scratch):
     """One fresh cluster with --FLAG=value under one load test: its report and the replicas'
-    CPU seconds per operation."""
-    root = scratch_dir(args, f"cluster-flag-{value}-")
-    cluster = Cluster(args.build, root, args.shards, args.server_cpu, args.relay_us,
-                      args.client_cpu, flags=[f"--{args.flag}={value}"])
+    CPU µs per operation."""
+    pids, targets, stop = start_setup(args, "cluster", f"cluster-flag-{value}",
+                                      flags=[f"--{args.flag}={value}"])
     try:
-        report, used = loadtest(args, cluster.targets, extra, scratch, name,
-                                [p.pid for p in cluster.processes])
+        report, used = loadtest(args, targets, extra, scratch, name, pids)
     finally:
-        cluster.stop()
-    operations = report["ops_per_second"] * args.seconds  # The CPU window's length.
-    return report, (used / operations * 1e6 if operations else 0)
+        stop()
+    return report, cpu_us_per_operation(args, report, used)
 
 
 def main():
@@ -52,6 +49,7 @@ def main():
     parser.add_argument("--server_cpu", default="0")
     parser.add_argument("--client_cpu", default="1")
     parser.add_argument("--relay_us", type=int, default=500)
+    parser.add_argument("--relay_cpu", default=None, help="the relays' CPU (default: client's)")
     parser.add_argument("--rate", type=int, default=0,
                         help="the fixed rate; 0: half the first value's median capacity")
     parser.add_argument("--scratch", default=None)
@@ -62,17 +60,15 @@ def main():
     rows = {value: [] for value in values}
     for round_number in range(args.rounds):
         for value in rotated(values, round_number):
-            log(f"round {round_number + 1}: --{args.flag}={value}, Apply of {args.batch}")
-            report, apply_cpu_us = run(args, value, f"flag-apply-{value}-{round_number}",
-                                       [f"--batch={args.batch}", "--concurrency=8"], scratch)
-            row = {"apply": report["ops_per_second"], "apply_cpu_us": apply_cpu_us}
-            log(f"round {round_number + 1}: --{args.flag}={value}, 64 calls in flight")
-            report, cpu_us = run(args, value, f"flag-{value}-{round_number}",
-                                 ["--concurrency=64"], scratch)
-            row.update({"capacity": report["ops_per_second"], "cpu_us": cpu_us,
-                        "capacity_p99_ms": report["latency_us"]["ok"]["p99"] / 1000})
+            row = {}
+            for name, extra in capacity_runs(args):
+                log(f"round {round_number + 1}: --{args.flag}={value}, {name}")
+                report, cpu_us = run(args, value, f"flag-{name}-{value}-{round_number}", extra,
+                                     scratch)
+                row.update({name: report["ops_per_second"], f"{name}_cpu_us": cpu_us,
+                            f"{name}_p99_ms": report["latency_us"]["ok"]["p99"] / 1000})
             rows[value].append(row)
-    rate = args.rate or max(int(statistics.median(r["capacity"] for r in rows[values[0]]) / 2),
+    rate = args.rate or max(int(statistics.median(r["unary"] for r in rows[values[0]]) / 2),
                             100)
     for round_number in range(args.rounds):
         for value in rotated(values, round_number):
@@ -84,15 +80,16 @@ def main():
                                               "rate_p99_ms": latency["p99"] / 1000})
 
     print(f"{args.rounds} rounds; replicas through the relay, {args.relay_us} µs each way; "
-          f"servers on CPU {args.server_cpu}, load test and relays on CPU {args.client_cpu}")
+          f"servers on CPU {args.server_cpu}, load test on CPU {args.client_cpu}, relays on CPU "
+          f"{args.relay_cpu or args.client_cpu}")
     print(f"| --{args.flag} | " + " | ".join(values) + " |")
     print("|---|" + "---:|" * len(values))
     for key, label, fmt in (
             ("apply", f"Apply of {args.batch} Deposits, 8 in flight: operations/s", "{:,.0f}"),
             ("apply_cpu_us", "server CPU per Apply operation, µs (all replicas)", "{:.2f}"),
-            ("capacity", "unary Deposits, 64 in flight: operations/s", "{:,.0f}"),
-            ("cpu_us", "server CPU per Deposit, µs (all replicas)", "{:.1f}"),
-            ("capacity_p99_ms", "p99 at 64 in flight, ms", "{:.2f}"),
+            ("unary", "unary Deposits, 64 in flight: operations/s", "{:,.0f}"),
+            ("unary_cpu_us", "server CPU per Deposit, µs (all replicas)", "{:.1f}"),
+            ("unary_p99_ms", "p99 at 64 in flight, ms", "{:.2f}"),
             ("rate_p50_ms", f"p50 at {rate}/s, ms", "{:.2f}"),
             ("rate_p99_ms", f"p99 at {rate}/s, ms", "{:.2f}")):
         cells = []

@@ -590,7 +590,7 @@ absl::StatusOr<std::unique_ptr<RaftLog>> RaftLog::Open(RaftLogOptions options) {
   if (int rv = raft_uv_set_snapshot_compression(&r.io, false); rv != 0) {
     return abandon(RaftError("raft_uv_set_snapshot_compression", rv));
   }
-  raft_uv_set_segment_size(&r.io, static_cast<size_t>(r.options.segment_bytes));
+  raft_uv_set_segment_size(&r.io, static_cast<size_t>(r.options.libraft_segment_bytes));
   r.fsm.version = 1;
   r.fsm.data = &r;
   r.fsm.apply = [](raft_fsm* fsm, const raft_buffer* buf, void** result) {

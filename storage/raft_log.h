@@ -69,7 +69,7 @@ struct RaftLogOptions {
   // preallocates each (the one written and two ahead), and closing a full one stalls its loop on
   // every replica while the kernel destroys the segment's AIO context (io_destroy: 32 ms here,
   // docs/replication.md 9.6), so larger segments stall less often.
-  int64_t segment_bytes = int64_t{8} << 20;
+  int64_t libraft_segment_bytes = int64_t{8} << 20;
   absl::Duration election_timeout = absl::Milliseconds(300);
   absl::Duration heartbeat_interval = absl::Milliseconds(50);
   bool pre_vote = true;

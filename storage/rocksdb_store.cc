@@ -414,7 +414,7 @@ absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOpti
         .raft_dir = raft_dir,
         .log_dir = LogDirectory(options.data_dir),
         .log_segment_bytes = options.log_segment_bytes,
-        .segment_bytes = options.log_segment_bytes,
+        .libraft_segment_bytes = options.log_segment_bytes,
         .election_timeout = cluster.election_timeout,
         .heartbeat_interval = cluster.heartbeat_interval,
         .snapshot_threshold = cluster.snapshot_entries,

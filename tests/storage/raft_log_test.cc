@@ -82,7 +82,7 @@ class RaftLogTest : public ::testing::Test {
     options.raft_dir = dir_.Sub(absl::StrCat("raft", i + 1));
     options.log_dir = dir_.Sub(absl::StrCat("log", i + 1));
     options.log_segment_bytes = 1 << 20;
-    options.segment_bytes = segment_bytes_;
+    options.libraft_segment_bytes = libraft_segment_bytes_;
     options.snapshot_threshold = snapshot_threshold_;
     options.snapshot_trailing = snapshot_trailing_;
     options.snapshot_bytes = snapshot_bytes_;
@@ -197,7 +197,7 @@ class RaftLogTest : public ::testing::Test {
   unsigned snapshot_threshold_ = 1024;
   unsigned snapshot_trailing_ = 128;
   int64_t snapshot_bytes_ = int64_t{64} << 20;
-  int64_t segment_bytes_ = int64_t{8} << 20;
+  int64_t libraft_segment_bytes_ = int64_t{8} << 20;
   std::array<std::unique_ptr<RaftLog>, 3> replicas_;
 };
 
@@ -246,10 +246,10 @@ TEST_F(RaftLogTest, EveryReplicaMirrorsEveryCommittedEntryAtTheSamePositionOnce)
   }
 }
 
-// libraft's segments take RaftLogOptions::segment_bytes (not its 8 MiB): the ones prepared
+// libraft's segments take RaftLogOptions::libraft_segment_bytes (not its 8 MiB): the ones prepared
 // ahead are that size, and a full one is closed at no more than that.
 TEST_F(RaftLogTest, LibraftsSegmentsTakeTheConfiguredSize) {
-  segment_bytes_ = int64_t{1} << 20;
+  libraft_segment_bytes_ = int64_t{1} << 20;
   StartAll();
   const std::string payload(64 << 10, 'x');
   uint64_t last = 0;
