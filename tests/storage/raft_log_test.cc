@@ -625,16 +625,19 @@ TEST_P(RaftLogCatchUpTest, TheLeaderKeepsItsLogForAFollowerRestartingOnItsState)
     }
     return 0;
   };
-  // What its libraft log holds: the snapshot sent, and perhaps a few entries after it.
-  const uint64_t held = held_by_behind();
-  ASSERT_GE(held, sent);
+  ASSERT_TRUE(WaitUntil([&] { return held_by_behind() >= sent; },
+                        "the leader hears that the replica took the snapshot"));
   replicas_[behind].reset();  // It restarts on the fetched state.
   for (int n = 0; n < 40; ++n) {
     last = AppendOnLeader(over_budget() ? std::string(100, 'x') : absl::StrCat("restart ", n));
   }
   ASSERT_NO_FATAL_FAILURE(WaitForMirrored(leader, last));
+  // What its libraft log holds: the snapshot sent, and perhaps a few entries after it (5 to 9
+  // under ASan). Read now that it is stopped: read before, an acknowledgement still on its way
+  // raised the leader's figure after the read (failed once in CI, under ASan).
+  const uint64_t held = held_by_behind();
   const RaftStatus status = replicas_[leader]->Status();
-  ASSERT_GT(status.commit_position, held + 40);  // Ten snapshots after what it holds.
+  ASSERT_GT(status.commit_position, held + 32);  // Eight snapshots after what it holds.
   if (over_budget()) {
     EXPECT_GT(status.log_kept_from, held + 1);  // 4,000 bytes past it: let go.
   } else {
