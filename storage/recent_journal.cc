@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "storage/key_order.h"
 #include "storage/record_codec.h"
 
 namespace ledger::storage {
@@ -96,14 +97,9 @@ void RecentJournal::Release(bool written) {
 bool RecentJournal::ForEachInTableOrder(
     const Entries& entries,
     const std::function<bool(absl::string_view key, absl::string_view value)>& write) {
-  std::vector<const Entries::value_type*> accounts;
-  accounts.reserve(entries.size());
-  for (const Entries::value_type& account : entries) accounts.push_back(&account);
-  // The prefixes end in a separator no account id holds, so their order is their keys' order.
-  std::sort(accounts.begin(), accounts.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
   std::string key;
-  for (const Entries::value_type* account : accounts) {
+  // The prefixes end in a separator no account id holds, so their order is their keys' order.
+  for (const Entries::value_type* account : InKeyOrder(entries)) {
     // The prefix is the account id and its separator.
     const absl::string_view account_id(account->first.data(), account->first.size() - 1);
     for (const Entry& entry : account->second) {

@@ -1,9 +1,9 @@
 #include "storage/recent_requests.h"
 
-#include <algorithm>
 #include <cstdint>
 
 #include "base/check.h"
+#include "storage/key_order.h"
 
 namespace ledger::storage {
 namespace {
@@ -52,12 +52,7 @@ std::shared_ptr<const RecentRequests::Records> RecentRequests::Seal() {
 
 std::vector<const RecentRequests::Records::value_type*> RecentRequests::SortedForTable(
     const Records& records) {
-  std::vector<const Records::value_type*> sorted;
-  sorted.reserve(records.size());
-  for (const Records::value_type& record : records) sorted.push_back(&record);
-  std::sort(sorted.begin(), sorted.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  return sorted;
+  return InKeyOrder(records);
 }
 
 void RecentRequests::Release(bool written) {

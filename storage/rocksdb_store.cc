@@ -35,6 +35,7 @@
 #include "storage/account_journal_check.h"
 #include "storage/data_directory_swap.h"
 #include "storage/journal_check_pool.h"
+#include "storage/key_order.h"
 #include "storage/ledger_records.pb.h"
 #include "storage/log_entry.h"
 #include "storage/record_codec.h"
@@ -955,11 +956,7 @@ absl::Status RocksDbStore::IngestRecentRecords(const RecentRequests::Records& re
   if (step.ok() && !accounts.empty()) {
     // Sorted here rather than inserted into the memtable and flushed: a checkpoint after a crash
     // replayed half a million Deposits wrote its 420,000 accounts in 5 s that way.
-    std::vector<const AccountStates::value_type*> sorted;
-    sorted.reserve(accounts.size());
-    for (const auto& account : accounts) sorted.push_back(&account);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto* a, const auto* b) { return a->first < b->first; });
+    const std::vector<const AccountStates::value_type*> sorted = InKeyOrder(accounts);
     step = write_table(kAccounts, "accounts", [&](rocksdb::SstFileWriter& writer) {
       rocksdb::Status put;
       for (const auto* account : sorted) {
