@@ -40,17 +40,22 @@ void CollectThrough(const std::vector<RecentJournal::Entry>& entries, uint64_t t
 
 }  // namespace
 
-bool RecentJournal::Add(absl::string_view key, absl::string_view value) {
-  const std::optional<uint64_t> sequence = JournalKeySequence(key);
-  if (!sequence.has_value()) return false;
-  const absl::string_view prefix = key.substr(0, key.size() - 8);
-  Entry entry{.sequence = *sequence, .value = std::string(value)};
+size_t RecentJournal::Add(absl::Span<const Put> puts) {
+  size_t left_out = 0;
   absl::MutexLock lock(&mu_);
-  std::vector<Entry>& entries = current_[prefix];
-  const size_t before = entries.size();
-  current_bytes_ += Insert(entries, std::move(entry));
-  current_count_ += entries.size() - before;
-  return true;
+  for (const auto& [key, value] : puts) {
+    const std::optional<uint64_t> sequence = JournalKeySequence(key);
+    if (!sequence.has_value()) {
+      ++left_out;
+      continue;
+    }
+    const absl::string_view prefix = key.substr(0, key.size() - 8);
+    std::vector<Entry>& entries = current_[prefix];
+    const size_t before = entries.size();
+    current_bytes_ += Insert(entries, Entry{.sequence = *sequence, .value = std::string(value)});
+    current_count_ += entries.size() - before;
+  }
+  return left_out;
 }
 
 std::map<uint64_t, std::string> RecentJournal::Read(absl::string_view prefix,

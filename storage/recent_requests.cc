@@ -14,14 +14,18 @@ int64_t RecordBytes(absl::string_view key, const std::optional<std::string>& val
 
 }  // namespace
 
-void RecentRequests::Add(absl::string_view key, std::optional<absl::string_view> value) {
-  std::optional<std::string> stored;
-  if (value.has_value()) stored = std::string(*value);
+void RecentRequests::Add(absl::Span<const Change> changes) {
   absl::MutexLock lock(&mu_);
-  auto [record, inserted] = current_.try_emplace(key);
-  if (!inserted) current_bytes_ -= RecordBytes(key, record->second);
-  current_bytes_ += RecordBytes(key, stored);
-  record->second = std::move(stored);
+  for (const auto& [key, value] : changes) {
+    auto [record, inserted] = current_.try_emplace(key);
+    if (!inserted) current_bytes_ -= RecordBytes(key, record->second);
+    if (value.has_value()) {
+      record->second.emplace(*value);
+    } else {
+      record->second.reset();
+    }
+    current_bytes_ += RecordBytes(key, record->second);
+  }
 }
 
 std::optional<std::optional<std::string>> RecentRequests::Find(absl::string_view key) const {

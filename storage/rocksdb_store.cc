@@ -758,10 +758,15 @@ absl::Status RocksDbStore::CatchUpWithLog() {
     bytes = 0;
     return absl::OkStatus();
   };
+  std::vector<RecentRequests::Change> requests;
   absl::Status read = log_->ReadFrom(from + 1, [&](uint64_t position, absl::string_view payload) {
+    requests.clear();
     absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
-      if (change.family == LogFamily::kRequests) recent_requests_.Add(change.key, change.value);
+      if (change.family == LogFamily::kRequests) {
+        requests.push_back({.key = change.key, .value = change.value});
+      }
     });
+    recent_requests_.Add(requests);
     if (!listed.ok()) {
       return absl::DataLossError(
           absl::StrCat("the log entry at position ", position, ": ", listed.message()));
@@ -1164,13 +1169,15 @@ void RocksDbStore::FollowCommitted(uint64_t position, absl::string_view payload)
 }
 
 void RocksDbStore::TakeCommitted(uint64_t position, std::string payload) {
+  std::vector<RecentRequests::Change> requests;
   absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
     if (change.family == LogFamily::kRequests) {
-      recent_requests_.Add(change.key, change.value);
+      requests.push_back({.key = change.key, .value = change.value});
     } else if (UnappliedRecords::Keeps(change.family)) {
       unapplied_.Add(position, change.family, change.key, change.value);
     }
   });
+  recent_requests_.Add(requests);  // What the entry held up to a malformed part.
   if (!listed.ok()) {
     // Only a replica's entry, from another leader, can fail here (this node's own were just
     // encoded). Committed on a majority, so the applier meets it too and keeps failing on it:
@@ -1350,6 +1357,7 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
   // a key kept: RocksDB's memtable inserts a run of sorted keys from where the previous insert
   // ended instead of from the top of its skiplist.
   std::vector<LogChange> changes;
+  std::vector<RecentJournal::Put> journal;
   std::vector<std::pair<absl::string_view, std::optional<absl::string_view>>> accounts;
   uint64_t last = after;
   for (const Unapplied& entry : entries) {
@@ -1357,7 +1365,8 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
     absl::Status read = ForEachLogChange(entry.payload, [&](const LogChange& change) {
       if (change.family == LogFamily::kRequests) return;
       if (change.family == LogFamily::kJournal && change.value.has_value() &&
-          recent_journal_.Add(change.key, *change.value)) {
+          JournalKeySequence(change.key).has_value()) {
+        journal.push_back({.key = change.key, .value = *change.value});
         return;
       }
       if (change.family == LogFamily::kAccounts) {
@@ -1370,6 +1379,7 @@ absl::Status RocksDbStore::ApplyEntries(const std::vector<Unapplied>& entries, u
     last = entry.position;
   }
   if (last == after) return absl::OkStatus();
+  recent_journal_.Add(journal);
   std::stable_sort(changes.begin(), changes.end(), [](const LogChange& a, const LogChange& b) {
     return a.family != b.family ? a.family < b.family : a.key < b.key;
   });

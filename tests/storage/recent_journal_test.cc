@@ -88,5 +88,23 @@ TEST(RecentJournalTest, AFailedCheckpointHoldsTheSealedEntriesAgainBeforeTheNewe
   EXPECT_EQ(table[2].first, JournalKey("a", 3));
 }
 
+// A log entry's journal entries are added at once; a key that is not a journal key is left out
+// and counted, and the others are added.
+TEST(RecentJournalTest, AnEntrysPutsAddedAtOnceLeaveOutWhatIsNotAJournalKey) {
+  RecentJournal journal;
+  const std::string a1 = JournalKey("a", 1), a2 = JournalKey("a", 2), b1 = JournalKey("b", 1);
+  const std::vector<RecentJournal::Put> puts = {
+      {.key = a1, .value = "a1"},
+      {.key = "short", .value = "x"},
+      {.key = b1, .value = "b1"},
+      {.key = a2, .value = "a2"},
+  };
+  EXPECT_EQ(journal.Add(puts), 1u);
+  EXPECT_EQ(Sequences(journal.Read(JournalPrefix("a"), UINT64_MAX)), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(journal.Read(JournalPrefix("b"), UINT64_MAX).at(1), "b1");
+  EXPECT_EQ(journal.size(), 3u);
+  EXPECT_EQ(journal.bytes(), 6);
+}
+
 }  // namespace
 }  // namespace ledger::storage

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -59,6 +60,23 @@ TEST(RecentRequestsTest, AFailedCheckpointPutsTheSealedRecordsBackUnderNewerOnes
   records.Release(/*written=*/true);
   EXPECT_EQ(records.size(), 0u);
   EXPECT_EQ(records.bytes(), 0);
+}
+
+// A log entry's records are added at once, in its order: a later change of a key wins, and the
+// bytes count what is held.
+TEST(RecentRequestsTest, AnEntrysRecordsAddedAtOnceKeepTheLastChangeOfEachKey) {
+  RecentRequests records;
+  const std::vector<RecentRequests::Change> entry = {
+      {.key = "k1", .value = "first"},
+      {.key = "k2", .value = "v2"},
+      {.key = "k1", .value = std::nullopt},
+      {.key = "k2", .value = "v2-newer"},
+  };
+  records.Add(entry);
+  EXPECT_EQ(records.Find("k1"), std::make_optional(std::optional<std::string>()));  // Deleted.
+  EXPECT_EQ(records.Find("k2"), Held("v2-newer"));
+  EXPECT_EQ(records.size(), 2u);
+  EXPECT_EQ(records.bytes(), 2 + 2 + 8);
 }
 
 }  // namespace
