@@ -246,30 +246,32 @@ TEST_F(RaftLogTest, EveryReplicaMirrorsEveryCommittedEntryAtTheSamePositionOnce)
   }
 }
 
-// libraft's segments take RaftLogOptions::libraft_segment_bytes (not its 8 MiB): the ones prepared
-// ahead are that size, and a full one is closed at no more than that.
+// libraft's segments take RaftLogOptions::libraft_segment_bytes (not its 8 MiB): the ones it
+// prepares ahead are that size, and 2.5 MiB of entries fill and close at least two. (A segment
+// can be larger: libraft grows the open one for a batch of entries bigger than a segment, which a
+// follower that fell behind receives; seen once in CI under ThreadSanitizer, 1,380,352 bytes.)
 TEST_F(RaftLogTest, LibraftsSegmentsTakeTheConfiguredSize) {
-  libraft_segment_bytes_ = int64_t{1} << 20;
+  constexpr uint64_t kSegment = uint64_t{1} << 20;
+  libraft_segment_bytes_ = static_cast<int64_t>(kSegment);
   StartAll();
   const std::string payload(64 << 10, 'x');
   uint64_t last = 0;
   for (int n = 0; n < 40; ++n) last = AppendOnLeader(payload);  // 2.5 MiB of entries.
   for (int i = 0; i < 3; ++i) WaitForMirrored(i, last);
   for (int i = 0; i < 3; ++i) {
-    int open = 0;
+    int prepared = 0;  // Open segments of exactly the configured size.
     int closed = 0;
     for (const auto& file : std::filesystem::directory_iterator(OptionsFor(i).raft_dir)) {
       const std::string name = file.path().filename().string();
       if (absl::StartsWith(name, "open-")) {
-        ++open;
-        EXPECT_EQ(file.file_size(), uint64_t{1} << 20) << name;
+        EXPECT_GE(file.file_size(), kSegment) << name;
+        if (file.file_size() == kSegment) ++prepared;
       } else if (name.find('-') != std::string::npos) {  // first-last: a closed segment.
         ++closed;
-        EXPECT_LE(file.file_size(), uint64_t{1} << 20) << name;
       }
     }
-    EXPECT_GE(open, 1) << "replica " << i + 1;
-    EXPECT_GE(closed, 2) << "replica " << i + 1;  // 2.5 MiB filled at least two.
+    EXPECT_GE(prepared, 1) << "replica " << i + 1;
+    EXPECT_GE(closed, 2) << "replica " << i + 1;  // With 8 MiB segments: none.
   }
 }
 
