@@ -6,7 +6,7 @@
 // pointers with `std::string::operator<`, every comparison followed two pointers to the keys'
 // bytes and ran memcmp over the prefix they share (a load test's keys share their run id and
 // account name): `perf` put sorting at about a quarter of a follower's CPU under Apply load
-// (docs/replication.md 9.6). Here the keys are read 8 bytes at a time into integers kept beside
+// (docs/replication.md 9.7). Here the keys are read 8 bytes at a time into integers kept beside
 // them, the integers are sorted, and only keys still equal after 8 bytes are read further (a
 // most-significant-digit radix sort with 8-byte digits), after skipping the prefix all of them
 // share. It holds 40 bytes per entry while it sorts (std::sort of pointers: 8).
