@@ -506,8 +506,13 @@ TEST_F(RaftLogTest, EntriesThatReachTheSnapshotBytesTakeASnapshotBeforeTheEntryC
   for (int n = 0; n < 20; ++n) last = AppendOnLeader(std::string(1000, 'y'));
   for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(WaitForMirrored(i, last));
   for (int i = 0; i < 3; ++i) {
-    // 20,500 bytes: a snapshot per 4 KiB, 4 or 5 of them.
-    EXPECT_GE(mirror_syncs_[i].load(), 3) << "replica " << i + 1;
+    // 20,500 bytes: a snapshot per 4 KiB, at most 5 of them. libraft checks for a snapshot once
+    // per batch it applies and not while one is being written, so a replica that received the
+    // entries in a few batches takes fewer (CI once saw fewer than 3). At least one shows the
+    // bytes trigger (the entry count is 65,536); at most 6 shows each one put the count back.
+    // The snapshot (and its sync) follows the mirror's write of the batch it ends.
+    EXPECT_TRUE(WaitUntil([&] { return mirror_syncs_[i].load() >= 1; },
+                          absl::StrCat("replica ", i + 1, " takes a snapshot")));
     EXPECT_LE(mirror_syncs_[i].load(), 6) << "replica " << i + 1;
   }
 }
