@@ -1,5 +1,7 @@
 #include "sim/sim_log.h"
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -102,6 +104,52 @@ absl::Status SimLog::ReadFrom(
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+class SimLogReader final : public storage::LogReader {
+ public:
+  SimLogReader(const SimLog& log, uint64_t from) : log_(log), next_(from) {}
+  absl::StatusOr<int> Read(
+      uint64_t last, int64_t max_bytes,
+      const std::function<void(uint64_t position, absl::string_view payload)>& read) override {
+    if (next_ > last) return 0;
+    if (next_ < log_.first_position()) {
+      return absl::OutOfRangeError(absl::StrCat("the log keeps entries from position ",
+                                                log_.first_position(), " on, not ", next_));
+    }
+    last = std::min(last, log_.last_position());
+    int passed = 0;
+    int64_t bytes = 0;
+    absl::Status copied = log_.ReadFrom(next_, [&](uint64_t position, absl::string_view payload) {
+      if (position > last || (passed > 0 && bytes >= max_bytes)) {
+        return absl::CancelledError();  // Enough for this call.
+      }
+      read(position, payload);
+      ++passed;
+      bytes += static_cast<int64_t>(payload.size());
+      next_ = position + 1;
+      return absl::OkStatus();
+    });
+    if (!copied.ok() && !absl::IsCancelled(copied)) return copied;
+    return passed;
+  }
+  uint64_t next_position() const override { return next_; }
+
+ private:
+  const SimLog& log_;
+  uint64_t next_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<storage::LogReader>> SimLog::NewReader(uint64_t from) const {
+  if (from < first_position_) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the log keeps entries from position ", first_position_, " on, not ", from));
+  }
+  return std::make_unique<SimLogReader>(*this, from);
 }
 
 absl::StatusOr<int> SimLog::DropBefore(uint64_t position) {

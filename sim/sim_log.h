@@ -95,6 +95,8 @@ class SimLog final : public storage::ReplicatedLog {
       uint64_t from,
       const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read)
       const override;
+  // Entries as they are at each Read (what a restart tore is no longer there).
+  absl::StatusOr<std::unique_ptr<storage::LogReader>> NewReader(uint64_t from) const override;
   absl::StatusOr<int> DropBefore(uint64_t position) override;
   uint64_t first_position() const override { return first_position_; }
   uint64_t last_position() const override { return first_position_ + entries_.size() - 1; }

@@ -19,45 +19,15 @@
 #include "absl/strings/str_format.h"
 #include "base/check.h"
 #include "storage/data_directory.h"
+#include "storage/local_log_reader.h"
+#include "storage/log_segment_format.h"
 
 namespace ledger::storage {
 namespace {
 
-constexpr char kSegmentMagic[8] = {'L', 'D', 'G', 'R', 'L', 'O', 'G', '1'};
-constexpr int64_t kSegmentHeaderBytes = 32;
-constexpr int64_t kEntryHeaderBytes = 16;
-constexpr absl::string_view kSegmentSuffix = ".seg";
 constexpr absl::string_view kUnfinishedSuffix = ".seg.tmp";
 // A bad entry is corruption, not a torn tail, when an entry this far ahead of it is still valid.
 constexpr uint64_t kPlausiblePositionsAhead = uint64_t{1} << 40;
-
-int64_t Padded(int64_t bytes) { return (bytes + 7) & ~int64_t{7}; }
-
-void PutU32(char* out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-void PutU64(char* out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-uint32_t GetU32(const char* in) {
-  uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(in[i]);
-  return value;
-}
-uint64_t GetU64(const char* in) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(in[i]);
-  return value;
-}
-
-// The checksum of an entry: its length and position bytes, then its payload.
-uint32_t EntryCrc(const char* length_bytes, const char* position_bytes, absl::string_view payload) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(length_bytes), 4);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(position_bytes), 8);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(payload.data()), payload.size());
-  return static_cast<uint32_t>(crc);
-}
 
 std::string SegmentHeader(uint64_t first_position) {
   std::string header(kSegmentHeaderBytes, '\0');
@@ -146,37 +116,6 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return ReadFileRange(path, 0, -1);
 }
 
-// An entry as read at an offset of a segment.
-struct ParsedEntry {
-  enum Kind { kValid, kZero, kBad } kind = kBad;
-  uint64_t position = 0;
-  absl::string_view payload;
-  int64_t bytes = 0;  // Header, payload and padding.
-};
-
-ParsedEntry ParseEntryAt(absl::string_view segment, int64_t offset) {
-  ParsedEntry entry;
-  const int64_t size = static_cast<int64_t>(segment.size());
-  if (offset + kEntryHeaderBytes > size) {
-    entry.kind = ParsedEntry::kZero;  // No room for another entry: the segment ends here.
-    return entry;
-  }
-  const char* header = segment.data() + offset;
-  if (std::all_of(header, header + kEntryHeaderBytes, [](char c) { return c == 0; })) {
-    entry.kind = ParsedEntry::kZero;
-    return entry;
-  }
-  const int64_t length = GetU32(header);
-  entry.position = GetU64(header + 8);
-  if (length > size - offset - kEntryHeaderBytes) return entry;
-  entry.payload =
-      segment.substr(static_cast<size_t>(offset + kEntryHeaderBytes), static_cast<size_t>(length));
-  if (EntryCrc(header, header + 8, entry.payload) != GetU32(header + 4)) return entry;
-  entry.kind = ParsedEntry::kValid;
-  entry.bytes = Padded(kEntryHeaderBytes + length);
-  return entry;
-}
-
 // Whether a valid entry later than `after` starts anywhere from `offset` on (entries start at
 // multiples of 8): what tells corruption from a torn tail, which nothing valid follows.
 bool ValidEntryFollows(absl::string_view segment, int64_t offset, uint64_t after) {
@@ -191,15 +130,6 @@ bool ValidEntryFollows(absl::string_view segment, int64_t offset, uint64_t after
 
 bool AllZero(absl::string_view bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; });
-}
-
-std::optional<uint64_t> SegmentFirstPosition(absl::string_view file_name) {
-  if (file_name.size() != 20 + kSegmentSuffix.size() || file_name.substr(20) != kSegmentSuffix) {
-    return std::nullopt;
-  }
-  uint64_t first = 0;
-  if (!absl::SimpleAtoi(file_name.substr(0, 20), &first)) return std::nullopt;
-  return first;
 }
 
 }  // namespace
@@ -639,6 +569,37 @@ absl::Status LocalLog::ReadFrom(
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LogReader>> LocalLog::NewReader(uint64_t from) const {
+  if (absl::StatusOr<SegmentPlace> place = Locate(from); !place.ok()) return place.status();
+  return std::make_unique<LocalLogReader>(*this, from);
+}
+
+absl::StatusOr<LocalLog::SegmentPlace> LocalLog::Locate(uint64_t position) const {
+  ::ledger::MutexLock lock(&mu_);
+  if (position < first_position_) {
+    return absl::OutOfRangeError(absl::StrCat("the log keeps entries from position ",
+                                              first_position_, " on, not ", position));
+  }
+  auto after = std::upper_bound(
+      segments_.begin(), segments_.end(), position,
+      [](uint64_t p, const Segment& segment) { return p < segment.first_position; });
+  const Segment& segment = *std::prev(after);
+  SegmentPlace place{.path = segment.path,
+                     .end_position = after == segments_.end() ? 0 : after->first_position,
+                     .start_position = segment.first_position,
+                     .start_offset = kSegmentHeaderBytes};
+  if (after == segments_.end()) {
+    auto mark = std::upper_bound(
+        active_marks_.begin(), active_marks_.end(), position,
+        [](uint64_t p, const std::pair<uint64_t, int64_t>& m) { return p < m.first; });
+    if (mark != active_marks_.begin()) {
+      place.start_position = std::prev(mark)->first;
+      place.start_offset = std::prev(mark)->second;
+    }
+  }
+  return place;
 }
 
 absl::StatusOr<int> LocalLog::DropBefore(uint64_t position) {

@@ -111,6 +111,20 @@ class LocalLog final : public ReplicatedLog {
       const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read)
       const override ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A LocalLogReader (storage/local_log_reader.h).
+  absl::StatusOr<std::unique_ptr<LogReader>> NewReader(uint64_t from) const override;
+  // Where a reader finds `position`: the segment holding it, the position at which the
+  // segment's next entries end there (0 while it is the one appended to) and the nearest known
+  // entry at or before `position` (a mark of the segment appended to, else its first entry).
+  // OutOfRange, naming the oldest entry kept, below first_position().
+  struct SegmentPlace {
+    std::string path;
+    uint64_t end_position = 0;
+    uint64_t start_position = 0;
+    int64_t start_offset = 0;
+  };
+  absl::StatusOr<SegmentPlace> Locate(uint64_t position) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Deletes the segments whose every entry is below `position` (never the one being written).
   // Returns how many were deleted.
   absl::StatusOr<int> DropBefore(uint64_t position) override ABSL_LOCKS_EXCLUDED(mu_);

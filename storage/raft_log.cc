@@ -813,6 +813,10 @@ absl::Status RaftLog::ReadFrom(
 
 absl::Status RaftLog::Sync() { return replica_->mirror->Sync(); }
 
+absl::StatusOr<std::unique_ptr<LogReader>> RaftLog::NewReader(uint64_t from) const {
+  return replica_->mirror->NewReader(from);
+}
+
 absl::StatusOr<int> RaftLog::DropBefore(uint64_t position) {
   return replica_->mirror->DropBefore(position);
 }

@@ -158,6 +158,8 @@ class RaftLog final : public ReplicatedLog {
       uint64_t from,
       const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read)
       const override;
+  // The mirror's reader: committed entries only.
+  absl::StatusOr<std::unique_ptr<LogReader>> NewReader(uint64_t from) const override;
   absl::StatusOr<int> DropBefore(uint64_t position) override;
   uint64_t first_position() const override;
   uint64_t last_position() const override;

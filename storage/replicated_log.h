@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,25 @@
 #include "absl/strings/string_view.h"
 
 namespace ledger::storage {
+
+// A place in a log, followed forward (a watcher's: server/watch_feed.h). It keeps where it
+// stopped, so that following the log costs a read of the new entries, never a search from the
+// start of a segment, and it holds no file open between calls (thousands of watchers cost no
+// descriptors). One thread at a time.
+class LogReader {
+ public:
+  virtual ~LogReader() = default;
+  // Calls `read` for the entries from next_position() up to `last` (at most the log's
+  // last_position()), in order, and stops after the entry whose payload brings the bytes passed
+  // in this call to `max_bytes` or more. Returns how many it passed (0 when next_position() is
+  // past `last`). OutOfRange, naming the oldest entry kept, once the log no longer keeps
+  // next_position() (DropBefore let it go); DataLoss for an entry that cannot be read back.
+  virtual absl::StatusOr<int> Read(
+      uint64_t last, int64_t max_bytes,
+      const std::function<void(uint64_t position, absl::string_view payload)>& read) = 0;
+  // The position of the next entry Read passes.
+  virtual uint64_t next_position() const = 0;
+};
 
 // Append and Repair from one thread (the journal thread); the rest from any thread.
 class ReplicatedLog {
@@ -53,6 +73,10 @@ class ReplicatedLog {
       uint64_t from,
       const std::function<absl::Status(uint64_t position, absl::string_view payload)>& read)
       const = 0;
+  // A reader whose first entry is `from` (which may be past the last entry: it waits there).
+  // OutOfRange, naming the oldest entry kept, when `from` is below first_position(). The log
+  // must outlive it.
+  virtual absl::StatusOr<std::unique_ptr<LogReader>> NewReader(uint64_t from) const = 0;
   // Lets go of entries below `position` that the derived state has made durable (a checkpoint);
   // a log keeps whole segments, so some may stay. Returns how many segments went.
   virtual absl::StatusOr<int> DropBefore(uint64_t position) = 0;
