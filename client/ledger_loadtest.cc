@@ -17,11 +17,11 @@
 #include "absl/time/time.h"
 #include "cli/command_line.h"
 #include "client/exit_codes.h"
+#include "client/interrupt_signals.h"
 #include "client/loadtest_driver.h"
 #include "client/loadtest_options.h"
 #include "client/loadtest_outcome.h"
 #include "client/loadtest_reports.h"
-#include "client/loadtest_signals.h"
 #include "client/loadtest_verify.h"
 #include "client/tls_flags.h"
 #include "client/workload.h"
@@ -177,7 +177,10 @@ int Main() {
     }
     partners = *std::move(made);
   }
-  InstallSignalHandlers();
+  InstallSignalHandlers(
+      "\nledger-loadtest: interrupted; stopping and printing the partial report (press Ctrl-C "
+      "again to exit at once)\n",
+      "\nledger-loadtest: interrupted again; exiting at once\n");
   LoadtestDriver driver(*options, &*accounts, partners.has_value() ? &*partners : nullptr);
   if (const absl::Status connected = driver.Connect(kConnectTimeout); !connected.ok()) {
     std::cerr << "ledger-loadtest: " << connected.message() << "; nothing was sent\n";

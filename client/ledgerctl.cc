@@ -64,6 +64,12 @@ ABSL_FLAG(std::string, transfer_id, "",
 ABSL_FLAG(int32_t, page_size, 20, "history: entries per page (1 to 1000)");
 ABSL_FLAG(std::string, page_token, "",
           "history: the next_page_token of an earlier page, for older entries");
+ABSL_FLAG(uint64_t, from, 0,
+          "watch: the last log position already processed; the stream starts after it (0: at "
+          "the ledger's first operation, while the server still keeps it)");
+ABSL_FLAG(std::vector<std::string>, account, {},
+          "watch: only these accounts' operations, comma-separated (--account=alice,bob); "
+          "default: every account");
 ABSL_FLAG(std::string, to, "",
           "backup: the directory to write the backup into (made when missing; must be empty). "
           "A backup is complete once its backup_manifest.json is written, last");
@@ -83,6 +89,7 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] health\n"
     "  ledgerctl [flags] backup --to=DIR\n"
     "  ledgerctl [flags] cluster status\n"
+    "  ledgerctl [flags] watch [--from=POSITION] [--account=ID,...]\n"
     "\n"
     "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
     "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call;\n"
@@ -102,6 +109,15 @@ constexpr char kUsage[] =
     "leader knows its log holds) and BEHIND (positions the leader committed that it has not\n"
     "applied); JSON: one line per member. It exits 0 when a leader serves and every member\n"
     "answered, else 5.\n"
+    "\n"
+    "watch prints every operation committed after --from, in commit order, until interrupted\n"
+    "(SIGINT, SIGTERM): POSITION (the log position of its group commit), ACCOUNT, then as\n"
+    "history; with --json one ledger.v1.WatchEvent per line in protobuf's JSON mapping. On exit\n"
+    "it says on stderr the last position it processed, to pass as --from to resume without a\n"
+    "gap or a duplicate. When the stream ends UNAVAILABLE (the server stopped, or stopped\n"
+    "leading) it is opened again from there, following the leader, once a second; any other\n"
+    "error (OUT_OF_RANGE: the server no longer keeps that position) ends it. --deadline does\n"
+    "not bound it.\n"
     "\n"
     "apply reads JSON Lines from FILE (- for stdin): one ledger.v1.ApplyOperation per non-blank\n"
     "line in protobuf's JSON mapping, e.g.\n"
@@ -159,9 +175,9 @@ constexpr char kUsage[] =
 
 // The commands, for "did you mean".
 const std::vector<std::string>& Commands() {
-  static const auto* commands =
-      new std::vector<std::string>{"deposit",      "withdraw", "balance", "history", "transfer",
-                                   "get-transfer", "apply",    "health",  "backup",  "cluster"};
+  static const auto* commands = new std::vector<std::string>{
+      "deposit", "withdraw", "balance", "history", "transfer", "get-transfer",
+      "apply",   "health",   "backup",  "cluster", "watch"};
   return *commands;
 }
 
@@ -171,7 +187,7 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
   if (args.empty())
     ledger::cli::ExitUsage(program,
                            "missing command (deposit, withdraw, balance, history, transfer, "
-                           "get-transfer, apply, health, backup or cluster)");
+                           "get-transfer, apply, health, backup, cluster or watch)");
   const std::string& command = args[0];
   if (std::find(Commands().begin(), Commands().end(), command) == Commands().end()) {
     const std::optional<std::string> close = ledger::cli::DidYouMean(command, Commands());
@@ -181,7 +197,8 @@ void CheckCommand(const ledger::cli::ProgramSpec& program, const std::vector<std
                      close.has_value() ? absl::StrCat("; did you mean ", *close, "?")
                                        : std::string("; the commands are deposit, withdraw, "
                                                      "balance, history, transfer, get-transfer, "
-                                                     "apply, health, backup and cluster")));
+                                                     "apply, health, backup, cluster and "
+                                                     "watch")));
   }
   const bool write = (command == "deposit" || command == "withdraw") && args.size() == 3;
   const bool transfer = command == "transfer" && args.size() == 4;
@@ -218,6 +235,8 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
   options.page_size = absl::GetFlag(FLAGS_page_size);
   options.page_token = absl::GetFlag(FLAGS_page_token);
   options.backup_to = absl::GetFlag(FLAGS_to);
+  options.watch_from = absl::GetFlag(FLAGS_from);
+  options.watch_accounts = absl::GetFlag(FLAGS_account);
   options.tls = ledger::ClientTlsOptionsFromFlags();
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--deadline must be positive");
@@ -235,6 +254,9 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
         command == "transfer"
             ? "--request_id applies to deposit and withdraw only; a transfer takes --transfer_id"
             : "--request_id applies to deposit and withdraw only");
+  }
+  if ((options.watch_from != 0 || !options.watch_accounts.empty()) && command != "watch") {
+    return absl::InvalidArgumentError("--from and --account apply to watch only");
   }
   if (!options.backup_to.empty() && command != "backup") {
     return absl::InvalidArgumentError("--to applies to backup only");
@@ -297,6 +319,7 @@ int main(int argc, char** argv) {
       {"transfer", ledger::ctl::RunTransfer}, {"get-transfer", ledger::ctl::RunGetTransfer},
       {"apply", ledger::ctl::RunApply},       {"health", ledger::ctl::RunHealth},
       {"backup", ledger::ctl::RunBackup},     {"cluster", ledger::ctl::RunCluster},
+      {"watch", ledger::ctl::RunWatch},
   };
   for (const auto& [name, run] : kCommands) {
     if (command == name) return run(session, args);

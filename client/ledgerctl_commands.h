@@ -6,6 +6,7 @@
 //   client/ledgerctl_apply_command.cc  apply
 //   client/ledgerctl_backup.cc         backup
 //   client/ledgerctl_cluster.cc        cluster status
+//   client/ledgerctl_watch.cc          watch
 #ifndef LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
 #define LEDGER_CLIENT_LEDGERCTL_COMMANDS_H_
 
@@ -25,6 +26,7 @@ int RunHealth(LedgerctlSession& session, const std::vector<char*>& args);
 int RunApply(LedgerctlSession& session, const std::vector<char*>& args);
 int RunBackup(LedgerctlSession& session, const std::vector<char*>& args);
 int RunCluster(LedgerctlSession& session, const std::vector<char*>& args);
+int RunWatch(LedgerctlSession& session, const std::vector<char*>& args);
 
 }  // namespace ledger::ctl
 

@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "base/status_code_names.h"
 #include "client/exit_codes.h"
+#include "client/history_format.h"
 #include "client/json_line.h"
 #include "client/ledgerctl_commands.h"
 #include "client/ledgerctl_output.pb.h"
@@ -17,12 +18,6 @@
 
 namespace ledger::ctl {
 namespace {
-
-std::string FormatTimestamp(const google::protobuf::Timestamp& time) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
-                          absl::FromUnixSeconds(time.seconds()) + absl::Nanoseconds(time.nanos()),
-                          absl::UTCTimeZone());
-}
 
 // "COMMITTED", "PENDING", "REFUSED" (the enum's name without its prefix).
 std::string TransferStateName(v1::TransferState state) {
@@ -87,38 +82,6 @@ void PrintTransferState(const v1::GetTransferResponse& t) {
   }
   if (t.has_finished_time()) {
     std::cout << "finished:    " << FormatTimestamp(t.finished_time()) << "\n";
-  }
-}
-
-const char* OperationName(v1::Operation operation) {
-  switch (operation) {
-    case v1::OPERATION_DEPOSIT:
-      return "deposit";
-    case v1::OPERATION_WITHDRAW:
-      return "withdraw";
-    case v1::OPERATION_TRANSFER_OUT:
-      return "transfer_out";
-    case v1::OPERATION_TRANSFER_IN:
-      return "transfer_in";
-    case v1::OPERATION_TRANSFER_REFUND:
-      return "transfer_refund";
-    default:
-      return "unknown";
-  }
-}
-
-// The last column of a history line: the request_id, or for a step of a transfer its
-// transfer_id and the other account.
-std::string EntryReference(const v1::HistoryEntry& entry) {
-  switch (entry.operation()) {
-    case v1::OPERATION_TRANSFER_OUT:
-      return absl::StrCat(entry.transfer_id(), " to ", entry.counterparty_account_id());
-    case v1::OPERATION_TRANSFER_IN:
-      return absl::StrCat(entry.transfer_id(), " from ", entry.counterparty_account_id());
-    case v1::OPERATION_TRANSFER_REFUND:
-      return absl::StrCat(entry.transfer_id(), " refused by ", entry.counterparty_account_id());
-    default:
-      return entry.request_id();
   }
 }
 

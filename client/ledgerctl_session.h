@@ -51,6 +51,8 @@ struct LedgerctlOptions {
   int32_t page_size = 20;                      // history.
   std::string page_token;                      // history.
   std::string backup_to;                       // backup: the directory written.
+  uint64_t watch_from = 0;                     // watch: the last position processed.
+  std::vector<std::string> watch_accounts;     // watch: only these accounts; empty: all.
   ClientTlsOptions tls;
 };
 

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/interrupt_signals.h"
 #include "client/loadtest_driver.h"
 #include "client/loadtest_progress.h"
-#include "client/loadtest_signals.h"
 
 namespace ledger {
 namespace {

@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/call_outcome.h"
+#include "client/interrupt_signals.h"
 #include "client/loadtest_progress.h"
-#include "client/loadtest_signals.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 

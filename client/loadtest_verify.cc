@@ -16,9 +16,9 @@
 #include "absl/time/clock.h"
 #include "base/status_code_names.h"
 #include "client/call_outcome.h"
+#include "client/interrupt_signals.h"
 #include "client/loadtest_progress.h"
 #include "client/loadtest_settle.h"
-#include "client/loadtest_signals.h"
 #include "grpcpp/grpcpp.h"
 #include "ledger/v1/ledger.grpc.pb.h"
 

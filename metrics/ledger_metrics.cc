@@ -12,7 +12,7 @@ namespace {
 
 // Indexed by RpcMethod.
 constexpr std::array<const char*, kRpcMethodCount> kMethodNames = {
-    "Deposit", "Withdraw", "Balance", "History", "Transfer", "GetTransfer", "Apply"};
+    "Deposit", "Withdraw", "Balance", "History", "Transfer", "GetTransfer", "Apply", "Watch"};
 
 prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily family;
@@ -94,6 +94,7 @@ std::vector<prometheus::MetricFamily> LedgerMetrics::Collect() const {
   CollectStoreMemory(families);
   CollectLog(families);
   CollectBackups(families);
+  CollectWatch(families);
   CollectReplica(families);
   CollectConnections(families);
   return families;
@@ -197,6 +198,39 @@ void LedgerMetrics::CollectBackups(std::vector<prometheus::MetricFamily>& famili
                      MetricType::Gauge);
   AddMetric(last, {}).gauge.value = static_cast<double>(stats.last_completed_unix_seconds);
   families.push_back(std::move(last));
+}
+
+void LedgerMetrics::CollectWatch(std::vector<prometheus::MetricFamily>& families) const {
+  WatchStats stats;
+  {
+    MutexLock lock(&log_mu_);
+    if (!watch_) return;
+    stats = watch_();
+  }
+  using prometheus::MetricType;
+  const auto gauge = [&families](const char* name, const char* help, double value) {
+    auto family = Family(name, help, MetricType::Gauge);
+    AddMetric(family, {}).gauge.value = value;
+    families.push_back(std::move(family));
+  };
+  const auto counter = [&families](const char* name, const char* help, double value) {
+    auto family = Family(name, help, MetricType::Counter);
+    AddMetric(family, {}).counter.value = value;
+    families.push_back(std::move(family));
+  };
+  gauge("ledger_watchers", "Watch streams served now.", static_cast<double>(stats.watchers));
+  gauge("ledger_watch_lag_positions",
+        "The slowest watcher's lag: log positions committed and not yet sent to it.",
+        static_cast<double>(stats.max_lag_positions));
+  gauge("ledger_watch_lag_seconds",
+        "How long since the slowest watcher was last sent everything committed (0 when every "
+        "watcher is caught up).",
+        stats.max_lag_seconds);
+  counter("ledger_watch_events_sent_total", "Committed operations sent to watchers.",
+          static_cast<double>(stats.events_sent));
+  counter("ledger_watch_messages_sent_total",
+          "Watch messages sent (operations of whole log positions, or a position alone).",
+          static_cast<double>(stats.messages_sent));
 }
 
 void LedgerMetrics::CollectConnections(std::vector<prometheus::MetricFamily>& families) const {

@@ -53,9 +53,10 @@ enum class RpcMethod : uint8_t {
   kHistory,
   kTransfer,
   kGetTransfer,
-  kApply
+  kApply,
+  kWatch
 };
-inline constexpr size_t kRpcMethodCount = 7;
+inline constexpr size_t kRpcMethodCount = 8;
 
 // The RPC that carries each shard operation.
 constexpr RpcMethod MethodOf(Op op) {
@@ -181,6 +182,17 @@ struct BackupStats {
   int64_t last_completed_unix_seconds = 0;  // 0 before the first.
 };
 
+// Watch streams (ledger_watch*): server/watch_feed.h.
+struct WatchStats {
+  int64_t watchers = 0;      // Streams served now.
+  uint64_t events_sent = 0;  // Operations sent since start.
+  uint64_t messages_sent = 0;
+  // The slowest watcher's: positions committed and not yet sent to it, and how long since it
+  // was last sent everything committed (0 when every watcher is caught up).
+  uint64_t max_lag_positions = 0;
+  double max_lag_seconds = 0;
+};
+
 // Thread-safe.
 class LedgerMetrics final : public prometheus::Collectable {
  public:
@@ -228,6 +240,12 @@ class LedgerMetrics final : public prometheus::Collectable {
     MutexLock lock(&log_mu_);
     backups_ = std::move(read);
   }
+  // The Watch streams are read by `read` at scrape time (ledger_watch*). Call once, before the
+  // first scrape; `read` must stay callable for every scrape.
+  void AttachWatch(std::function<WatchStats()> read) {
+    MutexLock lock(&log_mu_);
+    watch_ = std::move(read);
+  }
   // The gRPC port's connections are read by `read` at scrape time (ledger_connections*). Call
   // once, before the first scrape; `read` must stay callable for every scrape.
   void AttachConnections(std::function<ConnectionCounts()> read) {
@@ -268,6 +286,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   void CollectConnections(std::vector<prometheus::MetricFamily>& families) const;
   void CollectLog(std::vector<prometheus::MetricFamily>& families) const;
   void CollectBackups(std::vector<prometheus::MetricFamily>& families) const;
+  void CollectWatch(std::vector<prometheus::MetricFamily>& families) const;
   void CollectReplica(std::vector<prometheus::MetricFamily>& families) const;
 
   const std::string version_;
@@ -288,6 +307,7 @@ class LedgerMetrics final : public prometheus::Collectable {
   mutable Mutex log_mu_;
   std::function<LogStats()> log_ ABSL_GUARDED_BY(log_mu_);
   std::function<BackupStats()> backups_ ABSL_GUARDED_BY(log_mu_);
+  std::function<WatchStats()> watch_ ABSL_GUARDED_BY(log_mu_);
   std::function<ReplicaStats()> replica_ ABSL_GUARDED_BY(log_mu_);
   mutable Mutex connections_mu_;
   std::function<ConnectionCounts()> connections_ ABSL_GUARDED_BY(connections_mu_);

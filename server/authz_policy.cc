@@ -315,6 +315,7 @@ void CountDenial(absl::string_view path, LedgerMetrics* metrics) {
       {"/ledger.v1.Ledger/Transfer", RpcMethod::kTransfer},
       {"/ledger.v1.Ledger/GetTransfer", RpcMethod::kGetTransfer},
       {"/ledger.v1.Ledger/Apply", RpcMethod::kApply},
+      {"/ledger.v1.Ledger/Watch", RpcMethod::kWatch},
   };
   if (metrics == nullptr) return;
   for (const auto& [method_path, method] : kLedgerMethods) {

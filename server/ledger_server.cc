@@ -163,12 +163,18 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
     read_barrier =
         std::make_unique<ReadBarrier>([raw = store.get()] { return raw->ConfirmLeadership(); });
   }
+  WatchOptions watch_options = options.watch;
+  watch_options.client_by = options.fair_share_by;
+  auto watch_feed =
+      std::make_unique<WatchFeed>(store.get(), leadership.get(), metrics.get(), watch_options);
+  metrics->AttachWatch([feed = watch_feed.get()] { return feed->stats(); });
   const ServiceOptions service_options{
       .overdraft_limit = options.router.shard.policy.overdraft_limit,
       .require_request_id = options.require_request_id,
       .fair_share_by = options.fair_share_by,
       .leadership = leadership.get(),
-      .read_barrier = read_barrier.get()};
+      .read_barrier = read_barrier.get(),
+      .watch_feed = watch_feed.get()};
   std::unique_ptr<LedgerServer> server(new LedgerServer(std::move(metrics), std::move(store),
                                                         *std::move(router), options.shutdown_grace,
                                                         options.max_in_flight, service_options));
@@ -193,6 +199,7 @@ absl::StatusOr<std::unique_ptr<LedgerServer>> LedgerServer::Start(const ServerOp
         });
   }
   server->leadership_ = std::move(leadership);
+  server->watch_feed_ = std::move(watch_feed);
   server->storage_options_ = options.storage;
   server->peer_client_addresses_ = options.peer_client_addresses;
   server->peer_security_ = options.transport_security;
@@ -502,6 +509,10 @@ void LedgerServer::Shutdown() {
       server_ != nullptr && StopListeningAndSendGoaways(*server_, kGoawayRequestTimeout);
   const SteadyDeadline goaways_settled(kGoawaySettleMax);
   phase_done("GOAWAYs");
+  // Watch streams end at once (UNAVAILABLE, SHUTTING_DOWN: resume from the last position
+  // elsewhere): they never end on their own, and would hold their connections open.
+  if (watch_feed_ != nullptr) watch_feed_->Stop();
+  phase_done("watch streams");
   // Every ledger call gets a definite answer. From here on new ones are refused at once
   // (UNAVAILABLE, nothing applied); accepted ones are applied and answered with their real
   // outcome; past the grace, those not yet decided are refused unapplied. gRPC never has to

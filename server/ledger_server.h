@@ -22,6 +22,7 @@
 #include "server/reflection_service.h"
 #include "server/transport_limits.h"
 #include "server/transport_security.h"
+#include "server/watch_feed.h"
 #include "shard/router.h"
 #include "storage/ledger_storage.h"
 #include "storage/rocksdb_store.h"
@@ -69,6 +70,8 @@ struct ServerOptions {
   // A cluster replica (storage.cluster set): each member's id to the gRPC address its clients
   // call it at, which a follower names in its NOT_LEADER refusals (--peer_clients). May be empty.
   std::map<uint64_t, std::string> peer_client_addresses;
+  // Watch's bounds (watch_feed.h); client_by is set from fair_share_by.
+  WatchOptions watch;
 };
 
 // Where tests (and ledgerd's fault-injection flags) reach inside the server's router and store:
@@ -135,6 +138,7 @@ class LedgerServer {
   absl::Duration recovery_time() const { return recovery_time_; }
   const LedgerMetrics& metrics() const { return *metrics_; }
   const AdmissionControl& admission() const { return admission_; }
+  const WatchFeed& watch_feed() const { return *watch_feed_; }
   const ServerTransportSecurity& transport_security() const { return *transport_security_; }
   // What the accept loop has done (ledger_connections*).
   ConnectionCounts connections() const { return acceptor_->counts(); }
@@ -197,6 +201,8 @@ class LedgerServer {
   const absl::Duration shutdown_grace_;
   AdmissionControl admission_;
   LedgerService service_;
+  // Declared before server_: its streams call back into it until gRPC has stopped.
+  std::unique_ptr<WatchFeed> watch_feed_;
   std::unique_ptr<ServerTransportSecurity> transport_security_;
   std::unique_ptr<LedgerAdminService> admin_service_;
   std::unique_ptr<ClusterStatusService> cluster_status_service_;

@@ -15,6 +15,7 @@
 #include "server/apply_call.h"
 #include "server/call_answer.h"
 #include "server/error_status.h"
+#include "server/history_entry.h"
 #include "server/request_validation.h"
 #include "server/status_mapping.h"
 #include "shard/message.h"
@@ -90,22 +91,6 @@ class PendingCall final : public Completion {
   bool handed_to_shard_ = false;
 };
 
-v1::Operation ToProto(EntryKind kind) {
-  switch (kind) {
-    case EntryKind::kDeposit:
-      return v1::OPERATION_DEPOSIT;
-    case EntryKind::kWithdraw:
-      return v1::OPERATION_WITHDRAW;
-    case EntryKind::kTransferOut:
-      return v1::OPERATION_TRANSFER_OUT;
-    case EntryKind::kTransferIn:
-      return v1::OPERATION_TRANSFER_IN;
-    case EntryKind::kTransferRefund:
-      return v1::OPERATION_TRANSFER_REFUND;
-  }
-  return v1::OPERATION_UNSPECIFIED;
-}
-
 v1::TransferState ToProto(TransferState state) {
   switch (state) {
     case TransferState::kPending:
@@ -116,10 +101,6 @@ v1::TransferState ToProto(TransferState state) {
       return v1::TRANSFER_STATE_REFUSED;
   }
   return v1::TRANSFER_STATE_UNSPECIFIED;
-}
-
-google::protobuf::Timestamp ToTimestamp(absl::Time time) {
-  return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(time));
 }
 
 // Answers a call its shard (or the transfer coordinator) did not take.
@@ -273,18 +254,7 @@ grpc::Status LedgerService::ReadHistory(const v1::HistoryRequest& request,
     }
   }
   for (const JournalEntry& entry : page->entries) {
-    v1::HistoryEntry* out = response.add_entries();
-    out->set_sequence(entry.sequence);
-    out->set_operation(ToProto(entry.kind));
-    out->set_amount(entry.amount);
-    out->set_balance_after(entry.balance_after);
-    if (entry.counterparty.empty()) {
-      out->set_request_id(entry.request_id);
-    } else {
-      out->set_transfer_id(entry.request_id);
-      out->set_counterparty_account_id(entry.counterparty);
-    }
-    *out->mutable_time() = ToTimestamp(entry.time);
+    ToHistoryEntry(entry, *response.add_entries());
   }
   if (page->next_sequence != 0) response.set_next_page_token(absl::StrCat(page->next_sequence));
   return grpc::Status::OK;
@@ -467,6 +437,11 @@ grpc::Status LedgerService::ReadTransfer(const v1::GetTransferRequest& request,
     *response.mutable_finished_time() = ToTimestamp(record.finished_at);
   }
   return grpc::Status::OK;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* LedgerService::Watch(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return options_.watch_feed->Watch(context, *request);
 }
 
 }  // namespace ledger

@@ -15,6 +15,7 @@
 #include "server/client_identity.h"
 #include "server/leadership.h"
 #include "server/read_barrier.h"
+#include "server/watch_feed.h"
 #include "shard/admission_control.h"
 #include "shard/ledger_rules.h"
 #include "shard/router.h"
@@ -29,8 +30,8 @@ namespace ledger {
 using RawLedgerService = v1::Ledger::WithRawCallbackMethod_Deposit<
     v1::Ledger::WithRawCallbackMethod_Withdraw<v1::Ledger::WithRawCallbackMethod_Balance<
         v1::Ledger::WithRawCallbackMethod_History<v1::Ledger::WithRawCallbackMethod_Transfer<
-            v1::Ledger::WithRawCallbackMethod_GetTransfer<
-                v1::Ledger::WithRawCallbackMethod_Apply<v1::Ledger::Service>>>>>>>;
+            v1::Ledger::WithRawCallbackMethod_GetTransfer<v1::Ledger::WithRawCallbackMethod_Apply<
+                v1::Ledger::WithRawCallbackMethod_Watch<v1::Ledger::Service>>>>>>>>;
 
 struct ServiceOptions {
   // Only words messages: the shards apply the limit.
@@ -45,6 +46,8 @@ struct ServiceOptions {
   const Leadership* leadership = nullptr;
   // With `leadership`: reads wait for it, so that a deposed leader serves none (not owned).
   ReadBarrier* read_barrier = nullptr;
+  // Serves Watch (not owned; must outlive the service).
+  WatchFeed* watch_feed = nullptr;
 };
 
 // Thread-safe: gRPC calls each method from its callback threads. No method blocks: a call is
@@ -84,6 +87,10 @@ class LedgerService final : public RawLedgerService {
   grpc::ServerUnaryReactor* Apply(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override;
+  // A stream of committed operations, served by the WatchFeed (not by the shards, and outside
+  // --max_in_flight: it has bounds of its own).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Watch(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request) override;
 
  private:
   template <typename Request, typename Response>

@@ -44,6 +44,8 @@
 #include "server/peer_credentials.h"
 #include "server/state_transfer.h"
 #include "server/transport_limits.h"
+#include "server/watch_feed.h"
+#include "server/watch_retention.h"
 
 namespace {
 
@@ -129,6 +131,22 @@ ABSL_FLAG(int64_t, log_segment_mib, ledger::storage::kDefaultLogSegmentBytes >> 
 ABSL_FLAG(absl::Duration, idempotency_ttl, absl::Hours(24),
           "how long a request_id's outcome is remembered: a retry within it is answered with the "
           "recorded result instead of being applied again");
+ABSL_FLAG(int64_t, max_watchers, ledger::kDefaultMaxWatchers,
+          "Watch streams the server serves at once (0 to 4096); one more is refused "
+          "RESOURCE_EXHAUSTED, WATCH_LIMIT. Each holds at most one message (about 64 KiB of "
+          "operations) while gRPC sends it, and a place in the log");
+ABSL_FLAG(int64_t, max_watchers_per_client, ledger::kDefaultMaxWatchersPerClient,
+          "Watch streams one client (as --fair_share_by says who a client is) holds at once (1 "
+          "to 4096); one more is refused RESOURCE_EXHAUSTED, WATCH_LIMIT");
+ABSL_FLAG(int64_t, max_watch_accounts, ledger::kDefaultMaxWatchAccounts,
+          "account ids one Watch may filter on (1 to 100000); more is INVALID_ARGUMENT");
+ABSL_FLAG(std::string, watch_retention, "0",
+          "log kept behind the checkpoints for watchers that resume or fall behind: a size "
+          "(20GiB: the newest log segments holding that much) or an age (24h: every segment "
+          "written within it); 0 keeps only what the next start needs (the segment written and "
+          "those not yet checkpointed), and a watcher behind that is told POSITION_NOT_KEPT. Disk "
+          "cost: the size, or the log written in that time (about 1 KiB per operation), plus one "
+          "segment (--log_segment_mib)");
 ABSL_FLAG(std::string, fair_share_by, "address",
           "who a client is, for its fair share of --max_in_flight among the clients calling at "
           "once (a client at its share is refused with FAIR_SHARE while others are served): "
@@ -489,6 +507,9 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
         std::pair{ledger::kMaxInFlightBound, options.max_in_flight},
         std::pair{ledger::kMaxConnectionsBound, options.max_connections},
         std::pair{ledger::kMaxBatchBound, max_batch},
+        std::pair{ledger::kMaxWatchersBound, absl::GetFlag(FLAGS_max_watchers)},
+        std::pair{ledger::kMaxWatchersPerClientBound, absl::GetFlag(FLAGS_max_watchers_per_client)},
+        std::pair{ledger::kMaxWatchAccountsBound, absl::GetFlag(FLAGS_max_watch_accounts)},
         std::pair{ledger::kOverdraftLimitBound, overdraft_limit}}) {
     if (absl::Status status = ledger::CheckOptionBound(bound, value); !status.ok()) return status;
   }
@@ -527,6 +548,14 @@ absl::StatusOr<ledger::ServerOptions> OptionsFromFlags() {
         absl::StrCat("--log_segment_mib must be 1 to 1024; got ", segment_mib));
   }
   options.storage.log_segment_bytes = segment_mib << 20;
+  absl::StatusOr<ledger::WatchRetention> retention =
+      ledger::ParseWatchRetention(absl::GetFlag(FLAGS_watch_retention));
+  if (!retention.ok()) return retention.status();
+  options.storage.watch_retention_bytes = retention->bytes;
+  options.storage.watch_retention_age = retention->age;
+  options.watch.max_watchers = absl::GetFlag(FLAGS_max_watchers);
+  options.watch.max_watchers_per_client = absl::GetFlag(FLAGS_max_watchers_per_client);
+  options.watch.max_accounts = absl::GetFlag(FLAGS_max_watch_accounts);
   options.storage.created_by = absl::StrCat("ledgerd ", LEDGER_VERSION);
   options.require_request_id = absl::GetFlag(FLAGS_require_request_id);
   const std::optional<ledger::FairShareBy> fair_share_by =

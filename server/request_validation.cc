@@ -174,6 +174,7 @@ template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::HistoryRequest&)
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::TransferRequest&);
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::GetTransferRequest&);
 template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::ApplyRequest&);
+template grpc::Status ParseRequest(const grpc::ByteBuffer&, v1::WatchRequest&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::DepositRequest&,
                                        CallFacts&);
 template grpc::Status ParseAndValidate(const grpc::ByteBuffer&, Op, bool, v1::WithdrawRequest&,

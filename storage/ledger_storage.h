@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "shard/ledger_store.h"
 #include "storage/raft_log.h"
+#include "storage/replicated_log.h"
 
 namespace ledger::storage {
 
@@ -98,6 +100,13 @@ class LedgerStorage : public LedgerStore {
   virtual absl::Status CheckDataDirectory() = 0;
   // The id `ledgerd init` gave this ledger.
   virtual const std::string& ledger_id() const = 0;
+
+  // The change stream (Watch, issue 33) reads the log itself: a reader from position `from`,
+  // to be read up to log_progress().position (every entry committed and taken in, never one
+  // whose write failed); OutOfRange naming the oldest position kept when `from` is older.
+  virtual absl::StatusOr<std::unique_ptr<LogReader>> NewLogReader(uint64_t from) const = 0;
+  // The oldest position the log keeps now.
+  virtual uint64_t first_log_position() const = 0;
 
   // A replica of a cluster (StoreOptions::cluster): what it knows of the cluster now; nullopt on
   // a single node. Any thread.

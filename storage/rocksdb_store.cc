@@ -1,6 +1,7 @@
 #include "storage/rocksdb_store.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -38,6 +39,7 @@
 #include "storage/key_order.h"
 #include "storage/ledger_records.pb.h"
 #include "storage/log_entry.h"
+#include "storage/log_segment_format.h"
 #include "storage/record_codec.h"
 
 namespace ledger::storage {
@@ -991,7 +993,35 @@ absl::Status RocksDbStore::FlushTables() {
 }
 
 uint64_t RocksDbStore::DropLimit(uint64_t applied) const {
-  return std::min(applied + 1, backup_pin_.load(std::memory_order_acquire));
+  return std::min({applied + 1, backup_pin_.load(std::memory_order_acquire), RetentionLimit()});
+}
+
+uint64_t RocksDbStore::RetentionLimit() const {
+  const int64_t bytes = options_.watch_retention_bytes;
+  const absl::Duration age = options_.watch_retention_age;
+  if (bytes <= 0 && age <= absl::ZeroDuration()) return UINT64_MAX;
+  const absl::Time written_since = (options_.clock ? options_.clock() : absl::Now()) - age;
+  const std::vector<std::string> paths = log_->SegmentPaths();
+  uint64_t keep_from = UINT64_MAX;
+  int64_t newer_bytes = 0;  // What the segments newer than the one looked at take.
+  for (auto path = paths.rbegin(); path != paths.rend(); ++path) {
+    struct stat info {};
+    const std::optional<uint64_t> first =
+        SegmentFirstPosition(std::filesystem::path(*path).filename().string());
+    if (!first.has_value()) break;  // Not a LocalLog segment (the simulator's log).
+    // A segment that cannot be looked at is kept.
+    if (stat(path->c_str(), &info) != 0) {
+      keep_from = *first;
+      continue;
+    }
+    const bool kept =
+        newer_bytes < bytes ||
+        (age > absl::ZeroDuration() && absl::TimeFromTimespec(info.st_mtim) >= written_since);
+    if (!kept) break;
+    keep_from = *first;
+    newer_bytes += static_cast<int64_t>(info.st_size);
+  }
+  return keep_from;
 }
 
 absl::StatusOr<StagedBackup> RocksDbStore::StageBackup() {

@@ -121,6 +121,12 @@ struct StoreOptions {
   // (RecentRequests, RecentJournal) reach this many bytes of keys and values, whether or not a
   // segment is full: it bounds their memory (about 2.5 times this in RSS, measured).
   int64_t recent_records_checkpoint_bytes = kRecentRecordsCheckpointBytes;
+  // The log kept behind the checkpoints for watchers (Watch, ledgerd --watch_retention): the
+  // newest segments holding at least `watch_retention_bytes`, and every segment last written
+  // within `watch_retention_age` (by its modification time). Whole segments: each takes
+  // log_segment_bytes on disk. 0: only what the next start needs.
+  int64_t watch_retention_bytes = 0;
+  absl::Duration watch_retention_age = absl::ZeroDuration();
 };
 
 // OK when `id` is a ledger id: 32 lowercase hexadecimal digits. InvalidArgument saying so
@@ -289,6 +295,10 @@ class RocksDbStore final : public LedgerStorage {
   const std::string& ledger_id() const override { return ledger_id_; }
 
   std::optional<RaftStatus> replica_status() const override;
+  absl::StatusOr<std::unique_ptr<LogReader>> NewLogReader(uint64_t from) const override {
+    return log_->NewReader(from);
+  }
+  uint64_t first_log_position() const override { return log_->first_position(); }
   absl::Status CatchUpAsLeader() override;
   absl::Status ConfirmLeadership() override;
 
@@ -367,6 +377,8 @@ class RocksDbStore final : public LedgerStorage {
   // The log position before which checkpoints may delete segments: a staged backup's copy needs
   // the entries after its applied position.
   uint64_t DropLimit(uint64_t applied) const;
+  // The oldest position that options_.watch_retention_* keeps (UINT64_MAX: none).
+  uint64_t RetentionLimit() const;
   // A replica: `payload`, committed at `position` (by this node's WriteGroup or by another
   // leader's), goes to the applier, with its records where WriteGroup puts them on a single
   // node. On RaftLog's loop thread, in position order.

@@ -278,10 +278,10 @@ INSTANTIATE_TEST_SUITE_P(
         CommandLineCase{
             {"frobnicate"},
             "unknown command \"frobnicate\"; the commands are deposit, withdraw, "
-            "balance, history, transfer, get-transfer, apply, health, backup and cluster"},
+            "balance, history, transfer, get-transfer, apply, health, backup, cluster and watch"},
         CommandLineCase{{},
                         "missing command (deposit, withdraw, balance, history, transfer, "
-                        "get-transfer, apply, health, backup or cluster)"},
+                        "get-transfer, apply, health, backup, cluster or watch)"},
         CommandLineCase{{"transfer", "alice", "bob", "-5"},
                         "AMOUNT must be positive; got -5 (to move money back, swap FROM and TO)"},
         CommandLineCase{{"transfer", "alice", "bob", "1.5"},

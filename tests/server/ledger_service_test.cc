@@ -226,7 +226,9 @@ TEST(LedgerServiceTest, ReflectionListsAndDescribesTheLedgerService) {
                            "Transfer(.ledger.v1.TransferRequest) .ledger.v1.TransferResponse",
                            "GetTransfer(.ledger.v1.GetTransferRequest) "
                            ".ledger.v1.GetTransferResponse",
-                           "Apply(.ledger.v1.ApplyRequest) .ledger.v1.ApplyResponse"));
+                           "Apply(.ledger.v1.ApplyRequest) .ledger.v1.ApplyResponse",
+                           "Watch(.ledger.v1.WatchRequest) .ledger.v1.WatchResponse"));
+  EXPECT_TRUE(file.service(0).method(7).server_streaming());
   // ledgerd serves the descriptor set built with source info, so reflection clients see the
   // .proto's documentation (tests/server/reflection_service_test.cc checks the comments).
   EXPECT_TRUE(file.has_source_code_info());

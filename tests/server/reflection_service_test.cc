@@ -150,8 +150,8 @@ TEST(ReflectionServiceTest, ServesTheLedgerProtoWithItsComments) {
   ASSERT_TRUE(ledger.has_source_code_info());
   // Paths: 6 = FileDescriptorProto.service, 2 = ServiceDescriptorProto.method.
   EXPECT_EQ(LeadingComment(ledger, {6, 0}), CommentAbove(source.str(), "service Ledger"));
-  ASSERT_EQ(ledger.service(0).method_size(), 7);
-  for (int i = 0; i < 7; ++i) {
+  ASSERT_EQ(ledger.service(0).method_size(), 8);
+  for (int i = 0; i < 8; ++i) {
     const std::string& method = ledger.service(0).method(i).name();
     const std::string comment = LeadingComment(ledger, {6, 0, 2, i});
     EXPECT_EQ(comment, CommentAbove(source.str(), absl::StrCat("rpc ", method, "(")));
@@ -181,7 +181,7 @@ TEST(ReflectionServiceTest, AnswersAFileWithEveryFileItImportsOnce) {
 }
 
 // What one answer can cost: the largest is a file with all it imports, comments included.
-TEST(ReflectionServiceTest, EveryFileAnswerStaysUnder32KiB) {
+TEST(ReflectionServiceTest, EveryFileAnswerStaysUnder64KiB) {
   ReflectionStream stream;
   size_t largest_bytes = 0;
   for (const char* name :
@@ -194,7 +194,7 @@ TEST(ReflectionServiceTest, EveryFileAnswerStaysUnder32KiB) {
     std::cout << name << ": " << response.ByteSizeLong() << " bytes\n";
     largest_bytes = std::max(largest_bytes, response.ByteSizeLong());
   }
-  EXPECT_LT(largest_bytes, 32u * 1024);
+  EXPECT_LT(largest_bytes, 64u * 1024);
   EXPECT_TRUE(stream.Close().ok());
 }
 

@@ -1,9 +1,10 @@
-#include "client/loadtest_signals.h"
+#include "client/interrupt_signals.h"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <string_view>
 
 namespace ledger {
 namespace {
@@ -13,22 +14,24 @@ namespace {
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "used in a signal handler");
 
+// What the handler writes: set before it is installed, never changed after.
+std::string_view g_first_note;
+std::string_view g_again_note;
+
 void OnSignal(int signal_number) {
   int none = 0;
   if (!g_signal.compare_exchange_strong(none, signal_number)) {
-    constexpr char kAgain[] = "\nledger-loadtest: interrupted again; exiting at once\n";
-    (void)!write(STDERR_FILENO, kAgain, sizeof(kAgain) - 1);
+    (void)!write(STDERR_FILENO, g_again_note.data(), g_again_note.size());
     _exit(128 + signal_number);
   }
-  constexpr char kFirst[] =
-      "\nledger-loadtest: interrupted; stopping and printing the partial report (press Ctrl-C "
-      "again to exit at once)\n";
-  (void)!write(STDERR_FILENO, kFirst, sizeof(kFirst) - 1);
+  (void)!write(STDERR_FILENO, g_first_note.data(), g_first_note.size());
 }
 
 }  // namespace
 
-void InstallSignalHandlers() {
+void InstallSignalHandlers(std::string_view first_note, std::string_view again_note) {
+  g_first_note = first_note;
+  g_again_note = again_note;
   struct sigaction action = {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);

@@ -1,0 +1,311 @@
+#include "server/watch_feed.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits for protobuf messages.
+#include "server/error_status.h"
+#include "server/history_entry.h"
+#include "server/request_validation.h"
+#include "shard/ledger_rules.h"
+#include "storage/log_journal_entries.h"
+
+namespace ledger {
+
+// One Watch call's place in the log and its filter. The feed thread alone touches `reader`,
+// `accounts` and the positions; `writing` and `gone` are the stream's signals to it.
+struct WatchFeed::Watcher {
+  Stream* stream = nullptr;
+  std::string client;
+  std::unique_ptr<storage::LogReader> reader;
+  absl::flat_hash_set<std::string> accounts;  // Empty: every account.
+  uint64_t sent_position = 0;                 // The last position sent (or asked from).
+  SteadyTime last_message;
+  SteadyTime caught_up_at;  // When sent_position last reached what was committed.
+  grpc::ByteBuffer out;     // The message gRPC is sending; kept until OnWriteDone.
+  std::atomic<bool> writing{false};
+  std::atomic<bool> gone{false};  // Cancelled, or a write failed: the client went.
+};
+
+// The reactor of one Watch call. Refused calls finish at once; registered ones are finished by
+// the feed (End), which writes to them from its thread.
+class WatchFeed::Stream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit Stream(WatchFeed* feed) : feed_(feed) {}
+  void Attach(std::shared_ptr<Watcher> watcher) { watcher_ = std::move(watcher); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) watcher_->gone.store(true, std::memory_order_release);
+    watcher_->writing.store(false, std::memory_order_release);
+    feed_->Wake();
+  }
+  void OnCancel() override {
+    if (watcher_ == nullptr) return;
+    watcher_->gone.store(true, std::memory_order_release);
+    feed_->Wake();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  WatchFeed* const feed_;
+  std::shared_ptr<Watcher> watcher_;
+};
+
+namespace {
+
+grpc::Status ShuttingDown() {
+  return ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::SHUTTING_DOWN,
+                     "the server is stopping: watch again from the last position processed "
+                     "(another replica, or this one once restarted)");
+}
+
+grpc::Status PositionNotKept(uint64_t from_position, uint64_t oldest) {
+  return ErrorStatus(
+      grpc::StatusCode::OUT_OF_RANGE, v1::POSITION_NOT_KEPT,
+      absl::StrCat("the log after position ", from_position,
+                   " is no longer kept: the oldest position kept is ", oldest,
+                   " (--watch_retention keeps more); resync from Balance, then watch from there"),
+      {{"oldest_position", absl::StrCat(oldest)}, {"from_position", absl::StrCat(from_position)}});
+}
+
+}  // namespace
+
+WatchFeed::WatchFeed(storage::LedgerStorage* store, const Leadership* leadership,
+                     LedgerMetrics* metrics, const WatchOptions& options)
+    : store_(store), leadership_(leadership), metrics_(metrics), options_(options) {
+  if (store_ != nullptr) thread_ = std::thread([this] { Run(); });
+}
+
+WatchFeed::~WatchFeed() { Stop(); }
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer& request_bytes) {
+  auto* stream = new Stream(this);
+  const auto refuse = [&](const grpc::Status& status) {
+    if (metrics_ != nullptr) {
+      metrics_->RecordRequest(RpcMethod::kWatch, static_cast<int>(status.error_code()));
+    }
+    stream->Finish(status);
+    return stream;
+  };
+  if (leadership_ != nullptr && !leadership_->serving()) return refuse(leadership_->Refusal());
+  v1::WatchRequest request;
+  if (grpc::Status parsed = ParseRequest(request_bytes, request); !parsed.ok()) {
+    return refuse(parsed);
+  }
+  if (request.account_ids_size() > options_.max_accounts) {
+    return refuse(ErrorStatus(
+        grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+        absl::StrCat("a Watch may name at most ", options_.max_accounts,
+                     " account ids (--max_watch_accounts); this one names ",
+                     request.account_ids_size(), ": watch every account (none named) instead"),
+        {{"field", "account_ids"}, {"limit", absl::StrCat(options_.max_accounts)}}));
+  }
+  auto watcher = std::make_shared<Watcher>();
+  for (const std::string& account : request.account_ids()) {
+    if (ValidateAccountId(account) != Outcome::kOk) {
+      return refuse(ErrorStatus(
+          grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_ACCOUNT_ID,
+          absl::StrCat("account_ids holds an invalid account id: 1 to 128 bytes, each one of "
+                       "A-Z a-z 0-9 . _ : @ -"),
+          {{"field", "account_ids"}}));
+    }
+    watcher->accounts.insert(account);
+  }
+  if (store_ == nullptr) {
+    return refuse(ErrorStatus(
+        grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
+        "this server keeps no log to watch: it runs with --durability=none (memory only)"));
+  }
+  const uint64_t from = request.from_position();
+  absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(from + 1);
+  if (!reader.ok()) {
+    if (absl::IsOutOfRange(reader.status())) {
+      return refuse(PositionNotKept(from, store_->first_log_position()));
+    }
+    return refuse(ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+                              absl::StrCat("the log cannot be read: ", reader.status().message())));
+  }
+  watcher->reader = *std::move(reader);
+  watcher->client = ClientKeyOf(*context, options_.client_by);
+  watcher->sent_position = from;
+  watcher->last_message = watcher->caught_up_at = SteadyNow();
+  watcher->stream = stream;
+  {
+    ::ledger::MutexLock lock(&mu_);
+    if (stopping_) return refuse(ShuttingDown());
+    int64_t& mine = per_client_[watcher->client];
+    if (static_cast<int64_t>(watchers_.size()) >= options_.max_watchers ||
+        mine >= options_.max_watchers_per_client) {
+      const bool server_wide = static_cast<int64_t>(watchers_.size()) >= options_.max_watchers;
+      if (mine == 0) per_client_.erase(watcher->client);
+      return refuse(ErrorStatus(
+          grpc::StatusCode::RESOURCE_EXHAUSTED, v1::WATCH_LIMIT,
+          server_wide ? absl::StrCat("the server already serves ", options_.max_watchers,
+                                     " watchers (--max_watchers)")
+                      : absl::StrCat("this client already has ", options_.max_watchers_per_client,
+                                     " watchers (--max_watchers_per_client)"),
+          {{"limit",
+            absl::StrCat(server_wide ? options_.max_watchers : options_.max_watchers_per_client)}},
+          std::chrono::seconds(1)));
+    }
+    ++mine;
+    stream->Attach(watcher);
+    watchers_.push_back(std::move(watcher));
+    woken_ = true;
+  }
+  wake_.notify_all();
+  return stream;
+}
+
+void WatchFeed::Wake() {
+  {
+    ::ledger::MutexLock lock(&mu_);
+    woken_ = true;
+  }
+  wake_.notify_all();
+}
+
+void WatchFeed::Run() {
+  while (true) {
+    std::vector<std::shared_ptr<Watcher>> watchers;
+    {
+      ::ledger::MutexLock lock(&mu_);
+      if (stopping_) return;
+      woken_ = false;
+      watchers = watchers_;
+    }
+    const uint64_t committed = store_->log_progress().position;
+    const SteadyTime now = SteadyNow();
+    const bool serving = leadership_ == nullptr || leadership_->serving();
+    bool worked = false;
+    uint64_t max_lag = 0;
+    absl::Duration max_lag_time;
+    for (const std::shared_ptr<Watcher>& watcher : watchers) {
+      if (watcher->gone.load(std::memory_order_acquire)) {
+        End(watcher, grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went"));
+        continue;
+      }
+      if (!watcher->writing.load(std::memory_order_acquire)) {
+        if (!serving) {
+          End(watcher, leadership_->Refusal());
+          continue;
+        }
+        worked |= Feed(watcher, committed, now);
+      }
+      if (watcher->sent_position >= committed) watcher->caught_up_at = now;
+      max_lag = std::max(max_lag, committed - std::min(committed, watcher->sent_position));
+      max_lag_time = std::max(max_lag_time, absl::FromChrono(now - watcher->caught_up_at));
+    }
+    max_lag_positions_.store(max_lag, std::memory_order_relaxed);
+    max_lag_seconds_.store(absl::ToDoubleSeconds(max_lag_time), std::memory_order_relaxed);
+    if (worked) continue;
+    ::ledger::MutexLock lock(&mu_);
+    if (!woken_ && !stopping_) {
+      mu_.WaitUntil(wake_, SteadyNow() + SteadyTimeout(watchers.empty() ? absl::Seconds(1)
+                                                                        : options_.poll_interval));
+    }
+  }
+}
+
+bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now) {
+  v1::WatchResponse response;
+  storage::LogReader& reader = *watcher->reader;
+  if (reader.next_position() <= committed) {
+    absl::Status decoded;
+    const auto wanted = [&watcher](absl::string_view account) {
+      return watcher->accounts.empty() || watcher->accounts.contains(account);
+    };
+    absl::StatusOr<int> read = reader.Read(
+        committed, options_.message_bytes, [&](uint64_t position, absl::string_view payload) {
+          if (!decoded.ok()) return;
+          decoded = storage::ForEachJournalEntry(payload, wanted, [&](JournalEntry entry) {
+            v1::WatchEvent* event = response.add_events();
+            event->set_position(position);
+            ToHistoryEntry(entry, *event->mutable_entry());
+            event->set_account_id(std::move(entry.account_id));
+          });
+        });
+    if (!read.ok() && absl::IsOutOfRange(read.status())) {
+      End(watcher, PositionNotKept(reader.next_position() - 1, store_->first_log_position()));
+      return true;
+    }
+    if (!read.ok() || !decoded.ok()) {
+      End(watcher, ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+                               absl::StrCat("the log cannot be read: ",
+                                            (read.ok() ? decoded : read.status()).message())));
+      return true;
+    }
+  }
+  const uint64_t position = reader.next_position() - 1;
+  if (position <= watcher->sent_position) return false;  // Nothing new.
+  if (response.events().empty() &&
+      now - watcher->last_message < absl::ToChronoNanoseconds(options_.progress_interval)) {
+    return true;  // Read past entries of other accounts; their position goes out later.
+  }
+  Send(*watcher, response, position, committed, now);
+  return true;
+}
+
+void WatchFeed::Send(Watcher& watcher, v1::WatchResponse& response, uint64_t position,
+                     uint64_t committed, SteadyTime now) {
+  response.set_position(position);
+  response.set_committed_position(committed);
+  events_sent_.fetch_add(static_cast<uint64_t>(response.events_size()), std::memory_order_relaxed);
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  bool own_buffer = false;
+  watcher.out.Clear();
+  grpc::SerializationTraits<v1::WatchResponse>::Serialize(response, &watcher.out, &own_buffer);
+  watcher.sent_position = position;
+  watcher.last_message = now;
+  watcher.writing.store(true, std::memory_order_release);
+  watcher.stream->StartWrite(&watcher.out);
+}
+
+void WatchFeed::End(const std::shared_ptr<Watcher>& watcher, const grpc::Status& status) {
+  {
+    ::ledger::MutexLock lock(&mu_);
+    auto it = std::find(watchers_.begin(), watchers_.end(), watcher);
+    if (it == watchers_.end()) return;  // Ended already.
+    watchers_.erase(it);
+    auto client = per_client_.find(watcher->client);
+    if (client != per_client_.end() && --client->second == 0) per_client_.erase(client);
+  }
+  if (metrics_ != nullptr) {
+    metrics_->RecordRequest(RpcMethod::kWatch, static_cast<int>(status.error_code()));
+  }
+  watcher->stream->Finish(status);
+}
+
+void WatchFeed::Stop() {
+  {
+    ::ledger::MutexLock lock(&mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::vector<std::shared_ptr<Watcher>> left;
+  {
+    ::ledger::MutexLock lock(&mu_);
+    left = watchers_;
+  }
+  for (const std::shared_ptr<Watcher>& watcher : left) End(watcher, ShuttingDown());
+}
+
+WatchStats WatchFeed::stats() const {
+  WatchStats stats;
+  {
+    ::ledger::MutexLock lock(&mu_);
+    stats.watchers = static_cast<int64_t>(watchers_.size());
+  }
+  stats.events_sent = events_sent_.load(std::memory_order_relaxed);
+  stats.messages_sent = messages_sent_.load(std::memory_order_relaxed);
+  stats.max_lag_positions = stats.watchers == 0 ? 0 : max_lag_positions_.load();
+  stats.max_lag_seconds = stats.watchers == 0 ? 0 : max_lag_seconds_.load();
+  return stats;
+}
+
+}  // namespace ledger
