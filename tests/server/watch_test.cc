@@ -3,6 +3,7 @@
 // account filter, the bounds, a watcher behind what the log keeps (at the start and mid-stream),
 // retention, and the stop.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -475,6 +476,24 @@ TEST_F(SmallSegmentsTest, RetentionKeepsTheLogThatCheckpointsWouldDrop) {
   const uint64_t last = store->log_progress().position;
   const std::vector<v1::WatchEvent> all = WatchUntil(*stub, WatchFrom(0), last).Events();
   EXPECT_EQ(all.size(), 1500u);
+}
+
+TEST_F(SmallSegmentsTest, AnAgeOfRetentionKeepsWhatWasWrittenWithinIt) {
+  ServerOptions options = Options();
+  options.storage.watch_retention_age = absl::Hours(1);
+  // The store's wall clock, moved forward by the test.
+  auto offset = std::make_shared<std::atomic<int64_t>>(0);
+  options.storage.clock = [offset] { return absl::Now() + absl::Seconds(offset->load()); };
+  TestServer server(options);
+  std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
+  ASSERT_NO_FATAL_FAILURE(DepositMany(*stub, 1500, "aged"));
+  auto* store = dynamic_cast<storage::RocksDbStore*>(server.server().store());
+  ASSERT_TRUE(store->Checkpoint().ok());
+  EXPECT_EQ(store->first_log_position(), 1u);  // All written within the hour.
+  offset->store(2 * 3600);
+  ASSERT_TRUE(store->Checkpoint().ok());
+  EXPECT_GT(store->first_log_position(), 1u);  // Two hours later, only what the start needs.
+  EXPECT_EQ(store->LogSegments().size(), 1u);
 }
 
 }  // namespace
