@@ -23,6 +23,7 @@
 #include "client/loadtest_outcome.h"
 #include "client/loadtest_reports.h"
 #include "client/loadtest_verify.h"
+#include "client/loadtest_watch.h"
 #include "client/tls_flags.h"
 #include "client/workload.h"
 
@@ -106,6 +107,12 @@ ABSL_FLAG(int32_t, server_shards, 0,
           "must equal the server's --shards: then the report counts calls and sheds per shard, "
           "as the server routes accounts (0: no per-shard report)");
 ABSL_FLAG(bool, verify, true, "check every account's balance against the calls made");
+ABSL_FLAG(bool, watch, false,
+          "also follow ledger.v1.Ledger/Watch through the run (from the newest position when it "
+          "starts; opened again from the last position after a restart of ledgerd or a new "
+          "leader), rebuild every balance from the operations it streams, and check them against "
+          "the balances verification reads: an operation repeated, skipped or wrong is a FAIL "
+          "(needs --verify and a durable server)");
 ABSL_FLAG(absl::Duration, resolve_for, absl::Seconds(60),
           "at the end, retry each call whose outcome is unknown (DEADLINE_EXCEEDED, CANCELLED, "
           "UNAVAILABLE) with its request_id for up to this long, so that verification is exact; "
@@ -140,6 +147,7 @@ absl::StatusOr<LoadtestOptions> OptionsFromFlags() {
   o.run_id = absl::GetFlag(FLAGS_run_id);
   o.shards = absl::GetFlag(FLAGS_server_shards);
   o.verify = absl::GetFlag(FLAGS_verify);
+  o.watch = absl::GetFlag(FLAGS_watch);
   o.resolve_for = absl::GetFlag(FLAGS_resolve_for);
   o.json = absl::GetFlag(FLAGS_json);
   o.progress = absl::GetFlag(FLAGS_progress);
@@ -193,6 +201,8 @@ int Main() {
             << (options->batch > 1 ? absl::StrCat(", ", options->batch, " operations per call")
                                    : "")
             << "\n";
+  std::optional<WatchRebuild> watch;
+  if (options->watch) watch.emplace(driver, kConnectTimeout);
   driver.Fund();
   driver.Run();
 
@@ -201,6 +211,13 @@ int Main() {
   outcome.client_cpu_seconds = driver.client_cpu_seconds();
   outcome.measurement_complete = driver.stop_reason() != StopReason::kInterrupted;
   Verify(driver, *options, outcome);
+  if (watch.has_value()) {
+    if (outcome.balances_read.empty()) {
+      outcome.watch = {.verdict = "INCOMPLETE", .note = "verification read no balances"};
+    } else {
+      outcome.watch = watch->Check(driver.book().TouchedAccounts(), outcome.balances_read);
+    }
+  }
   // After Verify, whose reads count their NOT_LEADER refusals too.
   outcome.stats = driver.stats().Take();
   outcome.leader_address = driver.leader_address();
@@ -211,7 +228,8 @@ int Main() {
     std::cerr << "ledger-loadtest: cannot write " << options->json_file << "\n";
     return 1;
   }
-  if (outcome.verification == "FAIL") return 1;  // Money lost or invented: above all else.
+  // Money lost or invented: above all else.
+  if (outcome.verification == "FAIL" || outcome.watch.verdict == "FAIL") return 1;
   if (Interrupted()) return 128 + InterruptSignal();
   if (outcome.verification == "INCOMPLETE") {
     std::cerr << "ledger-loadtest: verification incomplete: " << outcome.verification_note << "\n";

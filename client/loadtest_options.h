@@ -62,6 +62,7 @@ struct LoadtestOptions {
   std::string run_id;  // After ValidateOptions: never empty.
   int32_t shards = 0;  // --server_shards.
   bool verify = true;
+  bool watch = false;  // --watch: rebuild the balances from Watch and check them too.
   absl::Duration resolve_for = absl::Seconds(60);
   bool json = false;
   bool progress = false;

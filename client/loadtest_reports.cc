@@ -246,6 +246,12 @@ void ReportVerification(const RunOutcome& o, std::ostringstream& report) {
   }
   report << "\n";
   for (const std::string& mismatch : o.checked.mismatches) report << "  " << mismatch << "\n";
+  if (o.watch.verdict.empty()) return;
+  report << "watch: " << o.watch.verdict
+         << absl::StrFormat(" (%d operations rebuilt to position %d, %d reconnects%s)",
+                            o.watch.events, o.watch.last_position, o.watch.reconnects,
+                            o.watch.note.empty() ? "" : absl::StrCat("; ", o.watch.note))
+         << "\n";
 }
 
 }  // namespace
@@ -322,6 +328,14 @@ loadtest::Report ReportMessage(const LoadtestOptions& options, const RunOutcome&
   transfers->set_unresolved_without_records(r.transfers_without_records);
   transfers->set_in_doubt_amount(o.checked.ambiguous_transfers);
   report.set_verification(o.verification);
+  if (!o.watch.verdict.empty()) {
+    loadtest::WatchCheck* watch = report.mutable_watch();
+    watch->set_verdict(o.watch.verdict);
+    watch->set_note(o.watch.note);
+    watch->set_events(o.watch.events);
+    watch->set_reconnects(o.watch.reconnects);
+    watch->set_last_position(o.watch.last_position);
+  }
   report.set_batch(options.batch);
   report.set_calls_per_second(per_second(s.codes[0]));
   report.set_ops_per_second(per_second(s.operation_codes[0]));

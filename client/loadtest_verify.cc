@@ -256,6 +256,7 @@ void Verify(LoadtestDriver& driver, const LoadtestOptions& options, RunOutcome& 
     return;
   }
   outcome.checked = driver.book().Verify(reads.balances, driver.names());
+  outcome.balances_read = std::move(reads.balances);
   outcome.verification = outcome.checked.pass ? "PASS" : "FAIL";
 }
 

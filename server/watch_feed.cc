@@ -22,6 +22,7 @@ struct WatchFeed::Watcher {
   std::unique_ptr<storage::LogReader> reader;
   absl::flat_hash_set<std::string> accounts;  // Empty: every account.
   uint64_t sent_position = 0;                 // The last position sent (or asked from).
+  bool announce = false;  // start_at_end: its first message, with no events, is not sent yet.
   SteadyTime last_message;
   SteadyTime caught_up_at;  // When sent_position last reached what was committed.
   grpc::ByteBuffer out;     // The message gRPC is sending; kept until OnWriteDone.
@@ -119,7 +120,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
         grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
         "this server keeps no log to watch: it runs with --durability=none (memory only)"));
   }
-  const uint64_t from = request.from_position();
+  if (request.start_at_end() && request.from_position() != 0) {
+    return refuse(ErrorStatus(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+                              "start_at_end starts after the newest committed position: give "
+                              "from_position 0 with it, or leave it unset",
+                              {{"field", "start_at_end"}}));
+  }
+  const uint64_t from = request.start_at_end() ? store_->log_progress().position
+                                               : request.from_position();
   absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(from + 1);
   if (!reader.ok()) {
     if (absl::IsOutOfRange(reader.status())) {
@@ -131,6 +139,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
   watcher->reader = *std::move(reader);
   watcher->client = ClientKeyOf(*context, options_.client_by);
   watcher->sent_position = from;
+  watcher->announce = request.start_at_end();
   watcher->last_message = watcher->caught_up_at = SteadyNow();
   watcher->stream = stream;
   {
@@ -240,6 +249,11 @@ bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed
     }
   }
   const uint64_t position = reader.next_position() - 1;
+  if (watcher->announce) {
+    watcher->announce = false;
+    Send(*watcher, response, position, committed, now);
+    return true;
+  }
   if (position <= watcher->sent_position) return false;  // Nothing new.
   if (response.events().empty() &&
       now - watcher->last_message < absl::ToChronoNanoseconds(options_.progress_interval)) {

@@ -3,6 +3,7 @@
 // the conservation sum exactly), and refusing a data directory that is not its own.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -131,7 +132,18 @@ void CrashTest::KillUnderLoad(const std::vector<std::string>& load_flags, int64_
     EXPECT_GT(JsonNumber(report, "OK"), 0) << report;
     // Transfers were acknowledged, and verified with the rest.
     EXPECT_GT(JsonNumber(report, "transfers\":{\"ok"), 0) << report;
+    if (std::find(load_flags.begin(), load_flags.end(), "--watch") != load_flags.end()) {
+      // The stream followed the run across the kill: it was opened again from the last position
+      // it had processed, and the balances rebuilt from it equal every balance read.
+      EXPECT_THAT(report, HasSubstr("\"watch\":{\"verdict\":\"PASS\"")) << loadtest.output();
+      EXPECT_GE(JsonNumber(report, "reconnects"), 1) << report;
+      EXPECT_GT(JsonNumber(report, "events"), 0) << report;
+    }
   }
+}
+
+TEST_F(CrashTest, AWatcherAcrossSigkillRebuildsEveryBalanceExactly) {
+  KillUnderLoad({"--concurrency=32", "--watch"}, 200);
 }
 
 TEST_F(CrashTest, EveryAcknowledgedCallSurvivesSigkillAndNothingIsAppliedTwice) {
