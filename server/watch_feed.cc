@@ -1,16 +1,16 @@
 #include "server/watch_feed.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "grpcpp/impl/codegen/proto_utils.h"  // SerializationTraits for protobuf messages.
 #include "server/error_status.h"
-#include "server/history_entry.h"
 #include "server/request_validation.h"
+#include "server/watch_encoding.h"
 #include "shard/ledger_rules.h"
-#include "storage/log_journal_entries.h"
 
 namespace ledger {
 
@@ -19,8 +19,10 @@ namespace ledger {
 struct WatchFeed::Watcher {
   Stream* stream = nullptr;
   std::string client;
+  // Its own reader, for the positions older than the tail (null until needed).
   std::unique_ptr<storage::LogReader> reader;
   absl::flat_hash_set<std::string> accounts;  // Empty: every account.
+  uint64_t next = 1;                          // The next position to read for it.
   uint64_t sent_position = 0;                 // The last position sent (or asked from).
   bool announce = false;  // start_at_end: its first message, with no events, is not sent yet.
   SteadyTime last_message;
@@ -126,8 +128,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
                               "from_position 0 with it, or leave it unset",
                               {{"field", "start_at_end"}}));
   }
-  const uint64_t from = request.start_at_end() ? store_->log_progress().position
-                                               : request.from_position();
+  const uint64_t from =
+      request.start_at_end() ? store_->log_progress().position : request.from_position();
   absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(from + 1);
   if (!reader.ok()) {
     if (absl::IsOutOfRange(reader.status())) {
@@ -137,6 +139,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
                               absl::StrCat("the log cannot be read: ", reader.status().message())));
   }
   watcher->reader = *std::move(reader);
+  watcher->next = from + 1;
   watcher->client = ClientKeyOf(*context, options_.client_by);
   watcher->sent_position = from;
   watcher->announce = request.start_at_end();
@@ -178,6 +181,7 @@ void WatchFeed::Wake() {
 }
 
 void WatchFeed::Run() {
+  pthread_setname_np(pthread_self(), "ledger-watch");
   while (true) {
     std::vector<std::shared_ptr<Watcher>> watchers;
     {
@@ -187,6 +191,7 @@ void WatchFeed::Run() {
       watchers = watchers_;
     }
     const uint64_t committed = store_->log_progress().position;
+    ExtendTail(committed, !watchers.empty());
     const SteadyTime now = SteadyNow();
     const bool serving = leadership_ == nullptr || leadership_->serving();
     bool worked = false;
@@ -219,59 +224,122 @@ void WatchFeed::Run() {
   }
 }
 
-bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now) {
-  v1::WatchResponse response;
-  storage::LogReader& reader = *watcher->reader;
-  if (reader.next_position() <= committed) {
-    absl::Status decoded;
-    const auto wanted = [&watcher](absl::string_view account) {
-      return watcher->accounts.empty() || watcher->accounts.contains(account);
-    };
-    absl::StatusOr<int> read = reader.Read(
-        committed, options_.message_bytes, [&](uint64_t position, absl::string_view payload) {
-          if (!decoded.ok()) return;
-          decoded = storage::ForEachJournalEntry(payload, wanted, [&](JournalEntry entry) {
-            v1::WatchEvent* event = response.add_events();
-            event->set_position(position);
-            ToHistoryEntry(entry, *event->mutable_entry());
-            event->set_account_id(std::move(entry.account_id));
-          });
-        });
-    if (!read.ok() && absl::IsOutOfRange(read.status())) {
-      End(watcher, PositionNotKept(reader.next_position() - 1, store_->first_log_position()));
-      return true;
-    }
-    if (!read.ok() || !decoded.ok()) {
-      End(watcher, ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
-                               absl::StrCat("the log cannot be read: ",
-                                            (read.ok() ? decoded : read.status()).message())));
-      return true;
-    }
+void WatchFeed::ExtendTail(uint64_t committed, bool wanted) {
+  if (!wanted) {  // No watcher: decode nothing.
+    tail_.clear();
+    tail_bytes_ = 0;
+    tail_reader_.reset();
+    return;
   }
-  const uint64_t position = reader.next_position() - 1;
-  if (watcher->announce) {
-    watcher->announce = false;
-    Send(*watcher, response, position, committed, now);
+  if (tail_reader_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<storage::LogReader>> reader =
+        store_->NewLogReader(committed + 1);
+    if (!reader.ok()) return;  // Each watcher's own reader says why.
+    tail_reader_ = *std::move(reader);
+  }
+  absl::Status encoded_all;
+  absl::StatusOr<int> read = tail_reader_->Read(
+      committed, kTailReadBytes, [&](uint64_t position, absl::string_view payload) {
+        if (!encoded_all.ok()) return;
+        absl::StatusOr<EncodedPosition> encoded = EncodePosition(position, payload);
+        if (!encoded.ok()) {
+          encoded_all = encoded.status();
+          return;
+        }
+        tail_bytes_ += encoded->bytes();
+        tail_.push_back(*std::move(encoded));
+      });
+  if (!read.ok() || !encoded_all.ok()) {
+    // The watchers read the log themselves meanwhile, and each meets the error on its own.
+    tail_.clear();
+    tail_bytes_ = 0;
+    tail_reader_.reset();
+    return;
+  }
+  while (tail_bytes_ > options_.tail_bytes && tail_.size() > 1) {
+    tail_bytes_ -= tail_.front().bytes();
+    tail_.pop_front();
+  }
+}
+
+bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now) {
+  Watcher& w = *watcher;
+  std::string message;
+  int events = 0;
+  uint64_t last = w.next - 1;  // The last position this message covers.
+  const int64_t limit = options_.message_bytes;
+  if (w.next <= committed) {
+    if (!tail_.empty() && w.next >= tail_.front().position && w.next <= tail_.back().position) {
+      // From the tail: positions there are consecutive.
+      for (size_t i = w.next - tail_.front().position;
+           i < tail_.size() && static_cast<int64_t>(message.size()) < limit; ++i) {
+        events += AppendEvents(tail_[i], w.accounts, message);
+        last = tail_[i].position;
+      }
+    } else if (tail_.empty() || w.next < tail_.front().position) {
+      // Older than the tail: its own reader.
+      if (w.reader == nullptr || w.reader->next_position() != w.next) {
+        absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(w.next);
+        if (!reader.ok()) {
+          End(watcher, absl::IsOutOfRange(reader.status())
+                           ? PositionNotKept(w.next - 1, store_->first_log_position())
+                           : ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+                                         absl::StrCat("the log cannot be read: ",
+                                                      reader.status().message())));
+          return true;
+        }
+        w.reader = *std::move(reader);
+      }
+      absl::Status encoded_all;
+      const uint64_t until =
+          tail_.empty() ? committed : std::min(committed, tail_.front().position - 1);
+      absl::StatusOr<int> read =
+          w.reader->Read(until, limit, [&](uint64_t position, absl::string_view payload) {
+            if (!encoded_all.ok()) return;
+            absl::StatusOr<EncodedPosition> encoded = EncodePosition(position, payload);
+            if (!encoded.ok()) {
+              encoded_all = encoded.status();
+              return;
+            }
+            events += AppendEvents(*encoded, w.accounts, message);
+            last = position;
+          });
+      if (!read.ok() && absl::IsOutOfRange(read.status())) {
+        End(watcher, PositionNotKept(w.reader->next_position() - 1, store_->first_log_position()));
+        return true;
+      }
+      if (!read.ok() || !encoded_all.ok()) {
+        End(watcher,
+            ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+                        absl::StrCat("the log cannot be read: ",
+                                     (read.ok() ? encoded_all : read.status()).message())));
+        return true;
+      }
+    }
+    // Else newer than the tail, which has not read that far yet: next time.
+  }
+  const bool read_something = last >= w.next;
+  w.next = last + 1;
+  if (w.announce) {
+    w.announce = false;
+    Send(w, message, events, last, committed, now);
     return true;
   }
-  if (position <= watcher->sent_position) return false;  // Nothing new.
-  if (response.events().empty() &&
-      now - watcher->last_message < absl::ToChronoNanoseconds(options_.progress_interval)) {
-    return true;  // Read past entries of other accounts; their position goes out later.
+  if (last <= w.sent_position) return read_something;  // Nothing new.
+  if (events == 0 && now - w.last_message < absl::ToChronoNanoseconds(options_.progress_interval)) {
+    return read_something;  // Read past other accounts' operations; their position goes later.
   }
-  Send(*watcher, response, position, committed, now);
+  Send(w, message, events, last, committed, now);
   return true;
 }
 
-void WatchFeed::Send(Watcher& watcher, v1::WatchResponse& response, uint64_t position,
+void WatchFeed::Send(Watcher& watcher, std::string& message, int events, uint64_t position,
                      uint64_t committed, SteadyTime now) {
-  response.set_position(position);
-  response.set_committed_position(committed);
-  events_sent_.fetch_add(static_cast<uint64_t>(response.events_size()), std::memory_order_relaxed);
+  AppendPositions(position, committed, message);
+  events_sent_.fetch_add(static_cast<uint64_t>(events), std::memory_order_relaxed);
   messages_sent_.fetch_add(1, std::memory_order_relaxed);
-  bool own_buffer = false;
-  watcher.out.Clear();
-  grpc::SerializationTraits<v1::WatchResponse>::Serialize(response, &watcher.out, &own_buffer);
+  grpc::Slice slice(message.data(), message.size());
+  watcher.out = grpc::ByteBuffer(&slice, 1);
   watcher.sent_position = position;
   watcher.last_message = now;
   watcher.writing.store(true, std::memory_order_release);

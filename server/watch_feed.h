@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,6 +31,7 @@
 #include "metrics/ledger_metrics.h"
 #include "server/client_identity.h"
 #include "server/leadership.h"
+#include "server/watch_encoding.h"
 #include "storage/ledger_storage.h"
 
 namespace ledger {
@@ -57,6 +59,9 @@ struct WatchOptions {
   absl::Duration progress_interval = absl::Seconds(1);
   // How often the feed looks for new entries while watchers wait at the end of the log.
   absl::Duration poll_interval = absl::Milliseconds(2);
+  // The newest positions kept encoded in memory for every watcher near the end of the log (the
+  // tail, below); a watcher further behind reads the log itself.
+  int64_t tail_bytes = int64_t{8} << 20;
 };
 
 // Thread-safe.
@@ -90,8 +95,14 @@ class WatchFeed {
   void Run();
   // Sends `watcher` its next message if there is one to send; true when it did any work.
   bool Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now);
-  void Send(Watcher& watcher, v1::WatchResponse& response, uint64_t position, uint64_t committed,
-            SteadyTime now);
+  // Starts the write of `message` (its events) with the position fields; clears nothing.
+  void Send(Watcher& watcher, std::string& message, int events, uint64_t position,
+            uint64_t committed, SteadyTime now);
+  // Reads the log past the tail's end, up to `committed` (kTailReadBytes at a time), encoding
+  // each position once for every watcher; drops the oldest beyond options_.tail_bytes. With no
+  // watcher
+  // (`wanted` false) it lets the tail go.
+  void ExtendTail(uint64_t committed, bool wanted);
   // Finishes its stream with `status` and forgets it. Feed thread (or Stop, after it).
   void End(const std::shared_ptr<Watcher>& watcher, const grpc::Status& status);
   void Wake();
@@ -100,6 +111,14 @@ class WatchFeed {
   const Leadership* const leadership_;
   LedgerMetrics* const metrics_;
   const WatchOptions options_;
+
+  // The newest positions, encoded (watch_encoding.h): the watchers near the end of the log read
+  // them from here, so that each entry is read and decoded once, whatever their number. Feed
+  // thread only.
+  static constexpr int64_t kTailReadBytes = int64_t{1} << 20;
+  std::deque<EncodedPosition> tail_;
+  int64_t tail_bytes_ = 0;
+  std::unique_ptr<storage::LogReader> tail_reader_;
 
   mutable ::ledger::Mutex mu_;
   std::condition_variable wake_;

@@ -159,13 +159,50 @@ class WatchTest : public testing::Test {
 
 TEST_F(WatchTest, TheStreamIsTheLogInOrderWithNoGapAndRebuildsEveryBalance) {
   TestServer server(Options());
+  // Two watchers during the load (served from the feed's tail as it grows, one unfiltered,
+  // one filtered), and one after it (reading the log itself).
+  std::atomic<uint64_t> until{UINT64_MAX};
+  const auto watch_during = [&](std::vector<std::string> accounts) {
+    std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
+    auto context = ContextWithDeadline(std::chrono::seconds(120));
+    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+        stub->Watch(context.get(), WatchFrom(0, std::move(accounts)));
+    Watched watched;
+    v1::WatchResponse message;
+    while (reader->Read(&message)) {
+      watched.messages.push_back(message);
+      if (message.position() >= until.load()) break;
+    }
+    context->TryCancel();
+    while (reader->Read(&message)) {
+    }
+    watched.status = reader->Finish();
+    return watched;
+  };
+  Watched during;
+  Watched filtered;
+  std::thread first([&] { during = watch_during({}); });
+  std::thread second([&] { filtered = watch_during({"acct-3", "acct-5"}); });
   MixedLoad(server, 12, 40);
   storage::LedgerStorage& store = *server.server().store();
   const uint64_t last = store.log_progress().position;
   ASSERT_GT(last, 100u);
+  until.store(last);
+  // A filtered watcher hears of the last position within the progress interval.
+  first.join();
+  second.join();
   std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
   const Watched watched = WatchUntil(*stub, WatchFrom(0), last);
   EXPECT_EQ(watched.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(Keys(during.Events()), Keys(watched.Events()));
+  std::vector<std::string> expected_filtered;
+  for (const v1::WatchEvent& event : watched.Events()) {
+    if (event.account_id() == "acct-3" || event.account_id() == "acct-5") {
+      expected_filtered.push_back(Key(event));
+    }
+  }
+  EXPECT_EQ(Keys(filtered.Events()), expected_filtered);
+  EXPECT_FALSE(expected_filtered.empty());
   // Every message covers the positions after the one before: increasing, ending at `last`.
   uint64_t previous = 0;
   for (const v1::WatchResponse& message : watched.messages) {
@@ -432,7 +469,9 @@ TEST_F(SmallSegmentsTest, AWatcherBehindWhatTheLogKeepsIsToldTheOldestPosition) 
 }
 
 TEST_F(SmallSegmentsTest, AWatcherThatStopsReadingIsToldOnceTheLogDroppedItsPlace) {
-  TestServer server(Options());
+  ServerOptions options = Options();
+  options.watch.tail_bytes = 16 << 10;  // Past the feed's memory of the newest positions too.
+  TestServer server(options);
   std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
   ASSERT_NO_FATAL_FAILURE(DepositMany(*stub, 200, "before"));
   // A small window, so that gRPC buffers little for a client that does not read (by default
