@@ -129,7 +129,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
                               {{"field", "start_at_end"}}));
   }
   const uint64_t from =
-      request.start_at_end() ? store_->log_progress().position : request.from_position();
+      request.start_at_end() ? store_->log_position() : request.from_position();
   absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(from + 1);
   if (!reader.ok()) {
     if (absl::IsOutOfRange(reader.status())) {
@@ -190,7 +190,7 @@ void WatchFeed::Run() {
       woken_ = false;
       watchers = watchers_;
     }
-    const uint64_t committed = store_->log_progress().position;
+    const uint64_t committed = store_->log_position();
     ExtendTail(committed, !watchers.empty());
     const SteadyTime now = SteadyNow();
     const bool serving = leadership_ == nullptr || leadership_->serving();

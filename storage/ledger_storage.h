@@ -96,6 +96,8 @@ class LedgerStorage : public LedgerStore {
   // Unavailable while the store cannot say (closed after a failed write).
   virtual absl::StatusOr<StoreMemory> Memory() = 0;
   virtual LogProgress log_progress() const = 0;
+  // log_progress().position alone, without the rest's locks: what a watcher may read up to.
+  virtual uint64_t log_position() const = 0;
   // OK while the data directory is in place; Unavailable for good once it is lost.
   virtual absl::Status CheckDataDirectory() = 0;
   // The id `ledgerd init` gave this ledger.

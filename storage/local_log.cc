@@ -591,6 +591,7 @@ absl::StatusOr<LocalLog::SegmentPlace> LocalLog::Locate(uint64_t position) const
                      .start_position = segment.first_position,
                      .start_offset = kSegmentHeaderBytes};
   if (after == segments_.end()) {
+    place.written_end = active_end_;
     auto mark = std::upper_bound(
         active_marks_.begin(), active_marks_.end(), position,
         [](uint64_t p, const std::pair<uint64_t, int64_t>& m) { return p < m.first; });

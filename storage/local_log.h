@@ -122,6 +122,8 @@ class LocalLog final : public ReplicatedLog {
     uint64_t end_position = 0;
     uint64_t start_position = 0;
     int64_t start_offset = 0;
+    // The segment appended to: where its entries end now (0 for the others, or not known).
+    int64_t written_end = 0;
   };
   absl::StatusOr<SegmentPlace> Locate(uint64_t position) const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -29,14 +30,26 @@ class ReadOnlyFile {
   int fd_;
 };
 
+// Bytes read from a file: not zero-filled first, as a std::string's resize would (that cost a
+// tenth of the watch feed's time when it read whole parts).
+struct ReadBuffer {
+  std::unique_ptr<char[]> data;
+  int64_t capacity = 0;
+  int64_t size = 0;
+  absl::string_view view() const { return {data.get(), static_cast<size_t>(size)}; }
+};
+
 // Reads up to `size` bytes at `offset` into `buffer`; fewer only at the end of the file.
 absl::Status ReadAt(int fd, int64_t offset, int64_t size, const std::string& path,
-                    std::string& buffer) {
-  buffer.resize(static_cast<size_t>(size));
+                    ReadBuffer& buffer) {
+  if (buffer.capacity < size) {
+    buffer.data.reset(new char[static_cast<size_t>(size)]);
+    buffer.capacity = size;
+  }
   int64_t done = 0;
   while (done < size) {
     const ssize_t got =
-        pread(fd, buffer.data() + done, static_cast<size_t>(size - done), offset + done);
+        pread(fd, buffer.data.get() + done, static_cast<size_t>(size - done), offset + done);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       return absl::UnavailableError(
@@ -45,7 +58,7 @@ absl::Status ReadAt(int fd, int64_t offset, int64_t size, const std::string& pat
     if (got == 0) break;
     done += got;
   }
-  buffer.resize(static_cast<size_t>(done));
+  buffer.size = done;
   return absl::OkStatus();
 }
 
@@ -60,6 +73,7 @@ absl::Status LocalLogReader::Follow() {
     offset_ = place->start_offset;
   }
   end_ = place->end_position;
+  written_end_ = place->written_end;
   return absl::OkStatus();
 }
 
@@ -73,7 +87,7 @@ absl::StatusOr<int> LocalLogReader::Read(
   if (absl::Status followed = Follow(); !followed.ok()) return followed;
   int passed = 0;
   int64_t bytes = 0;
-  std::string buffer;
+  ReadBuffer buffer;
   int64_t chunk = kReadChunkBytes;
   while (next_ <= last && (passed == 0 || bytes < max_bytes)) {
     if (end_ != 0 && at_ >= end_) {
@@ -91,17 +105,22 @@ absl::StatusOr<int> LocalLogReader::Read(
       return absl::UnavailableError(
           absl::StrCat("opening the log segment ", segment_, ": ", std::strerror(errno)));
     }
-    if (absl::Status got = ReadAt(file.fd(), offset_, chunk, segment_, buffer); !got.ok()) {
+    // In the segment appended to, no further than its entries reach (what follows is zeros).
+    const int64_t want = written_end_ > offset_ ? std::min(chunk, written_end_ - offset_) : chunk;
+    if (absl::Status got = ReadAt(file.fd(), offset_, want, segment_, buffer); !got.ok()) {
       return got;
     }
     int64_t at = 0;
     // Entries up to `last` only: what follows may be half written.
     while (next_ <= last && (passed == 0 || bytes < max_bytes) && (end_ == 0 || at_ < end_)) {
-      const bool whole_part = static_cast<int64_t>(buffer.size()) == chunk;
-      if (at + kEntryHeaderBytes > static_cast<int64_t>(buffer.size()) && whole_part) break;
-      const ParsedEntry entry = ParseEntryAt(buffer, at);
-      if (entry.kind == ParsedEntry::kBad && entry.position == at_ && whole_part &&
-          at + kEntryHeaderBytes + entry.payload_length > static_cast<int64_t>(buffer.size())) {
+      // Whether the file goes on past this part, which may have cut an entry off.
+      const int64_t part_start = offset_ - at;
+      const bool cut_by_part = buffer.size == want && (written_end_ <= part_start ||
+                                                       part_start + want < written_end_);
+      if (at + kEntryHeaderBytes > buffer.size && cut_by_part) break;
+      const ParsedEntry entry = ParseEntryAt(buffer.view(), at);
+      if (entry.kind == ParsedEntry::kBad && entry.position == at_ && cut_by_part &&
+          at + kEntryHeaderBytes + entry.payload_length > buffer.size) {
         // Cut off by the end of this part: read on from it (a larger part for a larger entry).
         chunk = std::max(kReadChunkBytes, Padded(kEntryHeaderBytes + entry.payload_length));
         break;

@@ -39,6 +39,9 @@ class LocalLogReader final : public LogReader {
   // entry `at_` that starts at `offset_` in it (at most next_: entries before next_ are skipped).
   std::string segment_;
   uint64_t end_ = 0;
+  // While it is the segment appended to: where its entries ended when last looked at (0: not
+  // known, read whole parts).
+  int64_t written_end_ = 0;
   uint64_t at_ = 0;
   int64_t offset_ = 0;
 };

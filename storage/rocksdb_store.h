@@ -191,7 +191,7 @@ class RocksDbStore final : public LedgerStorage {
   ~RocksDbStore() override;
 
   // The newest position in the log, and the newest applied to RocksDB (for tests and metrics).
-  uint64_t log_position() const { return appended_.load(std::memory_order_acquire); }
+  uint64_t log_position() const override { return appended_.load(std::memory_order_acquire); }
   uint64_t applied_position() const ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Writes everything applied to RocksDB's tables and deletes the log segments behind it.
   absl::Status Checkpoint() ABSL_LOCKS_EXCLUDED(mu_, checkpoint_mu_, apply_write_mu_);

@@ -1,6 +1,7 @@
 #include "storage/local_log_reader.h"
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -29,9 +30,14 @@ std::string PayloadOf(uint64_t position, size_t size) {
 
 class LocalLogReaderTest : public testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { MakeLog(4096); }  // Many segments for a few entries.
+
+  // A new, empty log of segments of `segment_bytes` in place of the fixture's.
+  void MakeLog(int64_t segment_bytes) {
+    log_.reset();
     options_.dir = dir_.path() + "/log";
-    options_.segment_bytes = 4096;  // Many segments for a few entries.
+    std::filesystem::remove_all(options_.dir);
+    options_.segment_bytes = segment_bytes;
     ASSERT_TRUE(LocalLog::Create(options_.dir, 1, options_.segment_bytes).ok());
     absl::StatusOr<std::unique_ptr<LocalLog>> log = LocalLog::Open(options_);
     ASSERT_TRUE(log.ok()) << log.status();
@@ -86,10 +92,7 @@ TEST_F(LocalLogReaderTest, ReadsEveryEntryInOrderAcrossSegmentsInBoundedCalls) {
 
 TEST_F(LocalLogReaderTest, StartsAtAnyPositionAndGivesTheSameSuffix) {
   // Past kMarkEvery (64) entries in the segment appended to, and in closed segments.
-  options_.segment_bytes = 64 << 10;
-  log_.reset();
-  ASSERT_TRUE(std::filesystem::remove_all(options_.dir) > 0);
-  SetUp();
+  ASSERT_NO_FATAL_FAILURE(MakeLog(64 << 10));
   const Entries appended = AppendThrough(1000, 40);
   for (uint64_t from : {1, 2, 63, 64, 65, 130, 500, 999, 1000, 1001}) {
     absl::StatusOr<std::unique_ptr<LogReader>> reader = log_->NewReader(from);
@@ -120,17 +123,26 @@ TEST_F(LocalLogReaderTest, WaitsAtTheEndAndFollowsNewEntriesIntoNewSegments) {
 }
 
 TEST_F(LocalLogReaderTest, AnEntryLargerThanAReadPartComesWhole) {
-  options_.segment_bytes = 4 << 20;
-  log_.reset();
-  ASSERT_TRUE(std::filesystem::remove_all(options_.dir) > 0);
-  SetUp();
+  ASSERT_NO_FATAL_FAILURE(MakeLog(4 << 20));  // In the segment appended to, with the others.
   Entries appended = AppendThrough(3, 10);
   const std::string large = PayloadOf(4, 3 * LocalLogReader::kReadChunkBytes + 5);
   ASSERT_EQ(*log_->Append(large), 4u);
   appended.emplace_back(4, large);
   Entries more = AppendThrough(6, 10);
   appended.insert(appended.end(), more.begin(), more.end());
+  ASSERT_EQ(log_->SegmentCount(), 1u);
   absl::StatusOr<std::unique_ptr<LogReader>> reader = log_->NewReader(1);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(ReadToEnd(**reader, 6, 1 << 20), appended);
+  // And in a closed segment of its own size.
+  ASSERT_NO_FATAL_FAILURE(MakeLog(4096));
+  appended = AppendThrough(3, 10);
+  ASSERT_EQ(*log_->Append(large), 4u);
+  appended.emplace_back(4, large);
+  more = AppendThrough(6, 10);
+  appended.insert(appended.end(), more.begin(), more.end());
+  ASSERT_GE(log_->SegmentCount(), 2u);
+  reader = log_->NewReader(1);
   ASSERT_TRUE(reader.ok());
   EXPECT_EQ(ReadToEnd(**reader, 6, 1 << 20), appended);
 }
