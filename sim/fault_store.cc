@@ -45,7 +45,16 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
     return position.status();
   }
   Append(batches, *position);
+  acknowledged_ = *position;
   return absl::OkStatus();
+}
+
+std::vector<JournalEntry> FaultStore::JournalOf(absl::string_view payload) const {
+  std::vector<JournalEntry> journal;
+  for (const BatchWrite& batch : GroupOf(payload)) {
+    journal.insert(journal.end(), batch.journal.begin(), batch.journal.end());
+  }
+  return journal;
 }
 
 uint64_t FaultStore::KeepGroup(absl::Span<const BatchWrite* const> group) {
@@ -165,6 +174,7 @@ SimLogRecovery FaultStore::Reopen() {
   LEDGER_CHECK(replayed.ok());
   truth_ = applied_;
   ++version_;
+  acknowledged_ = log_.last_position();
   return recovery;
 }
 

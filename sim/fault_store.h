@@ -148,6 +148,12 @@ class FaultStore final : public LedgerStore {
   // durable truth is what that replay gives.
   SimLogRecovery Reopen();
   const SimLog& log() const { return log_; }
+  // The newest position acknowledged: appended by a write that succeeded, or found in the log
+  // by the last Reopen. What RocksDbStore::log_position() gives a watcher to read up to.
+  uint64_t acknowledged_position() const { return acknowledged_; }
+  // The journal entries of the log entry `payload` (one of this store's), in decided order: what
+  // a watcher learns from it.
+  std::vector<JournalEntry> JournalOf(absl::string_view payload) const;
   size_t unapplied_entries() const { return unapplied_.size(); }
   // Lookups answered from an entry the applier had not reached: what the lag exercised.
   int64_t unapplied_answers() const { return unapplied_answers_; }
@@ -226,6 +232,7 @@ class FaultStore final : public LedgerStore {
   void Append(const std::vector<BatchWrite>& batches, uint64_t position);
   // Keeps a copy of `group` under a new group id, which its log entry's payload names.
   uint64_t KeepGroup(absl::Span<const BatchWrite* const> group);
+  uint64_t acknowledged_ = 0;
   // The group a log entry's payload names.
   const std::vector<BatchWrite>& GroupOf(absl::string_view payload) const;
   // Whether a lookup that must not wait sees the unapplied entries of records of this kind.

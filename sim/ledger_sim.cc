@@ -117,6 +117,7 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "whole, %lld backups restored, %lld checkpoints\n"
         "  log: %lld failed entries found torn at a restart, %lld found whole and kept; %lld "
         "leaderships lost with an entry in flight\n"
+        "  watch: %lld operations streamed and rebuilt, %lld resyncs behind a checkpoint\n"
         "  writes in flight: up to %lld, at most %lld at once; %lld group writes failed behind a "
         "failed one; %lld restarts found several entries in flight at a lost leadership, %lld "
         "kept more than one\n",
@@ -132,7 +133,9 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         static_cast<long long>(result.backups), static_cast<long long>(result.checkpoints),
         static_cast<long long>(result.torn_tails),
         static_cast<long long>(result.kept_failed_entries),
-        static_cast<long long>(result.demotions), static_cast<long long>(result.writes_in_flight),
+        static_cast<long long>(result.demotions), static_cast<long long>(result.watched_operations),
+        static_cast<long long>(result.watcher_resyncs),
+        static_cast<long long>(result.writes_in_flight),
         static_cast<long long>(result.max_writes_in_flight),
         static_cast<long long>(result.groups_behind_a_failure),
         static_cast<long long>(result.several_undecided),

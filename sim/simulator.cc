@@ -20,6 +20,7 @@
 #include "base/check.h"
 #include "shard/message.h"
 #include "sim/auditor.h"
+#include "sim/sim_watcher.h"
 #include "sim/transfer_auditor.h"
 
 namespace ledger::sim {
@@ -275,6 +276,9 @@ class Simulation {
         store_(&clock_, &rng_, options.store_bug),
         auditor_(LedgerPolicy{.overdraft_limit = kOverdraftLimit}, kTtl),
         transfer_auditor_(MakeTransferWorld(options.transfers)),
+        // Its own stream of choices, so that it changes none of the run's.
+        watcher_rng_(options.seed ^ 0x5741544348ULL),
+        watcher_(&watcher_rng_, options.watcher_skips_positions),
         writes_in_flight_(options.writes_in_flight > 0
                               ? static_cast<size_t>(options.writes_in_flight)
                               : static_cast<size_t>(1 + options.seed % 3)) {
@@ -297,6 +301,10 @@ class Simulation {
       if (failure.empty()) failure = TakeTransferViolation();
       if (failure.empty()) failure = auditor_.CheckStore(store_);
       if (failure.empty()) failure = transfer_auditor_.CheckStore(store_);
+      if (failure.empty() && (step == options_.steps || Percent(watcher_rng_, 60))) {
+        failure = watcher_.Follow(store_);
+      }
+      if (failure.empty()) failure = watcher_.Check(store_);
       if (failure.empty()) failure = CheckMemory();
       if (!failure.empty()) return Fail(failure);
     }
@@ -306,6 +314,8 @@ class Simulation {
     result_.failed_lookup_batches = store_.failed_lookup_batches();
     result_.torn_tails = store_.log().torn_tails();
     result_.kept_failed_entries = store_.log().kept_failed_entries();
+    result_.watched_operations = watcher_.events();
+    result_.watcher_resyncs = watcher_.resyncs();
     CountJournal();
     return result_;
   }
@@ -1155,6 +1165,10 @@ class Simulation {
   FaultStore store_;
   Auditor auditor_;
   TransferAuditor transfer_auditor_;
+  // The change stream's consumer (issue 33): it follows the log at its own pace, sometimes
+  // falling behind a checkpoint (then it resyncs), and its rebuilt accounts are audited.
+  std::mt19937_64 watcher_rng_;
+  SimWatcher watcher_;
   std::string transfer_violation_;  // Found while releasing; taken after the step.
   std::unique_ptr<ShardCore> core_;
   // Sealed batches not yet written, oldest first, and the newest sequence answered.

@@ -75,6 +75,8 @@ struct SimOptions {
   StoreBugForTesting store_bug = StoreBugForTesting::kNone;
   PipelineBugForTesting pipeline_bug = PipelineBugForTesting::kNone;
   CoordinatorBugForTesting coordinator_bug = CoordinatorBugForTesting::kNone;
+  // The watcher drops the operations of every 50th position it reads: a stream with a gap.
+  bool watcher_skips_positions = false;
   // Transfers between the transfer accounts, same-shard and across (played on the one core, the
   // simulator acting as the coordinator). False: only deposits, withdrawals and balances.
   bool transfers = true;
@@ -130,6 +132,10 @@ struct SimResult {
   // is dropped) or, for a failed sync, whole (it is kept and its decisions are durable).
   int64_t torn_tails = 0;
   int64_t kept_failed_entries = 0;
+  // The change stream's consumer (SimWatcher): the operations it rebuilt the accounts from, and
+  // how often a checkpoint had dropped its place (it resynced from the durable accounts).
+  int64_t watched_operations = 0;
+  int64_t watcher_resyncs = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.
   std::array<int64_t, 18> outcomes{};
   int64_t replays = 0;

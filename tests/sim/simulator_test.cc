@@ -60,6 +60,17 @@ TEST(SimulatorTest, TheSameSeedGivesTheSameRun) {
   EXPECT_EQ(first.torn_tails, second.torn_tails);
   EXPECT_EQ(first.kept_failed_entries, second.kept_failed_entries);
   EXPECT_NE(first.messages, other.messages);
+  // The change stream's consumer rebuilt the accounts from the log, and caught up behind
+  // checkpoints by resyncing.
+  EXPECT_GT(first.watched_operations, 0);
+  EXPECT_EQ(first.watched_operations, second.watched_operations);
+  EXPECT_GT(first.watcher_resyncs + other.watcher_resyncs, 0);
+}
+
+TEST(SimulatorTest, CatchesAChangeStreamWithAGap) {
+  const SimResult result = Simulate({.seed = 7, .steps = 2000, .watcher_skips_positions = true});
+  EXPECT_FALSE(result.ok);
+  EXPECT_THAT(result.failure, HasSubstr("the watcher"));
 }
 
 TEST(SimulatorTest, OneBatchInFlightIsLegalToo) {
