@@ -85,7 +85,7 @@ TEST_P(ClusterLoadtestKillTest, ALeaderKilledMidRunIsFollowedAndNoMoneyIsLostOrI
                        "--json_file=" + json_path_, "--server_shards=2", "--warmup=0s",
                        "--duration=" + std::to_string(kRunSeconds) + "s", "--concurrency=16",
                        "--channels=2", "--accounts=200", "--deadline=2s", "--progress",
-                       "--mix=deposit=5,withdraw=3,balance=1,transfer=1"});
+                       "--mix=deposit=5,withdraw=3,balance=1,transfer=1", "--watch"});
   std::this_thread::sleep_for(kBeforeKill);
   node(old_leader).Kill();
   std::this_thread::sleep_for(kKilledFor);
@@ -112,6 +112,12 @@ TEST_P(ClusterLoadtestKillTest, ALeaderKilledMidRunIsFollowedAndNoMoneyIsLostOrI
   ASSERT_GE(leader, 0);
   EXPECT_NE(leader, old_leader);
   EXPECT_EQ(report.leader().address(), Address(leader)) << output;
+  // The Watch stream followed the leader too: opened again at the new one from the last position
+  // it had processed (positions are Raft's indexes, the same on every replica), and the balances
+  // rebuilt from it equal those read.
+  EXPECT_EQ(report.watch().verdict(), "PASS") << report.watch().note() << "\n" << output;
+  EXPECT_GE(report.watch().reconnects(), 1) << output;
+  EXPECT_GT(report.watch().events(), 0) << output;
 
   PrintFailover(report, output);
 }
