@@ -91,8 +91,8 @@ async function main() {
     const services = await reflection.listServices();
     check('reflection lists ledger.v1.Ledger', () => assert.ok(services.includes('ledger.v1.Ledger'), services));
     const methods = (await reflection.listMethods('ledger.v1.Ledger')).map((m) => m.name).sort();
-    check('reflection lists its six methods', () =>
-      assert.deepStrictEqual(methods, ['Apply', 'Balance', 'Deposit', 'GetTransfer', 'History', 'Transfer', 'Withdraw']));
+    check('reflection lists its eight methods', () =>
+      assert.deepStrictEqual(methods, ['Apply', 'Balance', 'Deposit', 'GetTransfer', 'History', 'Transfer', 'Watch', 'Withdraw']));
 
     const ledger = await serviceHelper({
       host: target,
