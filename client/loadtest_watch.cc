@@ -94,7 +94,7 @@ void WatchRebuild::Follow() {
         changed_.notify_all();
         backoff = kFirstBackoff;  // It was heard from.
       }
-      const grpc::Status status = reader->Finish();
+      grpc::Status status = reader->Finish();
       std::lock_guard<std::mutex> lock(mu_);
       context_ = nullptr;
       return status;

@@ -529,7 +529,7 @@ TEST_F(SmallSegmentsTest, AnAgeOfRetentionKeepsWhatWasWrittenWithinIt) {
   auto* store = dynamic_cast<storage::RocksDbStore*>(server.server().store());
   ASSERT_TRUE(store->Checkpoint().ok());
   EXPECT_EQ(store->first_log_position(), 1u);  // All written within the hour.
-  offset->store(2 * 3600);
+  offset->store(int64_t{2} * 3600);
   ASSERT_TRUE(store->Checkpoint().ok());
   EXPECT_GT(store->first_log_position(), 1u);  // Two hours later, only what the start needs.
   EXPECT_EQ(store->LogSegments().size(), 1u);
