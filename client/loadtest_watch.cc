@@ -23,20 +23,21 @@ WatchRebuild::WatchRebuild(LoadtestDriver& driver, absl::Duration timeout) : dri
   index_.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) index_.emplace(names[i], i);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    ::ledger::MutexLock lock(&mu_);
     balances_.assign(names.size(), 0);
     sequences_.assign(names.size(), 0);
   }
   thread_ = std::thread([this] { Follow(); });
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                    [this] { return started_ || !failure_.empty(); });
+  ::ledger::MutexLock lock(&mu_);
+  changed_.WaitFor(mu_, timeout, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return started_ || !failure_.empty();
+  });
 }
 
 WatchRebuild::~WatchRebuild() {
   stopping_.store(true);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    ::ledger::MutexLock lock(&mu_);
     if (context_ != nullptr) context_->TryCancel();
   }
   thread_.join();
@@ -73,7 +74,7 @@ void WatchRebuild::Follow() {
                                                grpc::ClientContext* context) {
       v1::WatchRequest request;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        ::ledger::MutexLock lock(&mu_);
         if (started_) {
           request.set_from_position(position_);
         } else {
@@ -85,17 +86,17 @@ void WatchRebuild::Follow() {
       std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader = stub.Watch(context, request);
       v1::WatchResponse message;
       while (reader->Read(&message)) {
-        std::lock_guard<std::mutex> lock(mu_);
+        ::ledger::MutexLock lock(&mu_);
         started_ = true;
         if (!Apply(message)) {
           went_wrong = true;
           context->TryCancel();
         }
-        changed_.notify_all();
+        changed_.NotifyAll();
         backoff = kFirstBackoff;  // It was heard from.
       }
       grpc::Status status = reader->Finish();
-      std::lock_guard<std::mutex> lock(mu_);
+      ::ledger::MutexLock lock(&mu_);
       context_ = nullptr;
       return status;
     };
@@ -110,20 +111,20 @@ void WatchRebuild::Follow() {
                        !ServerAnswered(outcome) ||
                        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
     if (!again) {
-      std::lock_guard<std::mutex> lock(mu_);
+      ::ledger::MutexLock lock(&mu_);
       failure_ = absl::StrCat("the stream ended: ", Describe(status));
-      changed_.notify_all();
+      changed_.NotifyAll();
       break;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      ::ledger::MutexLock lock(&mu_);
       ++reconnects_;
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, kLongestBackoff);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  changed_.notify_all();
+  ::ledger::MutexLock lock(&mu_);
+  changed_.NotifyAll();
 }
 
 WatchCheck WatchRebuild::Check(const std::vector<size_t>& touched,
@@ -131,16 +132,17 @@ WatchCheck WatchRebuild::Check(const std::vector<size_t>& touched,
   WatchCheck check;
   std::vector<size_t> differ;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    const auto same = [&] {
+    ::ledger::MutexLock lock(&mu_);
+    const auto same = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       differ.clear();
       for (size_t account : touched) {
         if (balances_[account] != read[account].value_or(0)) differ.push_back(account);
       }
       return differ.empty();
     };
-    changed_.wait_for(lock, absl::ToChronoNanoseconds(kCatchUpLimit),
-                      [&] { return same() || !failure_.empty(); });
+    changed_.WaitFor(mu_, kCatchUpLimit, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return same() || !failure_.empty();
+    });
     check.events = events_;
     check.reconnects = reconnects_;
     check.last_position = position_;
@@ -167,7 +169,7 @@ WatchCheck WatchRebuild::Check(const std::vector<size_t>& touched,
     }
   }
   stopping_.store(true);
-  std::lock_guard<std::mutex> lock(mu_);
+  ::ledger::MutexLock lock(&mu_);
   if (context_ != nullptr) context_->TryCancel();
   return check;
 }

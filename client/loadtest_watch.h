@@ -8,9 +8,7 @@
 #define LEDGER_CLIENT_LOADTEST_WATCH_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,6 +17,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "base/annotated_mutex.h"
+#include "base/steady_wait.h"
 #include "client/loadtest_driver.h"
 #include "client/loadtest_outcome.h"
 #include "grpcpp/grpcpp.h"
@@ -52,7 +52,7 @@ class WatchRebuild {
 
   LoadtestDriver& driver_;
   absl::flat_hash_map<std::string, size_t> index_;  // Account name to index in driver.names().
-  std::mutex mu_;
+  ::ledger::Mutex mu_;
   std::vector<int64_t> balances_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> sequences_ ABSL_GUARDED_BY(mu_);  // 0: no operation seen.
   bool started_ ABSL_GUARDED_BY(mu_) = false;             // The first message came.
@@ -62,7 +62,7 @@ class WatchRebuild {
   std::string failure_ ABSL_GUARDED_BY(mu_);           // The stream ended for good, or went wrong.
   bool out_of_sequence_ ABSL_GUARDED_BY(mu_) = false;  // An operation repeated or skipped.
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::condition_variable changed_;
+  SteadyCondVar changed_;  // Notified after every change of what Check and the start wait for.
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };

@@ -25,6 +25,7 @@ struct WatchFeed::Watcher {
   uint64_t next = 1;                          // The next position to read for it.
   uint64_t sent_position = 0;                 // The last position sent (or asked from).
   bool announce = false;  // start_at_end: its first message, with no events, is not sent yet.
+  bool balances = false;  // with_balances: its first message, the balances, is not sent yet.
   SteadyTime last_message;
   SteadyTime caught_up_at;  // When sent_position last reached what was committed.
   grpc::ByteBuffer out;     // The message gRPC is sending; kept until OnWriteDone.
@@ -69,7 +70,7 @@ grpc::Status PositionNotKept(uint64_t from_position, uint64_t oldest) {
       grpc::StatusCode::OUT_OF_RANGE, v1::POSITION_NOT_KEPT,
       absl::StrCat("the log after position ", from_position,
                    " is no longer kept: the oldest position kept is ", oldest,
-                   " (--watch_retention keeps more); resync from Balance, then watch from there"),
+                   " (--watch_retention keeps more); resync: watch again with_balances"),
       {{"oldest_position", absl::StrCat(oldest)}, {"from_position", absl::StrCat(from_position)}});
 }
 
@@ -122,15 +123,25 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
         grpc::StatusCode::FAILED_PRECONDITION, v1::NOT_DURABLE,
         "this server keeps no log to watch: it runs with --durability=none (memory only)"));
   }
+  if (request.with_balances() &&
+      (request.account_ids().empty() || request.from_position() != 0 || request.start_at_end())) {
+    return refuse(ErrorStatus(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
+                              "with_balances gives the named accounts' balances as of one "
+                              "position and follows them from there: name the accounts in "
+                              "account_ids, with from_position 0 and no start_at_end",
+                              {{"field", "with_balances"}}));
+  }
   if (request.start_at_end() && request.from_position() != 0) {
     return refuse(ErrorStatus(grpc::StatusCode::INVALID_ARGUMENT, v1::INVALID_REQUEST,
                               "start_at_end starts after the newest committed position: give "
                               "from_position 0 with it, or leave it unset",
                               {{"field", "start_at_end"}}));
   }
-  const uint64_t from =
-      request.start_at_end() ? store_->log_position() : request.from_position();
-  absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(from + 1);
+  const uint64_t from = request.start_at_end() ? store_->log_position() : request.from_position();
+  // with_balances: the position comes with the balances, from the feed's thread.
+  absl::StatusOr<std::unique_ptr<storage::LogReader>> reader =
+      request.with_balances() ? absl::StatusOr<std::unique_ptr<storage::LogReader>>(nullptr)
+                              : store_->NewLogReader(from + 1);
   if (!reader.ok()) {
     if (absl::IsOutOfRange(reader.status())) {
       return refuse(PositionNotKept(from, store_->first_log_position()));
@@ -143,6 +154,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
   watcher->client = ClientKeyOf(*context, options_.client_by);
   watcher->sent_position = from;
   watcher->announce = request.start_at_end();
+  watcher->balances = request.with_balances();
   watcher->last_message = watcher->caught_up_at = SteadyNow();
   watcher->stream = stream;
   {
@@ -264,6 +276,7 @@ void WatchFeed::ExtendTail(uint64_t committed, bool wanted) {
 
 bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now) {
   Watcher& w = *watcher;
+  if (w.balances) return SendBalances(watcher, committed, now);
   std::string message;
   int events = 0;
   uint64_t last = w.next - 1;  // The last position this message covers.
@@ -330,6 +343,36 @@ bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed
     return read_something;  // Read past other accounts' operations; their position goes later.
   }
   Send(w, message, events, last, committed, now);
+  return true;
+}
+
+bool WatchFeed::SendBalances(const std::shared_ptr<Watcher>& watcher, uint64_t committed,
+                             SteadyTime now) {
+  Watcher& w = *watcher;
+  w.balances = false;
+  const std::vector<std::string> ids(w.accounts.begin(), w.accounts.end());
+  // Waits for the applier's next turn (at most about a batch): on this thread, never gRPC's.
+  absl::StatusOr<storage::AccountsAt> at = store_->ReadAccountsAtApplied(ids);
+  if (!at.ok()) {
+    End(watcher, ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+                             absl::StrCat("the balances cannot be read: ", at.status().message())));
+    return true;
+  }
+  v1::WatchResponse response;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    v1::AccountBalance* balance = response.add_balances();
+    balance->set_account_id(ids[i]);
+    const std::optional<AccountState>& state = at->states[i];
+    balance->set_opened(state.has_value());
+    if (state.has_value()) {
+      balance->set_balance(state->balance);
+      balance->set_sequence(state->sequence);
+    }
+  }
+  std::string message = response.SerializeAsString();
+  w.next = at->position + 1;
+  w.reader.reset();
+  Send(w, message, 0, at->position, std::max(committed, at->position), now);
   return true;
 }
 

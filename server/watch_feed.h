@@ -95,6 +95,8 @@ class WatchFeed {
   void Run();
   // Sends `watcher` its next message if there is one to send; true when it did any work.
   bool Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now);
+  // with_balances: the first message, the watched accounts as of the applied position.
+  bool SendBalances(const std::shared_ptr<Watcher>& watcher, uint64_t committed, SteadyTime now);
   // Starts the write of `message` (its events) with the position fields; clears nothing.
   void Send(Watcher& watcher, std::string& message, int events, uint64_t position,
             uint64_t committed, SteadyTime now);

@@ -63,6 +63,12 @@ struct HistoryPage {
   uint64_t next_sequence = 0;
 };
 
+// Accounts exactly as of one log position (Watch's consistent start).
+struct AccountsAt {
+  uint64_t position = 0;
+  std::vector<std::optional<AccountState>> states;  // By the ids asked; nullopt: never opened.
+};
+
 // The log's progress, for the metrics (ledger_log_*).
 struct LogProgress {
   uint64_t position = 0;             // The newest entry appended (acknowledged).
@@ -109,6 +115,11 @@ class LedgerStorage : public LedgerStore {
   virtual absl::StatusOr<std::unique_ptr<LogReader>> NewLogReader(uint64_t from) const = 0;
   // The oldest position the log keeps now.
   virtual uint64_t first_log_position() const = 0;
+  // The states of `account_ids` exactly as of one position the derived state has applied, and
+  // that position; the log keeps every entry after it. Blocks for the applier (at most a batch):
+  // never on a gRPC thread. Unavailable once the store stops.
+  virtual absl::StatusOr<AccountsAt> ReadAccountsAtApplied(
+      const std::vector<std::string>& account_ids) = 0;
 
   // A replica of a cluster (StoreOptions::cluster): what it knows of the cluster now; nullopt on
   // a single node. Any thread.

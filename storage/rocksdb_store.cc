@@ -1307,16 +1307,30 @@ void RocksDbStore::RunApplier() {
       next_spare_attempt = SteadyNow() + std::chrono::seconds(1);
     }
     uint64_t applied = 0;
+    std::vector<SnapshotRequest*> snapshots;
     {
       absl::MutexLock lock(&apply_mu_);
       const auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
-        return !unapplied_entries_.empty() || applier_stopping_;
+        return !unapplied_entries_.empty() || applier_stopping_ || !snapshot_requests_.empty();
       };
       apply_mu_.Await(absl::Condition(&work));
-      if (unapplied_entries_.empty()) return;  // Stopping, and everything is applied.
-      // Gather a larger batch for a moment, unless a read waits for the applier.
+      // Between two batches the derived state is exactly applied_'s: snapshots are read here.
+      snapshots.swap(snapshot_requests_);
+      applied = applied_;
+      if (snapshots.empty() && unapplied_entries_.empty()) {
+        return;  // Stopping, and everything is applied.
+      }
+    }
+    if (!snapshots.empty()) {
+      ServeSnapshots(snapshots, applied);
+      continue;
+    }
+    {
+      absl::MutexLock lock(&apply_mu_);
+      // Gather a larger batch for a moment, unless a read (or a snapshot) waits for the applier.
       const auto batch_ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) {
-        return unapplied_bytes_ >= kApplyBatchBytes || readers_waiting_ > 0 || applier_stopping_;
+        return unapplied_bytes_ >= kApplyBatchBytes || readers_waiting_ > 0 || applier_stopping_ ||
+               !snapshot_requests_.empty();
       };
       apply_changed_.WaitFor(apply_mu_, kApplyBatchWait, batch_ready);
       // Everything queued, in one RocksDB write: the applier catches up in large batches.
@@ -1735,40 +1749,49 @@ absl::Status RocksDbStore::ForEachAccount(
   });
 }
 
+absl::StatusOr<std::optional<AccountState>> RocksDbStore::LookUpAccount(
+    Handles& handles, absl::string_view account_id, bool& in_memory) {
+  std::string value;
+  in_memory = false;
+  const std::string key = AccountKey(account_id);
+  std::shared_ptr<const AccountStates> checkpointing;
+  {
+    absl::MutexLock dirty_lock(&dirty_mu_);
+    auto dirty = dirty_accounts_.find(key);
+    if (dirty != dirty_accounts_.end()) {
+      value = dirty->second;
+      in_memory = true;
+    }
+    checkpointing = checkpointing_accounts_;
+  }
+  // A checkpoint writing the states it took from the map: they are RocksDB's once it is done.
+  if (!in_memory && checkpointing != nullptr) {
+    auto state = checkpointing->find(key);
+    if (state != checkpointing->end()) {
+      value = state->second;
+      in_memory = true;
+    }
+  }
+  if (!in_memory) {
+    rocksdb::Status read =
+        handles.db->Get(rocksdb::ReadOptions(), handles.families[kAccounts], key, &value);
+    if (read.IsNotFound()) return std::nullopt;
+    if (!read.ok()) return FromRocks(read, "reading an account");
+  }
+  absl::StatusOr<AccountState> state = DecodeAccount(value);
+  if (!state.ok()) return state.status();
+  return *state;
+}
+
 absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
     absl::string_view account_id) {
   std::optional<AccountState> found;
   absl::Status status = ReadWith([&](Handles& handles) {
-    std::string value;
     bool in_memory = false;
-    const std::string key = AccountKey(account_id);
-    std::shared_ptr<const AccountStates> checkpointing;
-    {
-      absl::MutexLock dirty_lock(&dirty_mu_);
-      auto dirty = dirty_accounts_.find(key);
-      if (dirty != dirty_accounts_.end()) {
-        value = dirty->second;
-        in_memory = true;
-      }
-      checkpointing = checkpointing_accounts_;
-    }
-    // A checkpoint writing the states it took from the map: they are RocksDB's once it is done.
-    if (!in_memory && checkpointing != nullptr) {
-      auto state = checkpointing->find(key);
-      if (state != checkpointing->end()) {
-        value = state->second;
-        in_memory = true;
-      }
-    }
-    if (!in_memory) {
-      rocksdb::Status read =
-          handles.db->Get(rocksdb::ReadOptions(), handles.families[kAccounts], key, &value);
-      if (read.IsNotFound()) return absl::OkStatus();
-      if (!read.ok()) return FromRocks(read, "reading an account");
-    }
-    absl::StatusOr<AccountState> state = DecodeAccount(value);
+    absl::StatusOr<std::optional<AccountState>> state =
+        LookUpAccount(handles, account_id, in_memory);
     if (!state.ok()) return state.status();
-    if (in_memory) {
+    if (!state->has_value() || in_memory) {
       // Applied from the log with its journal entry, which may still be in RecentJournal: there
       // is no disk read to check.
       found = *state;
@@ -1778,7 +1801,7 @@ absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
     // a path taken only after a failed write (or for a History page that came back empty).
     std::unique_ptr<rocksdb::Iterator> journal(
         handles.db->NewIterator(rocksdb::ReadOptions(), handles.families[kJournal]));
-    if (absl::Status agrees = AccountJournalCheck(journal.get()).CheckOne(account_id, *state);
+    if (absl::Status agrees = AccountJournalCheck(journal.get()).CheckOne(account_id, **state);
         !agrees.ok()) {
       return agrees;
     }
@@ -1787,6 +1810,46 @@ absl::StatusOr<std::optional<AccountState>> RocksDbStore::FindAccount(
   });
   if (!status.ok()) return status;
   return found;
+}
+
+absl::StatusOr<AccountsAt> RocksDbStore::ReadAccountsAtApplied(
+    const std::vector<std::string>& account_ids) {
+  SnapshotRequest request;
+  request.account_ids = &account_ids;
+  absl::MutexLock lock(&apply_mu_);
+  if (applier_stopping_) return request.result;
+  snapshot_requests_.push_back(&request);
+  apply_changed_.NotifyAll();
+  while (!request.done) {
+    apply_changed_.WaitFor(apply_mu_, absl::Seconds(1),
+                           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_) { return request.done; });
+  }
+  return std::move(request.result);
+}
+
+void RocksDbStore::ServeSnapshots(const std::vector<SnapshotRequest*>& requests, uint64_t applied) {
+  for (SnapshotRequest* request : requests) {
+    AccountsAt at;
+    at.position = applied;
+    absl::Status read = ReadWith(
+        [&](Handles& handles) {
+          for (const std::string& id : *request->account_ids) {
+            bool in_memory = false;
+            absl::StatusOr<std::optional<AccountState>> state =
+                LookUpAccount(handles, id, in_memory);
+            if (!state.ok()) return state.status();
+            at.states.push_back(*state);
+          }
+          return absl::OkStatus();
+        },
+        /*await_applied=*/false);
+    request->result = read.ok() ? absl::StatusOr<AccountsAt>(std::move(at)) : read;
+  }
+  {
+    absl::MutexLock lock(&apply_mu_);
+    for (SnapshotRequest* request : requests) request->done = true;
+  }
+  apply_changed_.NotifyAll();
 }
 
 absl::StatusOr<HistoryPage> RocksDbStore::ReadHistory(absl::string_view account_id, uint64_t start,

@@ -299,6 +299,10 @@ class RocksDbStore final : public LedgerStorage {
     return log_->NewReader(from);
   }
   uint64_t first_log_position() const override { return log_->first_position(); }
+  // Served by the applier thread between two batches: the one place where the derived state is
+  // exactly the applied position's (ApplyEntries writes the states before applied_ is raised).
+  absl::StatusOr<AccountsAt> ReadAccountsAtApplied(
+      const std::vector<std::string>& account_ids) override ABSL_LOCKS_EXCLUDED(apply_mu_);
   absl::Status CatchUpAsLeader() override;
   absl::Status ConfirmLeadership() override;
 
@@ -409,6 +413,12 @@ class RocksDbStore final : public LedgerStorage {
   // Unavailable while the database is closed after a failed write (the applier reopens it).
   absl::Status ReadWith(const std::function<absl::Status(Handles& handles)>& read,
                         bool await_applied = true) ABSL_LOCKS_EXCLUDED(mu_);
+  // An account's state as the derived state holds it (the dirty map, then the checkpointing
+  // one, then RocksDB); `in_memory` says which.
+  absl::StatusOr<std::optional<AccountState>> LookUpAccount(Handles& handles,
+                                                            absl::string_view account_id,
+                                                            bool& in_memory);
+
   // Reads the value of `key` in the default column family: `value` nullopt when absent;
   // `answered` false only when `memory_only` and the answer may be on disk.
   struct DefaultRead {
@@ -481,6 +491,16 @@ class RocksDbStore final : public LedgerStorage {
   uint64_t applied_ ABSL_GUARDED_BY(apply_mu_) = 0;
   bool applier_stopping_ ABSL_GUARDED_BY(apply_mu_) = false;
   int readers_waiting_ ABSL_GUARDED_BY(apply_mu_) = 0;
+  // ReadAccountsAtApplied's requests, for the applier's next turn.
+  struct SnapshotRequest {
+    const std::vector<std::string>* account_ids = nullptr;
+    absl::StatusOr<AccountsAt> result = absl::UnavailableError("the store is stopping");
+    bool done = false;
+  };
+  std::vector<SnapshotRequest*> snapshot_requests_ ABSL_GUARDED_BY(apply_mu_);
+  // The applier thread, between two batches: answers `requests` at position `applied`.
+  void ServeSnapshots(const std::vector<SnapshotRequest*>& requests, uint64_t applied)
+      ABSL_LOCKS_EXCLUDED(apply_mu_);
   // One checkpoint (or backup's checkpoint) at a time.
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(apply_write_mu_);
   // Serialises the applier's writes with a checkpoint's write.

@@ -248,6 +248,77 @@ TEST_F(WatchTest, TheStreamIsTheLogInOrderWithNoGapAndRebuildsEveryBalance) {
   EXPECT_GT(operations_seen["OPERATION_TRANSFER_IN"], 0);
 }
 
+TEST_F(WatchTest, WithBalancesAConsumerStartingMidLoadRebuildsItsAccountsExactly) {
+  TestServer server(Options());
+  std::unique_ptr<v1::Ledger::Stub> stub = server.NewStub();
+  std::vector<std::string> accounts;
+  for (int i = 0; i < 6; ++i) {
+    accounts.push_back(absl::StrCat("acct-", i));
+    ASSERT_TRUE(Deposit(*stub, accounts.back(), 1000).status.ok());
+  }
+  std::thread load([&] { MixedLoad(server, 8, 200); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::vector<std::string> watched = accounts;
+  watched.push_back("never-opened");
+  auto context = ContextWithDeadline(std::chrono::seconds(120));
+  v1::WatchRequest request = WatchFrom(0, watched);
+  request.set_with_balances(true);
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
+      stub->Watch(context.get(), request);
+  v1::WatchResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  ASSERT_EQ(first.balances_size(), 7);
+  EXPECT_EQ(first.events_size(), 0);
+  const uint64_t start = first.position();
+  EXPECT_GT(start, 6u);
+  std::map<std::string, AccountState> rebuilt;
+  for (const v1::AccountBalance& balance : first.balances()) {
+    if (balance.account_id() == "never-opened") {
+      EXPECT_FALSE(balance.opened());
+      continue;
+    }
+    EXPECT_TRUE(balance.opened()) << balance.account_id();
+    EXPECT_GE(balance.sequence(), 1u);
+    rebuilt[balance.account_id()] = {.balance = balance.balance(), .sequence = balance.sequence()};
+  }
+  // At least one operation of a watched account after the balances' position, whenever the
+  // load ended.
+  ASSERT_TRUE(Deposit(*stub, "acct-0", 7, "after-the-balances").status.ok());
+  load.join();
+  const uint64_t last = server.server().store()->log_position();
+  v1::WatchResponse message;
+  int after_start = 0;
+  while (first.position() < last && reader->Read(&message)) {
+    for (const v1::WatchEvent& event : message.events()) {
+      EXPECT_GT(event.position(), start);
+      AccountState& state = rebuilt[event.account_id()];
+      // The first operation after the balances is the next of each account: none missed, none
+      // counted twice.
+      ASSERT_EQ(event.entry().sequence(), state.sequence + 1) << event.account_id();
+      state = {.balance = event.entry().balance_after(), .sequence = event.entry().sequence()};
+      ++after_start;
+    }
+    if (message.position() >= last) break;
+  }
+  context->TryCancel();
+  while (reader->Read(&message)) {
+  }
+  reader->Finish();
+  EXPECT_GT(after_start, 0);  // The load went on after the balances' position.
+  for (const std::string& account : accounts) {
+    EXPECT_EQ(rebuilt[account].balance, Balance(*stub, account).balance) << account;
+    const testing_util::HistoryResult history = testing_util::History(*stub, account, 1);
+    ASSERT_TRUE(history.status.ok());
+    EXPECT_EQ(rebuilt[account].sequence, history.response.entries(0).sequence()) << account;
+  }
+  // Without accounts there is nothing to give balances of.
+  v1::WatchRequest bare;
+  bare.set_with_balances(true);
+  const Watched refused = WatchUntil(*stub, bare, 1);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("with_balances"));
+}
+
 TEST_F(WatchTest, AResumeFromAnyPositionGivesTheSameSuffix) {
   TestServer server(Options());
   MixedLoad(server, 8, 20);
@@ -459,7 +530,7 @@ TEST_F(SmallSegmentsTest, AWatcherBehindWhatTheLogKeepsIsToldTheOldestPosition) 
   const ErrorDetails details = DetailsOf(refused.status);
   EXPECT_EQ(details.reason, v1::POSITION_NOT_KEPT);
   EXPECT_EQ(MetadataValue(details.metadata, "oldest_position"), absl::StrCat(oldest));
-  EXPECT_THAT(refused.status.error_message(), HasSubstr("resync from Balance"));
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("resync: watch again with_balances"));
   // From just before the oldest kept: served, from it on.
   const uint64_t last = store->log_progress().position;
   const std::vector<v1::WatchEvent> kept = WatchUntil(*stub, WatchFrom(oldest - 1), last).Events();
