@@ -108,8 +108,12 @@ TEST(WatchHostileTest, ThousandsOfWatchersHugeFiltersAndSilentOnesStayBounded) {
   const double during = RssMb(ledgerd.pid());
   std::cout << "ledgerd RSS: " << baseline << " MB before the watchers, " << during
             << " MB with them after 2 s of load\n";
+#ifdef LEDGER_LEDGERD_ON_JEMALLOC
+  // The release build, as users run it. Under a sanitizer the allocator holds freed memory in
+  // its quarantine (measured under ASan: 213 -> 561 MB), so there only the answers are checked.
   EXPECT_LT(during - baseline, 64)
       << "baseline " << baseline << " MB, with the watchers " << during;
+#endif
 
   // How each call ended: the refused ones have their status already; the served ones are
   // cancelled once those are in, and end CANCELLED.
