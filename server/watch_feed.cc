@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -74,7 +75,32 @@ grpc::Status PositionNotKept(uint64_t from_position, uint64_t oldest) {
       {{"oldest_position", absl::StrCat(oldest)}, {"from_position", absl::StrCat(from_position)}});
 }
 
+// Reads `reader` up to `last`, at most `max_bytes` of payload, and passes each position encoded
+// (watch_encoding.h) to `take`. The first failure: the reader's, or a payload that does not
+// decode.
+absl::Status ReadEncoded(storage::LogReader& reader, uint64_t last, int64_t max_bytes,
+                         const std::function<void(EncodedPosition encoded)>& take) {
+  absl::Status encoded_all;
+  absl::StatusOr<int> read =
+      reader.Read(last, max_bytes, [&](uint64_t position, absl::string_view payload) {
+        if (!encoded_all.ok()) return;
+        absl::StatusOr<EncodedPosition> encoded = EncodePosition(position, payload);
+        if (!encoded.ok()) {
+          encoded_all = encoded.status();
+          return;
+        }
+        take(*std::move(encoded));
+      });
+  return read.ok() ? encoded_all : read.status();
+}
+
 }  // namespace
+
+grpc::Status WatchFeed::ReadFailure(const absl::Status& failure, uint64_t after) const {
+  if (absl::IsOutOfRange(failure)) return PositionNotKept(after, store_->first_log_position());
+  return ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
+                     absl::StrCat("the log cannot be read: ", failure.message()));
+}
 
 WatchFeed::WatchFeed(storage::LedgerStorage* store, const Leadership* leadership,
                      LedgerMetrics* metrics, const WatchOptions& options)
@@ -142,13 +168,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
   absl::StatusOr<std::unique_ptr<storage::LogReader>> reader =
       request.with_balances() ? absl::StatusOr<std::unique_ptr<storage::LogReader>>(nullptr)
                               : store_->NewLogReader(from + 1);
-  if (!reader.ok()) {
-    if (absl::IsOutOfRange(reader.status())) {
-      return refuse(PositionNotKept(from, store_->first_log_position()));
-    }
-    return refuse(ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
-                              absl::StrCat("the log cannot be read: ", reader.status().message())));
-  }
+  if (!reader.ok()) return refuse(ReadFailure(reader.status(), from));
   watcher->reader = *std::move(reader);
   watcher->next = from + 1;
   watcher->client = ClientKeyOf(*context, options_.client_by);
@@ -249,19 +269,12 @@ void WatchFeed::ExtendTail(uint64_t committed, bool wanted) {
     if (!reader.ok()) return;  // Each watcher's own reader says why.
     tail_reader_ = *std::move(reader);
   }
-  absl::Status encoded_all;
-  absl::StatusOr<int> read = tail_reader_->Read(
-      committed, kTailReadBytes, [&](uint64_t position, absl::string_view payload) {
-        if (!encoded_all.ok()) return;
-        absl::StatusOr<EncodedPosition> encoded = EncodePosition(position, payload);
-        if (!encoded.ok()) {
-          encoded_all = encoded.status();
-          return;
-        }
-        tail_bytes_ += encoded->bytes();
-        tail_.push_back(*std::move(encoded));
+  const absl::Status read =
+      ReadEncoded(*tail_reader_, committed, kTailReadBytes, [this](EncodedPosition encoded) {
+        tail_bytes_ += encoded.bytes();
+        tail_.push_back(std::move(encoded));
       });
-  if (!read.ok() || !encoded_all.ok()) {
+  if (!read.ok()) {
     // The watchers read the log themselves meanwhile, and each meets the error on its own.
     tail_.clear();
     tail_bytes_ = 0;
@@ -294,38 +307,19 @@ bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed
       if (w.reader == nullptr || w.reader->next_position() != w.next) {
         absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store_->NewLogReader(w.next);
         if (!reader.ok()) {
-          End(watcher, absl::IsOutOfRange(reader.status())
-                           ? PositionNotKept(w.next - 1, store_->first_log_position())
-                           : ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
-                                         absl::StrCat("the log cannot be read: ",
-                                                      reader.status().message())));
+          End(watcher, ReadFailure(reader.status(), w.next - 1));
           return true;
         }
         w.reader = *std::move(reader);
       }
-      absl::Status encoded_all;
       const uint64_t until =
           tail_.empty() ? committed : std::min(committed, tail_.front().position - 1);
-      absl::StatusOr<int> read =
-          w.reader->Read(until, limit, [&](uint64_t position, absl::string_view payload) {
-            if (!encoded_all.ok()) return;
-            absl::StatusOr<EncodedPosition> encoded = EncodePosition(position, payload);
-            if (!encoded.ok()) {
-              encoded_all = encoded.status();
-              return;
-            }
-            events += AppendEvents(*encoded, w.accounts, message);
-            last = position;
-          });
-      if (!read.ok() && absl::IsOutOfRange(read.status())) {
-        End(watcher, PositionNotKept(w.reader->next_position() - 1, store_->first_log_position()));
-        return true;
-      }
-      if (!read.ok() || !encoded_all.ok()) {
-        End(watcher,
-            ErrorStatus(grpc::StatusCode::UNAVAILABLE, v1::STORAGE_READ_FAILED,
-                        absl::StrCat("the log cannot be read: ",
-                                     (read.ok() ? encoded_all : read.status()).message())));
+      const absl::Status read = ReadEncoded(*w.reader, until, limit, [&](EncodedPosition encoded) {
+        events += AppendEvents(encoded, w.accounts, message);
+        last = encoded.position;
+      });
+      if (!read.ok()) {
+        End(watcher, ReadFailure(read, w.reader->next_position() - 1));
         return true;
       }
     }

@@ -105,6 +105,9 @@ class WatchFeed {
   // watcher
   // (`wanted` false) it lets the tail go.
   void ExtendTail(uint64_t committed, bool wanted);
+  // What a watcher is told when its place in the log cannot be read: POSITION_NOT_KEPT after
+  // `after` when the log dropped it, else STORAGE_READ_FAILED.
+  grpc::Status ReadFailure(const absl::Status& failure, uint64_t after) const;
   // Finishes its stream with `status` and forgets it. Feed thread (or Stop, after it).
   void End(const std::shared_ptr<Watcher>& watcher, const grpc::Status& status);
   void Wake();
