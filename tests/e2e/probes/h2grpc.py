@@ -54,6 +54,14 @@ def request_headers(path, authority):
             (":authority", authority), ("content-type", "application/grpc"), ("te", "trailers")]
 
 
+# HTTP/2's error code for a stream the server did not process (RFC 9113 7).
+REFUSED_STREAM = 7
+
+
+class StreamRefused(ConnectionError):
+    """The server reset the stream with REFUSED_STREAM: nothing was processed, safe to retry."""
+
+
 class GrpcConnection:
     """One HTTP/2 connection that makes unary calls one at a time. Not thread-safe."""
 
@@ -94,6 +102,8 @@ class GrpcConnection:
                                      v.decode() if isinstance(v, bytes) else v)
                                     for k, v in event.headers)
                 elif isinstance(event, h2.events.StreamReset) and event.stream_id == stream_id:
+                    if event.error_code == REFUSED_STREAM:
+                        raise StreamRefused(f"stream refused by the server: {event.error_code}")
                     raise ConnectionError(f"stream reset by the server: {event.error_code}")
                 elif isinstance(event, h2.events.ConnectionTerminated):
                     raise ConnectionError(f"GOAWAY from the server: {event.error_code}")
@@ -115,6 +125,24 @@ def decode_int64_field1(body):
         if not byte & 0x80:
             break
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def unary_call(host, port, path, message, deadline_seconds, source=None, attempts=3):
+    """A unary call on a fresh connection, sent again (on another fresh connection, at most
+    `attempts` times in all) when the server refuses its stream. REFUSED_STREAM means the request
+    was not processed (RFC 9113 8.7), and gRPC's own clients retry it transparently; HAProxy
+    answers it when the connection to ledgerd it chose was closing. Returns (grpc-status,
+    grpc-message, body); raises what GrpcConnection raises once the attempts are used up."""
+    for attempt in range(attempts):
+        connection = GrpcConnection(host, port, deadline_seconds, source)
+        try:
+            return connection.unary(path, message, deadline_seconds)
+        except StreamRefused:
+            if attempt + 1 == attempts:
+                raise
+            time.sleep(0.1)
+        finally:
+            connection.close()
 
 
 def timed_call(host, port, path, message, deadline_seconds=1.0, source=None):

@@ -298,18 +298,17 @@ def sample(pid, held, port, metrics_port):
 def deposit_then_balance(port):
     """After the probe: a Deposit of AFTER_AMOUNT on a fresh connection, then a Balance on another.
     Returns (balance or None, detail). Never raises."""
-    ok, _, detail = h2grpc.timed_call(
-        HOST, port, h2grpc.DEPOSIT_PATH,
-        h2grpc.deposit_request(ACCOUNT, AFTER_AMOUNT, "probe-after-flood"), 5, CLIENT_SOURCE)
-    if not ok:
-        return None, f"Deposit: {detail}"
     try:
-        connection = h2grpc.GrpcConnection(HOST, port, 5, CLIENT_SOURCE)
-        try:
-            status, text, body = connection.unary(
-                h2grpc.BALANCE_PATH, h2grpc.balance_request(ACCOUNT), 5)
-        finally:
-            connection.close()
+        status, text, _ = h2grpc.unary_call(
+            HOST, port, h2grpc.DEPOSIT_PATH,
+            h2grpc.deposit_request(ACCOUNT, AFTER_AMOUNT, "probe-after-flood"), 5, CLIENT_SOURCE)
+    except (OSError, ConnectionError, TimeoutError) as error:
+        return None, f"Deposit: {type(error).__name__}: {error}"
+    if status != 0:
+        return None, f"Deposit: grpc-status {status} {text}"
+    try:
+        status, text, body = h2grpc.unary_call(
+            HOST, port, h2grpc.BALANCE_PATH, h2grpc.balance_request(ACCOUNT), 5, CLIENT_SOURCE)
     except (OSError, ConnectionError, TimeoutError) as error:
         return None, f"Balance: {type(error).__name__}: {error}"
     if status != 0:
