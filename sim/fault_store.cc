@@ -49,6 +49,23 @@ absl::Status FaultStore::WriteGroup(absl::Span<const BatchWrite* const> group) {
   return absl::OkStatus();
 }
 
+FaultStore::AccountsAt FaultStore::AccountsAtApplied(
+    const std::vector<std::string>& account_ids) const {
+  AccountsAt at;
+  // What the applier reached: the newest entry it applied since the last checkpoint, else the
+  // checkpoint's (a restart's replay counts as applied).
+  at.position = applied_since_checkpoint_.empty() ? checkpoint_position_
+                                                  : applied_since_checkpoint_.back().position;
+  if (bug_ == StoreBugForTesting::kSnapshotNamesTheAcknowledgedPosition)
+    at.position = acknowledged_;
+  for (const std::string& id : account_ids) {
+    auto found = applied_.accounts.find(id);
+    at.states.push_back(found == applied_.accounts.end() ? std::nullopt
+                                                         : std::optional(found->second));
+  }
+  return at;
+}
+
 std::vector<JournalEntry> FaultStore::JournalOf(absl::string_view payload) const {
   std::vector<JournalEntry> journal;
   for (const BatchWrite& batch : GroupOf(payload)) {

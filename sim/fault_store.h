@@ -79,6 +79,10 @@ enum class StoreBugForTesting : uint8_t {
   // RocksDbStore::StartGroupWrite would if it ignored behind_writes_in_flight: the shards roll
   // it back with the failed one (it may hold batches decided on top of it), yet the log keeps it.
   kRepairsUnderWritesInFlight,
+  // A snapshot of accounts (Watch with_balances) names the newest acknowledged position instead
+  // of the one the applier reached, as ReadAccountsAtApplied would if it read applied_ and the
+  // log's position apart: the entries in between are neither in the states nor in the stream.
+  kSnapshotNamesTheAcknowledgedPosition,
 };
 
 // The fault plan of one group write (several sealed batches, one WriteGroup).
@@ -151,6 +155,14 @@ class FaultStore final : public LedgerStore {
   // The newest position acknowledged: appended by a write that succeeded, or found in the log
   // by the last Reopen. What RocksDbStore::log_position() gives a watcher to read up to.
   uint64_t acknowledged_position() const { return acknowledged_; }
+  // RocksDbStore::ReadAccountsAtApplied (Watch with_balances): the states of `account_ids` in
+  // the derived state the lookups read (nullopt: never opened there), and the position the
+  // applier has reached, which they are exactly as of.
+  struct AccountsAt {
+    uint64_t position = 0;
+    std::vector<std::optional<AccountState>> states;
+  };
+  AccountsAt AccountsAtApplied(const std::vector<std::string>& account_ids) const;
   // The journal entries of the log entry `payload` (one of this store's), in decided order: what
   // a watcher learns from it.
   std::vector<JournalEntry> JournalOf(absl::string_view payload) const;

@@ -82,7 +82,7 @@ int Usage(const char* problem) {
                "[--core_bug=skip_rollback|reapply_replays] "
                "[--store_bug=lose_writes|lookups_miss_unapplied|backup_misses_log|"
                "checkpoint_drops_requests|repair_keeps_failed_entry|repairs_lost_leadership|"
-               "repairs_under_writes_in_flight] "
+               "repairs_under_writes_in_flight|snapshot_names_acknowledged] "
                "[--pipeline_bug=release_before_write|release_out_of_order] "
                "[--coordinator_bug=settle_refused_as_committed] [--no_transfers] "
                "\n",
@@ -117,7 +117,7 @@ bool RunSeed(SimOptions options, bool print_ok, bool verbose) {
         "whole, %lld backups restored, %lld checkpoints\n"
         "  log: %lld failed entries found torn at a restart, %lld found whole and kept; %lld "
         "leaderships lost with an entry in flight\n"
-        "  watch: %lld operations streamed and rebuilt, %lld resyncs behind a checkpoint\n"
+        "  watch: %lld operations streamed and rebuilt, %lld starts from a balances snapshot\n"
         "  writes in flight: up to %lld, at most %lld at once; %lld group writes failed behind a "
         "failed one; %lld restarts found several entries in flight at a lost leadership, %lld "
         "kept more than one\n",
@@ -249,6 +249,8 @@ int main(int argc, char** argv) {
         options.store_bug = StoreBugForTesting::kRepairsALostLeadership;
       } else if (value == "repairs_under_writes_in_flight") {
         options.store_bug = StoreBugForTesting::kRepairsUnderWritesInFlight;
+      } else if (value == "snapshot_names_acknowledged") {
+        options.store_bug = StoreBugForTesting::kSnapshotNamesTheAcknowledgedPosition;
       } else {
         return Usage("unknown --store_bug");
       }

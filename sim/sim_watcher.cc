@@ -6,26 +6,54 @@
 
 namespace ledger::sim {
 
+// One Follow in this many starts over as a new consumer, from a snapshot of balances.
+constexpr uint64_t kFreshStartOneIn = 150;
+
+void SimWatcher::StartFromSnapshot(const FaultStore& store) {
+  std::vector<std::string> ids;
+  for (const auto& [id, state] : store.accounts()) ids.push_back(id);
+  for (const auto& [id, state] : accounts_) {
+    if (!store.accounts().contains(id)) ids.push_back(id);
+  }
+  const FaultStore::AccountsAt at = store.AccountsAtApplied(ids);
+  accounts_.clear();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (at.states[i].has_value()) accounts_[ids[i]] = *at.states[i];
+  }
+  next_ = at.position + 1;
+  reader_.reset();
+  ++resyncs_;
+}
+
 std::string SimWatcher::Follow(const FaultStore& store) {
   const uint64_t acknowledged = store.acknowledged_position();
+  // Draws are the generator's output modulo n, the same on every standard library (as in
+  // simulator.cc).
+  if ((*rng_)() % kFreshStartOneIn == 0) {
+    StartFromSnapshot(store);
+  }
   if (reader_ == nullptr || reader_->next_position() != next_) {
     absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = store.log().NewReader(next_);
     if (!reader.ok()) {
       if (!absl::IsOutOfRange(reader.status())) {
         return absl::StrCat("the watcher's reader: ", reader.status().message());
       }
-      // Behind what the log keeps: resync from the durable accounts, which hold every entry
-      // acknowledged (the store's truth), and follow from there.
-      accounts_ = store.accounts();
-      next_ = acknowledged + 1;
-      ++resyncs_;
-      return "";
+      // Behind what the log keeps: start again from a snapshot, whose position the log keeps
+      // everything after.
+      StartFromSnapshot(store);
+      absl::StatusOr<std::unique_ptr<storage::LogReader>> again = store.log().NewReader(next_);
+      if (!again.ok()) {
+        return absl::StrCat(
+            "the log no longer keeps position ", next_,
+            " after a snapshot at the applied position: ", again.status().message());
+      }
+      reader = std::move(again);
     }
     reader_ = *std::move(reader);
   }
   std::string failure;
   while (failure.empty() && next_ <= acknowledged) {
-    const int64_t max_bytes = std::uniform_int_distribution<int64_t>(1, 64)(*rng_);
+    const int64_t max_bytes = static_cast<int64_t>((*rng_)() % 64) + 1;
     absl::StatusOr<int> read =
         reader_->Read(acknowledged, max_bytes, [&](uint64_t position, absl::string_view payload) {
           if (!failure.empty()) return;

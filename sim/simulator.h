@@ -133,7 +133,8 @@ struct SimResult {
   int64_t torn_tails = 0;
   int64_t kept_failed_entries = 0;
   // The change stream's consumer (SimWatcher): the operations it rebuilt the accounts from, and
-  // how often a checkpoint had dropped its place (it resynced from the durable accounts).
+  // how often it started from a snapshot of balances at the applied position (as a new consumer,
+  // or because a checkpoint had dropped its place).
   int64_t watched_operations = 0;
   int64_t watcher_resyncs = 0;
   // Replies by outcome (index: Outcome) and how many were replays: what the run exercised.

@@ -168,6 +168,15 @@ TEST(SimulatorTest, CatchesAStoreThatRepairsTheLogUnderWritesInFlight) {
       AnyOf(HasSubstr("differ from the model"), HasSubstr("conservation")));
 }
 
+// Watch with_balances: a snapshot's states are those the applier reached, so the position it
+// names must be the applier's. Naming the newest acknowledged one instead loses the entries in
+// between from the watcher's rebuilt accounts.
+TEST(SimulatorTest, CatchesABalancesSnapshotNamingTheWrongPosition) {
+  EXPECT_THAT(FirstFailure(CoreBugForTesting::kNone,
+                           StoreBugForTesting::kSnapshotNamesTheAcknowledgedPosition),
+              HasSubstr("the watcher"));
+}
+
 // Several writes in flight: later ones fail behind a failed one, and restarts after a lost
 // leadership keep a prefix of the entries that were in flight, more than one at times.
 TEST(SimulatorTest, WritesInFlightEndInOrderAndFailBehindAFailedOne) {
