@@ -81,9 +81,9 @@ def wait_for_ports(process, ports_file, seconds_max=20):
                           if process.poll() is not None else ""))
 
 
-def start_ledgerd(build, durability, data_dir, shards, cpus=""):
+def start_ledgerd(build, durability, data_dir, shards, cpus="", extra_flags=()):
     """A fresh ledgerd on ephemeral loopback ports (`ledgerd init` first unless in memory),
-    pinned to `cpus` if given; returns the process, its gRPC port and its metrics port once it
+    pinned to `cpus` if given, with `extra_flags` after the others; returns the process, its gRPC port and its metrics port once it
     is serving. Its output is drained in the background so that it never blocks."""
     ledgerd = os.path.join(build, "server", "ledgerd")
     if durability != "none":
@@ -93,7 +93,8 @@ def start_ledgerd(build, durability, data_dir, shards, cpus=""):
     process = subprocess.Popen(
         (["taskset", "-c", cpus] if cpus else []) +
         [ledgerd, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0", f"--shards={shards}",
-         f"--durability={durability}", f"--data_dir={data_dir}", f"--ports_file={ports_file}"],
+         f"--durability={durability}", f"--data_dir={data_dir}", f"--ports_file={ports_file}",
+         *extra_flags],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
     try:
