@@ -70,6 +70,10 @@ ABSL_FLAG(uint64_t, from, 0,
 ABSL_FLAG(std::vector<std::string>, account, {},
           "watch: only these accounts' operations, comma-separated (--account=alice,bob); "
           "default: every account");
+ABSL_FLAG(bool, with_balances, false,
+          "watch: first the balance of each --account exactly as of one log position, then the "
+          "operations after that position (a consistent start for a new consumer; needs "
+          "--account, not --from)");
 ABSL_FLAG(std::string, to, "",
           "backup: the directory to write the backup into (made when missing; must be empty). "
           "A backup is complete once its backup_manifest.json is written, last");
@@ -89,7 +93,7 @@ constexpr char kUsage[] =
     "  ledgerctl [flags] health\n"
     "  ledgerctl [flags] backup --to=DIR\n"
     "  ledgerctl [flags] cluster status\n"
-    "  ledgerctl [flags] watch [--from=POSITION] [--account=ID,...]\n"
+    "  ledgerctl [flags] watch [--from=POSITION] [--account=ID,...] [--with_balances]\n"
     "\n"
     "AMOUNT is a positive integer number of minor units (cents). Flags may come before or\n"
     "after the command; `--` ends them. Prints `ACCOUNT: BALANCE` (the balance after the call;\n"
@@ -117,7 +121,9 @@ constexpr char kUsage[] =
     "gap or a duplicate. When the stream ends UNAVAILABLE (the server stopped, or stopped\n"
     "leading) it is opened again from there, following the leader, once a second; any other\n"
     "error (OUT_OF_RANGE: the server no longer keeps that position) ends it. --deadline does\n"
-    "not bound it.\n"
+    "not bound it. --with_balances first prints each --account's balance and sequence as of\n"
+    "one position (BALANCES AS OF POSITION N; JSON: one line per account with position,\n"
+    "account_id, opened, balance and sequence), then the operations after that position.\n"
     "\n"
     "apply reads JSON Lines from FILE (- for stdin): one ledger.v1.ApplyOperation per non-blank\n"
     "line in protobuf's JSON mapping, e.g.\n"
@@ -237,6 +243,7 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
   options.backup_to = absl::GetFlag(FLAGS_to);
   options.watch_from = absl::GetFlag(FLAGS_from);
   options.watch_accounts = absl::GetFlag(FLAGS_account);
+  options.watch_with_balances = absl::GetFlag(FLAGS_with_balances);
   options.tls = ledger::ClientTlsOptionsFromFlags();
   if (options.deadline <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--deadline must be positive");
@@ -255,8 +262,16 @@ absl::StatusOr<ledger::ctl::LedgerctlOptions> OptionsFromFlags(const std::string
             ? "--request_id applies to deposit and withdraw only; a transfer takes --transfer_id"
             : "--request_id applies to deposit and withdraw only");
   }
-  if ((options.watch_from != 0 || !options.watch_accounts.empty()) && command != "watch") {
-    return absl::InvalidArgumentError("--from and --account apply to watch only");
+  if ((options.watch_from != 0 || !options.watch_accounts.empty() || options.watch_with_balances) &&
+      command != "watch") {
+    return absl::InvalidArgumentError("--from, --account and --with_balances apply to watch only");
+  }
+  if (options.watch_with_balances && options.watch_accounts.empty()) {
+    return absl::InvalidArgumentError("--with_balances needs the accounts to read (--account)");
+  }
+  if (options.watch_with_balances && options.watch_from != 0) {
+    return absl::InvalidArgumentError(
+        "--with_balances starts at the position of the balances it prints: drop --from");
   }
   if (!options.backup_to.empty() && command != "backup") {
     return absl::InvalidArgumentError("--to applies to backup only");

@@ -53,6 +53,7 @@ struct LedgerctlOptions {
   std::string backup_to;                       // backup: the directory written.
   uint64_t watch_from = 0;                     // watch: the last position processed.
   std::vector<std::string> watch_accounts;     // watch: only these accounts; empty: all.
+  bool watch_with_balances = false;            // watch: their balances first.
   ClientTlsOptions tls;
 };
 

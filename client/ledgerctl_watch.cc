@@ -1,8 +1,10 @@
 // ledgerctl watch: prints ledger.v1.Ledger/Watch's stream until interrupted, one line per
 // committed operation (protobuf's JSON mapping of WatchEvent with --json), and on exit the last
-// position processed, to resume from with --from. A stream that ends UNAVAILABLE (the server
-// stopped, or stopped leading) or cannot connect is opened again from that position, following
-// the leader, once a second; any other error ends the command with its exit code.
+// position processed, to resume from with --from. With --with_balances the named accounts'
+// balances as of one position come first (the stream's first message), then the operations
+// after it. A stream that ends UNAVAILABLE (the server stopped, or stopped leading) or cannot
+// connect is opened again from that position, following the leader, once a second; any other
+// error ends the command with its exit code.
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -72,6 +74,40 @@ void PrintEvent(const v1::WatchEvent& event, bool json) {
                                entry.balance_after(), EntryReference(entry));
 }
 
+void PrintEventsHeader() {
+  std::cout << absl::StrFormat("%-9s %-20s %-6s %-24s %-15s %12s %14s  %s\n", "POSITION", "ACCOUNT",
+                               "SEQ", "TIME (UTC)", "OPERATION", "AMOUNT", "BALANCE AFTER",
+                               "REQUEST ID (TRANSFER ID AND ACCOUNT)");
+}
+
+// The balances of a with_balances stream's first message, then (text) the events' header.
+void PrintBalances(const v1::WatchResponse& response, bool json) {
+  if (json) {
+    for (const v1::AccountBalance& balance : response.balances()) {
+      ctl::WatchBalanceLine line;
+      line.set_position(response.position());
+      line.set_account_id(balance.account_id());
+      line.set_opened(balance.opened());
+      line.set_balance(balance.balance());
+      line.set_sequence(balance.sequence());
+      std::cout << JsonLine(line);
+    }
+    return;
+  }
+  std::cout << "BALANCES AS OF POSITION " << response.position() << "\n"
+            << absl::StrFormat("%-20s %14s %6s\n", "ACCOUNT", "BALANCE", "SEQ");
+  for (const v1::AccountBalance& balance : response.balances()) {
+    if (balance.opened()) {
+      std::cout << absl::StrFormat("%-20s %14d %6d\n", balance.account_id(), balance.balance(),
+                                   balance.sequence());
+    } else {
+      std::cout << absl::StrFormat("%-20s %14s\n", balance.account_id(), "(not opened)");
+    }
+  }
+  std::cout << "\n";
+  PrintEventsHeader();
+}
+
 void PrintStopped(uint64_t position, bool json) {
   if (json) {
     ctl::WatchStopped stopped;
@@ -92,16 +128,17 @@ int RunWatch(LedgerctlSession& session, const std::vector<char*>& args) {
   uint64_t position = session.options().watch_from;
   InstallSignalHandlers("", "\nledgerctl: interrupted again; exiting at once\n");
   CancelOnInterrupt canceller;
-  if (!json) {
-    std::cout << absl::StrFormat("%-9s %-20s %-6s %-24s %-15s %12s %14s  %s\n", "POSITION",
-                                 "ACCOUNT", "SEQ", "TIME (UTC)", "OPERATION", "AMOUNT",
-                                 "BALANCE AFTER", "REQUEST ID (TRANSFER ID AND ACCOUNT)")
-              << std::flush;
+  // Until the first message came: a stream opened again before it asks for the balances again.
+  bool balances_wanted = session.options().watch_with_balances;
+  if (!json && !balances_wanted) {
+    PrintEventsHeader();
+    std::cout << std::flush;
   }
   const LedgerctlSession::Attempt stream = [&](v1::Ledger::Stub& stub,
                                                grpc::ClientContext* context) {
     v1::WatchRequest request;
     request.set_from_position(position);  // Where the last stream stopped.
+    request.set_with_balances(balances_wanted);
     for (const std::string& account : session.options().watch_accounts) {
       request.add_account_ids(account);
     }
@@ -109,6 +146,10 @@ int RunWatch(LedgerctlSession& session, const std::vector<char*>& args) {
     std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader = stub.Watch(context, request);
     v1::WatchResponse response;
     while (reader->Read(&response)) {
+      if (balances_wanted) {
+        PrintBalances(response, json);
+        balances_wanted = false;
+      }
       for (const v1::WatchEvent& event : response.events()) PrintEvent(event, json);
       std::cout << std::flush;
       position = response.position();

@@ -27,6 +27,9 @@ struct WatchFeed::Watcher {
   uint64_t sent_position = 0;                 // The last position sent (or asked from).
   bool announce = false;  // start_at_end: its first message, with no events, is not sent yet.
   bool balances = false;  // with_balances: its first message, the balances, is not sent yet.
+  // with_balances: the accounts in the order the request named them (each once), which the
+  // balances keep.
+  std::vector<std::string> balance_ids;
   SteadyTime last_message;
   SteadyTime caught_up_at;  // When sent_position last reached what was committed.
   grpc::ByteBuffer out;     // The message gRPC is sending; kept until OnWriteDone.
@@ -142,7 +145,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchFeed::Watch(
                        "A-Z a-z 0-9 . _ : @ -"),
           {{"field", "account_ids"}}));
     }
-    watcher->accounts.insert(account);
+    if (watcher->accounts.insert(account).second && request.with_balances()) {
+      watcher->balance_ids.push_back(account);
+    }
   }
   if (store_ == nullptr) {
     return refuse(ErrorStatus(
@@ -314,10 +319,11 @@ bool WatchFeed::Feed(const std::shared_ptr<Watcher>& watcher, uint64_t committed
       }
       const uint64_t until =
           tail_.empty() ? committed : std::min(committed, tail_.front().position - 1);
-      const absl::Status read = ReadEncoded(*w.reader, until, limit, [&](EncodedPosition encoded) {
-        events += AppendEvents(encoded, w.accounts, message);
-        last = encoded.position;
-      });
+      const absl::Status read =
+          ReadEncoded(*w.reader, until, limit, [&](const EncodedPosition& encoded) {
+            events += AppendEvents(encoded, w.accounts, message);
+            last = encoded.position;
+          });
       if (!read.ok()) {
         End(watcher, ReadFailure(read, w.reader->next_position() - 1));
         return true;
@@ -344,7 +350,7 @@ bool WatchFeed::SendBalances(const std::shared_ptr<Watcher>& watcher, uint64_t c
                              SteadyTime now) {
   Watcher& w = *watcher;
   w.balances = false;
-  const std::vector<std::string> ids(w.accounts.begin(), w.accounts.end());
+  const std::vector<std::string> ids = std::move(w.balance_ids);
   // Waits for the applier's next turn (at most about a batch): on this thread, never gRPC's.
   absl::StatusOr<storage::AccountsAt> at = store_->ReadAccountsAtApplied(ids);
   if (!at.ok()) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/exit_codes.h"
+#include "client/ledgerctl_output.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -122,6 +123,79 @@ TEST_F(LedgerctlWatchTest, ARestartOfLedgerdIsFollowedWithoutAGapOrARepeat) {
   EXPECT_EQ(events[1].entry().sequence(), 2u);
   EXPECT_EQ(events[1].entry().balance_after(), 3);
   EXPECT_THAT(Stderr(), HasSubstr("opening it again after position"));
+}
+
+TEST_F(LedgerctlWatchTest, WithBalancesPrintsTheBalancesThenOnlyTheOperationsAfterThem) {
+  ASSERT_NO_FATAL_FAILURE(StartLedgerd());
+  ASSERT_EQ(Run({"deposit", "erin", "4", "--request_id=r0"}).exit_code, 0);
+  ASSERT_EQ(Run({"deposit", "carol", "7", "--request_id=r1"}).exit_code, 0);
+  ASSERT_EQ(Run({"deposit", "carol", "3", "--request_id=r2"}).exit_code, 0);
+  std::unique_ptr<Subprocess> watch = Watch({"--json", "--with_balances", "--account=dave,carol"});
+  ASSERT_TRUE(watch->WaitForOutput("\"account_id\":\"carol\"")) << watch->output();
+  ASSERT_EQ(Run({"deposit", "carol", "5", "--request_id=r3"}).exit_code, 0);
+  ASSERT_TRUE(watch->WaitForOutput("\"request_id\":\"r3\"")) << watch->output();
+  watch->Signal(SIGINT);
+  EXPECT_EQ(watch->WaitForExit(), 0);
+  const std::vector<std::string> lines = absl::StrSplit(watch->output(), '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 3u) << watch->output();
+  // The balances as of one position the server applied (the newest when the watch started,
+  // unless its applier had not reached it yet), in the order named.
+  ctl::WatchBalanceLine dave;
+  ctl::WatchBalanceLine carol;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[0], &dave).ok()) << lines[0];
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[1], &carol).ok()) << lines[1];
+  EXPECT_EQ(dave.account_id(), "dave");
+  EXPECT_FALSE(dave.opened());
+  EXPECT_EQ(carol.account_id(), "carol");
+  EXPECT_EQ(dave.position(), carol.position());
+  ASSERT_GE(carol.position(), 1u);
+  ASSERT_LE(carol.position(), 3u);
+  EXPECT_EQ(carol.opened(), carol.position() >= 2);
+  EXPECT_EQ(carol.sequence(), carol.position() - 1);
+  EXPECT_EQ(carol.balance(), carol.position() == 3 ? 10 : carol.position() == 2 ? 7 : 0);
+  // Then exactly carol's operations after that position: none missed, none repeated.
+  std::string rest;
+  for (size_t i = 2; i < lines.size(); ++i) rest += lines[i] + "\n";
+  const std::vector<v1::WatchEvent> events = Events(rest);
+  ASSERT_EQ(events.size(), 3 - carol.sequence()) << watch->output();
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_GT(events[i].position(), carol.position());
+    EXPECT_EQ(events[i].account_id(), "carol");
+    EXPECT_EQ(events[i].entry().sequence(), carol.sequence() + 1 + i);
+  }
+  EXPECT_EQ(events.back().entry().balance_after(), 15);
+  EXPECT_EQ(events.back().position(), 4u);
+  EXPECT_EQ(Stderr(), "{\"last_position\":\"4\"}\n");
+
+  // For a person: the balances' table, then the operations' table (erin's one operation is at
+  // position 1, before any position the balances can be at).
+  std::unique_ptr<Subprocess> table = Watch({"--with_balances", "--account=erin,dave"});
+  ASSERT_TRUE(table->WaitForOutput("REQUEST ID")) << table->output();
+  table->Signal(SIGINT);
+  EXPECT_EQ(table->WaitForExit(), 0);
+  const std::vector<std::string> rows = absl::StrSplit(table->output(), '\n');
+  ASSERT_EQ(rows.size(), 7u) << table->output();
+  EXPECT_THAT(rows[0], ::testing::MatchesRegex("BALANCES AS OF POSITION [1-4]"));
+  EXPECT_THAT(rows[1], ::testing::MatchesRegex("ACCOUNT +BALANCE +SEQ"));
+  EXPECT_THAT(rows[2], ::testing::MatchesRegex("erin +4 +1"));
+  EXPECT_THAT(rows[3], ::testing::MatchesRegex("dave +\\(not opened\\)"));
+  EXPECT_EQ(rows[4], "");
+  EXPECT_THAT(rows[5], ::testing::StartsWith("POSITION  ACCOUNT"));
+  EXPECT_EQ(rows[6], "");
+  EXPECT_THAT(Stderr(), HasSubstr("watch stopped after position "));
+}
+
+TEST_F(LedgerctlWatchTest, WithBalancesNeedsAccountsAndNoFrom) {
+  ASSERT_NO_FATAL_FAILURE(StartLedgerd());
+  testing_util::LedgerctlResult result = Run({"watch", "--with_balances"});
+  EXPECT_EQ(result.exit_code, kExitUsage) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("--with_balances needs the accounts to read (--account)"));
+  result = Run({"watch", "--with_balances", "--account=carol", "--from=3"});
+  EXPECT_EQ(result.exit_code, kExitUsage) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("drop --from"));
+  result = Run({"balance", "carol", "--with_balances"});
+  EXPECT_EQ(result.exit_code, kExitUsage) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("apply to watch only"));
 }
 
 TEST_F(LedgerctlWatchTest, APositionTheServerNoLongerKeepsEndsItWithTheReason) {

@@ -258,10 +258,12 @@ TEST_F(WatchTest, WithBalancesAConsumerStartingMidLoadRebuildsItsAccountsExactly
   }
   std::thread load([&] { MixedLoad(server, 8, 200); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::vector<std::string> watched = accounts;
+  // Named out of order and one twice: the balances come in the order named, each once.
+  std::vector<std::string> watched(accounts.rbegin(), accounts.rend());
   watched.push_back("never-opened");
   auto context = ContextWithDeadline(std::chrono::seconds(120));
   v1::WatchRequest request = WatchFrom(0, watched);
+  request.add_account_ids(accounts[2]);
   request.set_with_balances(true);
   std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader =
       stub->Watch(context.get(), request);
@@ -271,6 +273,9 @@ TEST_F(WatchTest, WithBalancesAConsumerStartingMidLoadRebuildsItsAccountsExactly
   EXPECT_EQ(first.events_size(), 0);
   const uint64_t start = first.position();
   EXPECT_GT(start, 6u);
+  for (size_t i = 0; i < watched.size(); ++i) {
+    EXPECT_EQ(first.balances(static_cast<int>(i)).account_id(), watched[i]);
+  }
   std::map<std::string, AccountState> rebuilt;
   for (const v1::AccountBalance& balance : first.balances()) {
     if (balance.account_id() == "never-opened") {
