@@ -172,7 +172,8 @@ bench-startup: build-bench
 # over 10,000 accounts and 200 cross-shard Transfers/s among 40 from two ledger-loadtest clients
 # on CPU 1, for SOAK_MINUTES (default 30); ledgerd's RSS every 10 s, both clients verified exactly.
 # Fails when RSS grows more than 16 MB after minute 5 (bench/soak.py --help). More, e.g.
-# SOAK_ARGS="--json soak.json --server_env GLIBC_TUNABLES=glibc.malloc.arena_max=8".
+# SOAK_ARGS="--json soak.json --server_env GLIBC_TUNABLES=glibc.malloc.arena_max=8"; with a
+# watcher of the change stream rebuilding every balance for the whole run: SOAK_ARGS=--watch.
 SOAK_MINUTES ?= 30
 SOAK_ARGS ?=
 soak: build

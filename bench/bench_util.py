@@ -35,7 +35,8 @@ def comma_modes(text):
 
 # The fields of ledger-loadtest's --json report (client/loadtest_report.proto) that hold text.
 # Every other string in it is an int64 count, which protobuf's JSON mapping prints as a string.
-LOADTEST_TEXT_FIELDS = frozenset({"run_id", "interrupted", "verification", "address"})
+LOADTEST_TEXT_FIELDS = frozenset({"run_id", "interrupted", "verification", "address", "verdict",
+                                  "note"})
 
 
 def read_loadtest_report(path):

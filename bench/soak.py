@@ -25,6 +25,10 @@ On two cores ledgerd is pinned to CPU 0 and both clients to CPU 1 (taskset; --se
     python3 bench/soak.py --build build/release --minutes 30
     make soak SOAK_MINUTES=5            # the same through make, after a Release build
 
+--watch attaches a watcher for the whole run (issue 33): the deposits client runs with
+ledger-loadtest --watch, which follows the change stream, rebuilds every balance from it and
+checks them against Balance at the end (its report's watch verdict must be PASS too).
+
 --server_env KEY=VALUE (repeatable) starts ledgerd with more environment, e.g.
 LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4 and HEAPPROFILE=/tmp/hp/ledgerd for a heap
 profile; --server_args passes more ledgerd flags."""
@@ -178,6 +182,9 @@ def parse_args():
     parser.add_argument("--client_cpu", default="1",
                         help='taskset CPU list of both clients ("": none)')
     parser.add_argument("--server_args", default="", help="more ledgerd flags")
+    parser.add_argument("--watch", action="store_true",
+                        help="the deposits client also watches the change stream and rebuilds "
+                             "every balance from it (ledger-loadtest --watch)")
     parser.add_argument("--server_env", action="append", default=[], metavar="KEY=VALUE",
                         help="more environment for ledgerd (repeatable)")
     parser.add_argument("--keep", metavar="DIR",
@@ -243,12 +250,17 @@ def check_clients(clients):
             ok = False
             continue
         verification = report.get("verification")
+        watch = report.get("watch")
         codes = " ".join(f"{k}={v}" for k, v in sorted(report.get("codes", {}).items()))
         print(f"{client['name']}: {report.get('ok_per_second', 0):.0f} OK/s of "
               f"{report.get('offered_per_second', 0):g} offered, p99 "
               f"{report.get('latency_us', {}).get('ok', {}).get('p99', 0) / 1000:.1f} ms, "
               f"codes {codes}; verification {verification}; exit {code}")
-        if verification != "PASS" or code != 0:
+        if watch:
+            print(f"{client['name']}: watch {watch.get('verdict')}: {watch.get('events', 0)} "
+                  f"events, {watch.get('reconnects', 0)} reconnects, last position "
+                  f"{watch.get('last_position', 0)}; {watch.get('note', '')}")
+        if verification != "PASS" or code != 0 or (watch and watch.get("verdict") != "PASS"):
             ok = False
     return ok
 
@@ -265,7 +277,7 @@ def main():
             f"files in {scratch}")
         clients.append(start_client(args, scratch, port, "deposits", [
             "--mix=deposit=1", f"--accounts={args.deposit_accounts}",
-            f"--rate={args.deposit_rate:g}"]))
+            f"--rate={args.deposit_rate:g}"] + (["--watch"] if args.watch else [])))
         clients.append(start_client(args, scratch, port, "transfers", [
             "--mix=transfer=1", f"--accounts={args.transfer_accounts}",
             "--transfer_scope=cross_shard", "--fund=1000000000",
