@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "base/varint.h"
 #include "ledger/v1/ledger.pb.h"
 #include "server/history_entry.h"
 #include "storage/log_journal_entries.h"
@@ -12,14 +13,6 @@ namespace {
 // Protobuf's wire format: a field's key is (number << 3) | wire type.
 constexpr uint8_t kLengthDelimited = 2;
 constexpr uint8_t kVarint = 0;
-
-void AppendVarint(uint64_t value, std::string& out) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
 
 }  // namespace
 
@@ -35,24 +28,21 @@ absl::StatusOr<EncodedPosition> EncodePosition(uint64_t position, absl::string_v
   encoded.position = position;
   v1::WatchEvent event;
   std::string bytes;
-  absl::Status decoded = storage::ForEachJournalEntry(
-      payload, [](absl::string_view) { return true; },
-      [&](JournalEntry entry) {
-        event.Clear();
-        event.set_position(position);
-        event.set_account_id(entry.account_id);
-        ToHistoryEntry(entry, *event.mutable_entry());
-        bytes.clear();
-        event.SerializeToString(&bytes);
-        const auto offset = static_cast<uint32_t>(encoded.events.size());
-        AppendVarint((v1::WatchResponse::kEventsFieldNumber << 3) | kLengthDelimited,
-                     encoded.events);
-        AppendVarint(bytes.size(), encoded.events);
-        encoded.events.append(bytes);
-        encoded.index.push_back({.account_id = std::move(entry.account_id),
-                                 .offset = offset,
-                                 .length = static_cast<uint32_t>(encoded.events.size() - offset)});
-      });
+  absl::Status decoded = storage::ForEachJournalEntry(payload, [&](JournalEntry entry) {
+    event.Clear();
+    event.set_position(position);
+    event.set_account_id(entry.account_id);
+    ToHistoryEntry(entry, *event.mutable_entry());
+    bytes.clear();
+    event.SerializeToString(&bytes);
+    const auto offset = static_cast<uint32_t>(encoded.events.size());
+    AppendVarint((v1::WatchResponse::kEventsFieldNumber << 3) | kLengthDelimited, encoded.events);
+    AppendVarint(bytes.size(), encoded.events);
+    encoded.events.append(bytes);
+    encoded.index.push_back({.account_id = std::move(entry.account_id),
+                             .offset = offset,
+                             .length = static_cast<uint32_t>(encoded.events.size() - offset)});
+  });
   if (!decoded.ok()) return decoded;
   return encoded;
 }

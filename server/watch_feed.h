@@ -102,8 +102,7 @@ class WatchFeed {
             uint64_t committed, SteadyTime now);
   // Reads the log past the tail's end, up to `committed` (kTailReadBytes at a time), encoding
   // each position once for every watcher; drops the oldest beyond options_.tail_bytes. With no
-  // watcher
-  // (`wanted` false) it lets the tail go.
+  // watcher (`wanted` false) it lets the tail go.
   void ExtendTail(uint64_t committed, bool wanted);
   // What a watcher is told when its place in the log cannot be read: POSITION_NOT_KEPT after
   // `after` when the log dropped it, else STORAGE_READ_FAILED.

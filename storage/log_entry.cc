@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/varint.h"
 
 namespace ledger::storage {
 namespace {
@@ -41,27 +42,19 @@ void LogEntryBuilder::Reset() {
   payload_.push_back('\0');  // Flags: no partition id.
 }
 
-void LogEntryBuilder::PutVarint(uint64_t value) {
-  while (value >= 0x80) {
-    payload_.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  payload_.push_back(static_cast<char>(value));
-}
-
 void LogEntryBuilder::Put(LogFamily family, absl::string_view key, absl::string_view value) {
   payload_.push_back(static_cast<char>(kPut));
   payload_.push_back(static_cast<char>(family));
-  PutVarint(key.size());
+  AppendVarint(key.size(), payload_);
   payload_.append(key.data(), key.size());
-  PutVarint(value.size());
+  AppendVarint(value.size(), payload_);
   payload_.append(value.data(), value.size());
 }
 
 void LogEntryBuilder::Delete(LogFamily family, absl::string_view key) {
   payload_.push_back(static_cast<char>(kDelete));
   payload_.push_back(static_cast<char>(family));
-  PutVarint(key.size());
+  AppendVarint(key.size(), payload_);
   payload_.append(key.data(), key.size());
 }
 

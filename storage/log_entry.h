@@ -44,7 +44,6 @@ class LogEntryBuilder {
   void Reset();
 
  private:
-  void PutVarint(uint64_t value);
   std::string payload_;
 };
 

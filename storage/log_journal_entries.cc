@@ -10,7 +10,6 @@
 namespace ledger::storage {
 
 absl::Status ForEachJournalEntry(absl::string_view payload,
-                                 const std::function<bool(absl::string_view account_id)>& wanted,
                                  const std::function<void(JournalEntry entry)>& entry) {
   absl::Status bad;
   absl::Status listed = ForEachLogChange(payload, [&](const LogChange& change) {
@@ -21,7 +20,6 @@ absl::Status ForEachJournalEntry(absl::string_view payload,
       return;
     }
     const absl::string_view account_id = change.key.substr(0, change.key.size() - 9);
-    if (!wanted(account_id)) return;
     absl::StatusOr<JournalEntry> decoded = DecodeJournal(*change.value);
     if (!decoded.ok()) {
       bad = absl::DataLossError(absl::StrCat("the journal record of account ", account_id,

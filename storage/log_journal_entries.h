@@ -13,12 +13,10 @@
 
 namespace ledger::storage {
 
-// Calls `entry` for every journal entry of the log entry `payload` whose account `wanted` accepts
-// (asked with the account id before its value is decoded), in order. DataLoss naming what is
-// wrong for a payload or a journal record that does not decode; `entry` has then been called for
-// those before it.
+// Calls `entry` for every journal entry of the log entry `payload`, in order. DataLoss naming
+// what is wrong for a payload or a journal record that does not decode; `entry` has then been
+// called for those before it.
 absl::Status ForEachJournalEntry(absl::string_view payload,
-                                 const std::function<bool(absl::string_view account_id)>& wanted,
                                  const std::function<void(JournalEntry entry)>& entry);
 
 }  // namespace ledger::storage

@@ -89,14 +89,12 @@ std::vector<v1::WatchEvent> EventsInTheLog(storage::LedgerStorage& store, uint64
   while ((*reader)->next_position() <= last) {
     absl::StatusOr<int> read =
         (*reader)->Read(last, 1 << 20, [&](uint64_t position, absl::string_view payload) {
-          absl::Status decoded = storage::ForEachJournalEntry(
-              payload, [](absl::string_view) { return true; },
-              [&](JournalEntry entry) {
-                v1::WatchEvent& event = events.emplace_back();
-                event.set_position(position);
-                event.set_account_id(entry.account_id);
-                ToHistoryEntry(entry, *event.mutable_entry());
-              });
+          absl::Status decoded = storage::ForEachJournalEntry(payload, [&](JournalEntry entry) {
+            v1::WatchEvent& event = events.emplace_back();
+            event.set_position(position);
+            event.set_account_id(entry.account_id);
+            ToHistoryEntry(entry, *event.mutable_entry());
+          });
           EXPECT_TRUE(decoded.ok()) << decoded;
         });
     EXPECT_TRUE(read.ok()) << read.status();
