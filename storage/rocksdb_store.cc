@@ -1357,6 +1357,10 @@ void RocksDbStore::RunApplier() {
         absl::MutexLock stopping(&apply_mu_);
         if (!status.ok() && applier_stopping_) {
           unapplied_bytes_ = 0;
+          // Snapshots asked meanwhile get their default answer (Unavailable: the store is
+          // stopping) rather than a wait that no applier would ever end.
+          for (SnapshotRequest* request : snapshot_requests_) request->done = true;
+          snapshot_requests_.clear();
           apply_changed_.NotifyAll();
           return;  // Stopping: the log keeps what was not applied, for the next start.
         }
